@@ -1,0 +1,144 @@
+//! The upstream Apache Camel K kinds this project assigns to operators, and the
+//! key that names a resource's operator.
+//!
+//! Upstream Camel K reads only the annotation [`OPERATOR_ID_KEY`]; this project
+//! also sets a label with the same key and value so operators can filter their
+//! watches on the server. The two are always written together.
+
+mod crd;
+
+pub use crd::generated_crd;
+
+/// Label and annotation key naming the operator that owns a Camel K resource.
+pub const OPERATOR_ID_KEY: &str = "camel.apache.org/operator.id";
+
+/// API group of every Camel K kind.
+pub const GROUP: &str = "camel.apache.org";
+
+/// One Camel K custom resource kind, as upstream defines it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CamelKind {
+    Integration,
+    IntegrationKit,
+    IntegrationPlatform,
+    IntegrationProfile,
+    Build,
+    Pipe,
+    KameletBinding,
+    CamelCatalog,
+    Kamelet,
+}
+
+impl CamelKind {
+    /// Every kind, in a stable order.
+    pub const ALL: [CamelKind; 9] = [
+        CamelKind::Integration,
+        CamelKind::IntegrationKit,
+        CamelKind::IntegrationPlatform,
+        CamelKind::IntegrationProfile,
+        CamelKind::Build,
+        CamelKind::Pipe,
+        CamelKind::KameletBinding,
+        CamelKind::CamelCatalog,
+        CamelKind::Kamelet,
+    ];
+
+    pub fn kind(self) -> &'static str {
+        match self {
+            CamelKind::Integration => "Integration",
+            CamelKind::IntegrationKit => "IntegrationKit",
+            CamelKind::IntegrationPlatform => "IntegrationPlatform",
+            CamelKind::IntegrationProfile => "IntegrationProfile",
+            CamelKind::Build => "Build",
+            CamelKind::Pipe => "Pipe",
+            CamelKind::KameletBinding => "KameletBinding",
+            CamelKind::CamelCatalog => "CamelCatalog",
+            CamelKind::Kamelet => "Kamelet",
+        }
+    }
+
+    /// Served version; KameletBinding was only ever `v1alpha1` and is gone upstream.
+    pub fn version(self) -> &'static str {
+        match self {
+            CamelKind::KameletBinding => "v1alpha1",
+            _ => "v1",
+        }
+    }
+
+    pub fn plural(self) -> &'static str {
+        match self {
+            CamelKind::Integration => "integrations",
+            CamelKind::IntegrationKit => "integrationkits",
+            CamelKind::IntegrationPlatform => "integrationplatforms",
+            CamelKind::IntegrationProfile => "integrationprofiles",
+            CamelKind::Build => "builds",
+            CamelKind::Pipe => "pipes",
+            CamelKind::KameletBinding => "kameletbindings",
+            CamelKind::CamelCatalog => "camelcatalogs",
+            CamelKind::Kamelet => "kamelets",
+        }
+    }
+
+    /// Short name as in the upstream CRDs (`kubectl get it`).
+    pub fn short_name(self) -> &'static str {
+        match self {
+            CamelKind::Integration => "it",
+            CamelKind::IntegrationKit => "ik",
+            CamelKind::IntegrationPlatform => "itp",
+            CamelKind::IntegrationProfile => "ipr",
+            CamelKind::Build => "ikb",
+            CamelKind::Pipe => "pp",
+            CamelKind::KameletBinding => "klb",
+            CamelKind::CamelCatalog => "cc",
+            CamelKind::Kamelet => "kl",
+        }
+    }
+
+    /// `plural.group`, the name of the kind's CustomResourceDefinition.
+    pub fn crd_name(self) -> String {
+        format!("{}.{}", self.plural(), GROUP)
+    }
+
+    pub fn api_version(self) -> String {
+        format!("{}/{}", GROUP, self.version())
+    }
+
+    /// Finds a kind by its name, plural, singular or short name, ignoring case,
+    /// as `kubectl get` does.
+    pub fn parse(name: &str) -> Option<CamelKind> {
+        let name = name.to_ascii_lowercase();
+        CamelKind::ALL.into_iter().find(|k| {
+            k.kind().eq_ignore_ascii_case(&name) || k.plural() == name || k.short_name() == name
+        })
+    }
+}
+
+impl std::fmt::Display for CamelKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.kind())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_accepts_kubectl_spellings() {
+        assert_eq!(CamelKind::parse("integration"), Some(CamelKind::Integration));
+        assert_eq!(CamelKind::parse("Integrations"), Some(CamelKind::Integration));
+        assert_eq!(CamelKind::parse("it"), Some(CamelKind::Integration));
+        assert_eq!(CamelKind::parse("ikb"), Some(CamelKind::Build));
+        assert_eq!(CamelKind::parse("pipe"), Some(CamelKind::Pipe));
+        assert_eq!(CamelKind::parse("deployment"), None);
+    }
+
+    #[test]
+    fn names_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for k in CamelKind::ALL {
+            assert!(seen.insert(k.plural()));
+            assert!(seen.insert(k.short_name()));
+        }
+    }
+}

@@ -1,0 +1,454 @@
+//! Starting and stopping one local control plane: etcd, kube-apiserver and
+//! kube-controller-manager on free loopback ports, all state in one directory.
+//!
+//! Flow of [`start`]:
+//! 1. refuse if the directory belongs to a running cluster; otherwise wipe it;
+//! 2. write the PKI, the static token file and the audit policy (mode 0700 dir);
+//! 3. start etcd and wait until its client port accepts connections;
+//! 4. start kube-apiserver (RBAC, token authentication, audit log) and wait for
+//!    `/readyz` as admin;
+//! 5. write the kubeconfig (one context per identity), install the Camel K
+//!    CRDs and wait until they are `Established`;
+//! 6. start kube-controller-manager with only the garbage-collector and
+//!    namespace controllers. It starts after the CRDs so that its garbage
+//!    collector sees their types at once instead of on its 30 s resync.
+//!
+//! Every process runs in its own process group, so a terminal's Ctrl-C does
+//! not reach it; [`stop`] ends them by process id, recorded in `pids`.
+//! A start that fails (a port taken between choosing and binding it) stops
+//! what it started and is retried with new ports.
+
+use std::fs;
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::Error;
+use crate::audit;
+use crate::crds::{self, CrdSource};
+use crate::identity::{ADMIN, Identity};
+use crate::pki::Pki;
+
+const START_ATTEMPTS: usize = 3;
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The files of a control plane's state directory.
+#[derive(Clone, Debug)]
+pub struct ClusterDir {
+    root: PathBuf,
+}
+
+impl ClusterDir {
+    pub fn new(root: impl Into<PathBuf>) -> ClusterDir {
+        ClusterDir { root: root.into() }
+    }
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.root.join("kubeconfig")
+    }
+    pub fn audit_log(&self) -> PathBuf {
+        self.root.join("audit.log")
+    }
+    pub fn pids(&self) -> PathBuf {
+        self.root.join("pids")
+    }
+    pub fn log(&self, process: &str) -> PathBuf {
+        self.root.join("logs").join(format!("{process}.log"))
+    }
+    fn pki(&self, file: &str) -> PathBuf {
+        self.root.join("pki").join(file)
+    }
+}
+
+/// What [`start`] needs.
+#[derive(Clone, Debug)]
+pub struct StartOptions {
+    pub dir: ClusterDir,
+    pub bin_dir: PathBuf,
+    pub crds: CrdSource,
+}
+
+/// A started control plane.
+#[derive(Debug)]
+pub struct LocalCluster {
+    pub dir: ClusterDir,
+    pub server: String,
+    pub identities: Vec<Identity>,
+    /// (process name, pid), in start order.
+    pub processes: Vec<(String, u32)>,
+}
+
+/// Starts a control plane in `opts.dir` (see the module doc for the flow).
+pub async fn start(opts: &StartOptions) -> Result<LocalCluster, Error> {
+    let running = running_processes(&opts.dir);
+    if !running.is_empty() {
+        let pids: Vec<String> = running
+            .iter()
+            .map(|(n, p)| format!("{n}={p}"))
+            .collect();
+        return Err(Error::AlreadyRunning(format!(
+            "a local control plane is already running from {} ({}); stop it first",
+            opts.dir.root().display(),
+            pids.join(", ")
+        )));
+    }
+    let crds = opts.crds.load()?;
+    let mut last_error = None;
+    for _ in 0..START_ATTEMPTS {
+        prepare_dir(&opts.dir)?;
+        let mut children = Vec::new();
+        match start_once(opts, &crds, &mut children).await {
+            Ok(cluster) => return Ok(cluster),
+            Err(e) => {
+                for (_, child) in children.iter_mut().rev() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                last_error = Some(e);
+            }
+        }
+    }
+    Err(last_error.expect("at least one attempt"))
+}
+
+async fn start_once(
+    opts: &StartOptions,
+    crds: &[k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition],
+    children: &mut Vec<(String, Child)>,
+) -> Result<LocalCluster, Error> {
+    let dir = &opts.dir;
+    let identities = Identity::standard_set().map_err(io("generating tokens"))?;
+    write_secrets(dir, &identities)?;
+
+    let [etcd_port, etcd_peer_port, api_port] = free_ports()?;
+    let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+    let etcd_peer = format!("http://127.0.0.1:{etcd_peer_port}");
+    let etcd = spawn(
+        dir,
+        &opts.bin_dir,
+        "etcd",
+        &[
+            "--name=default".into(),
+            format!("--data-dir={}", dir.root().join("etcd").display()),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls={etcd_peer}"),
+            format!("--initial-advertise-peer-urls={etcd_peer}"),
+            format!("--initial-cluster=default={etcd_peer}"),
+            "--unsafe-no-fsync=true".into(),
+            "--max-request-bytes=4194304".into(),
+            "--log-level=warn".into(),
+        ],
+    )?;
+    children.push(("etcd".into(), etcd));
+    wait_for_port(etcd_port, children).await?;
+
+    let server = format!("https://127.0.0.1:{api_port}");
+    let apiserver = spawn(
+        dir,
+        &opts.bin_dir,
+        "kube-apiserver",
+        &[
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".into(),
+            format!("--secure-port={api_port}"),
+            "--advertise-address=127.0.0.1".into(),
+            "--endpoint-reconciler-type=none".into(),
+            format!("--tls-cert-file={}", dir.pki("apiserver.crt").display()),
+            format!("--tls-private-key-file={}", dir.pki("apiserver.key").display()),
+            format!("--client-ca-file={}", dir.pki("ca.crt").display()),
+            format!("--token-auth-file={}", dir.pki("tokens.csv").display()),
+            "--anonymous-auth=false".into(),
+            "--authorization-mode=RBAC".into(),
+            format!("--service-account-issuer={server}"),
+            format!("--service-account-key-file={}", dir.pki("sa.key").display()),
+            format!(
+                "--service-account-signing-key-file={}",
+                dir.pki("sa.key").display()
+            ),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            "--disable-admission-plugins=ServiceAccount".into(),
+            format!("--audit-policy-file={}", dir.pki("audit-policy.yaml").display()),
+            format!("--audit-log-path={}", dir.audit_log().display()),
+            "--audit-log-format=json".into(),
+            "--audit-log-mode=blocking".into(),
+            "--audit-log-maxsize=0".into(),
+            "--profiling=false".into(),
+            "--v=1".into(),
+        ],
+    )?;
+    children.push(("kube-apiserver".into(), apiserver));
+
+    write_kubeconfig(dir, &server, &identities)?;
+    let client = admin_client(dir).await?;
+    wait_until_ready(&client, children).await?;
+    crds::install(&client, crds).await?;
+
+    let kcm = spawn(
+        dir,
+        &opts.bin_dir,
+        "kube-controller-manager",
+        &[
+            format!("--kubeconfig={}", dir.kubeconfig().display()),
+            "--controllers=garbage-collector-controller,namespace-controller".into(),
+            "--leader-elect=false".into(),
+            "--bind-address=127.0.0.1".into(),
+            "--secure-port=0".into(),
+            "--v=1".into(),
+        ],
+    )?;
+    children.push(("kube-controller-manager".into(), kcm));
+    // Give it a moment to fail on bad flags before we report success.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    check_alive(children)?;
+
+    let processes: Vec<(String, u32)> = children
+        .iter()
+        .map(|(name, child)| (name.clone(), child.id()))
+        .collect();
+    let pid_lines: String = processes
+        .iter()
+        .map(|(n, p)| format!("{n} {p}\n"))
+        .collect();
+    fs::write(dir.pids(), pid_lines).map_err(io("writing pids"))?;
+    Ok(LocalCluster {
+        dir: dir.clone(),
+        server,
+        identities,
+        processes,
+    })
+}
+
+/// A client for `context` (an identity's name) of the cluster in `dir`.
+pub async fn client_for(dir: &ClusterDir, context: &str) -> Result<Client, Error> {
+    let kubeconfig = Kubeconfig::read_from(dir.kubeconfig())?;
+    let options = KubeConfigOptions {
+        context: Some(context.to_string()),
+        ..Default::default()
+    };
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?;
+    Ok(Client::try_from(config)?)
+}
+
+async fn admin_client(dir: &ClusterDir) -> Result<Client, Error> {
+    client_for(dir, ADMIN).await
+}
+
+/// Processes recorded in `dir/pids` that are still alive and still ours (the
+/// command line names the directory, so a reused pid is not mistaken for one).
+pub fn running_processes(dir: &ClusterDir) -> Vec<(String, u32)> {
+    let Ok(text) = fs::read_to_string(dir.pids()) else {
+        return vec![];
+    };
+    let root = dir.root().to_string_lossy().into_owned();
+    text.lines()
+        .filter_map(|l| {
+            let (name, pid) = l.split_once(' ')?;
+            Some((name.to_string(), pid.trim().parse().ok()?))
+        })
+        .filter(|(_, pid)| is_ours(*pid, &root))
+        .collect()
+}
+
+fn is_ours(pid: u32, root: &str) -> bool {
+    let Ok(status) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // Field 3 of /proc/PID/stat is the state; Z is a zombie.
+    let zombie = status
+        .rsplit_once(')')
+        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    !zombie && String::from_utf8_lossy(&cmdline).contains(root)
+}
+
+/// Stops the processes of the cluster in `dir`: SIGTERM in reverse start
+/// order, then SIGKILL for any still alive after 15 s. Returns what it stopped.
+pub fn stop(dir: &ClusterDir) -> Vec<(String, u32)> {
+    let running = running_processes(dir);
+    let root = dir.root().to_string_lossy().into_owned();
+    for (_, pid) in running.iter().rev() {
+        let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while running.iter().any(|(_, p)| is_ours(*p, &root)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for (_, pid) in &running {
+        if is_ours(*pid, &root) {
+            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
+        }
+    }
+    let _ = fs::remove_file(dir.pids());
+    running
+}
+
+fn prepare_dir(dir: &ClusterDir) -> Result<(), Error> {
+    if dir.root().exists() {
+        fs::remove_dir_all(dir.root()).map_err(io("clearing the state directory"))?;
+    }
+    for sub in ["pki", "logs", "etcd"] {
+        fs::create_dir_all(dir.root().join(sub)).map_err(io("creating the state directory"))?;
+    }
+    for d in [dir.root().to_path_buf(), dir.root().join("pki"), dir.root().join("etcd")] {
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o700))
+            .map_err(io("securing the state directory"))?;
+    }
+    Ok(())
+}
+
+fn write_secrets(dir: &ClusterDir, identities: &[Identity]) -> Result<(), Error> {
+    let pki = Pki::generate().map_err(|e| Error::Start {
+        process: "pki".into(),
+        message: e.to_string(),
+    })?;
+    let tokens: String = identities.iter().map(Identity::token_file_line).collect();
+    for (file, content) in [
+        ("ca.crt", pki.ca_cert.as_str()),
+        ("apiserver.crt", pki.serving_cert.as_str()),
+        ("apiserver.key", pki.serving_key.as_str()),
+        ("sa.key", pki.service_account_key.as_str()),
+        ("tokens.csv", tokens.as_str()),
+        ("audit-policy.yaml", audit::POLICY),
+    ] {
+        write_private(&dir.pki(file), content)?;
+    }
+    Ok(())
+}
+
+fn write_kubeconfig(dir: &ClusterDir, server: &str, identities: &[Identity]) -> Result<(), Error> {
+    let ca = dir.pki("ca.crt");
+    let mut out = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: camelk-local\n  cluster:\n    server: {server}\n    certificate-authority: {}\nusers:\n",
+        ca.display()
+    );
+    for id in identities {
+        out.push_str(&format!(
+            "- name: {0}\n  user:\n    token: {1}\n",
+            id.name, id.token
+        ));
+    }
+    out.push_str("contexts:\n");
+    for id in identities {
+        out.push_str(&format!(
+            "- name: {0}\n  context:\n    cluster: camelk-local\n    user: {0}\n    namespace: default\n",
+            id.name
+        ));
+    }
+    out.push_str(&format!("current-context: {ADMIN}\n"));
+    write_private(&dir.kubeconfig(), &out)
+}
+
+fn write_private(path: &Path, content: &str) -> Result<(), Error> {
+    let mut file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io_path("writing", path))?;
+    file.write_all(content.as_bytes())
+        .map_err(io_path("writing", path))
+}
+
+fn spawn(dir: &ClusterDir, bin_dir: &Path, name: &str, args: &[String]) -> Result<Child, Error> {
+    let log = fs::File::create(dir.log(name)).map_err(io("creating a log file"))?;
+    let log_err = log.try_clone().map_err(io("creating a log file"))?;
+    Command::new(bin_dir.join(name))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Error::Start {
+            process: name.into(),
+            message: format!("{}: {e}", bin_dir.join(name).display()),
+        })
+}
+
+/// Fails with the tail of the log of any process that has exited.
+fn check_alive(children: &mut [(String, Child)]) -> Result<(), Error> {
+    for (name, child) in children.iter_mut() {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(Error::Start {
+                process: name.clone(),
+                message: format!("exited with {status}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+async fn wait_for_port(port: u16, children: &mut [(String, Child)]) -> Result<(), Error> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        check_alive(children)?;
+        if Instant::now() > deadline {
+            return Err(Error::Start {
+                process: "etcd".into(),
+                message: format!("port {port} not open after {READY_TIMEOUT:?}"),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+async fn wait_until_ready(client: &Client, children: &mut [(String, Child)]) -> Result<(), Error> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let request = http::Request::get("/readyz").body(Vec::new()).expect("static request");
+        match client.request_text(request).await {
+            Ok(body) if body.trim() == "ok" => return Ok(()),
+            result => {
+                check_alive(children)?;
+                if Instant::now() > deadline {
+                    return Err(Error::Start {
+                        process: "kube-apiserver".into(),
+                        message: format!("/readyz not ok after {READY_TIMEOUT:?}: {result:?}"),
+                    });
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn free_ports<const N: usize>() -> Result<[u16; N], Error> {
+    // Hold all listeners at once so the ports are distinct.
+    let listeners: Vec<TcpListener> = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()
+        .map_err(io("choosing free ports"))?;
+    let mut ports = [0u16; N];
+    for (slot, l) in ports.iter_mut().zip(&listeners) {
+        *slot = l.local_addr().map_err(io("choosing free ports"))?.port();
+    }
+    Ok(ports)
+}
+
+fn io(context: &'static str) -> impl Fn(std::io::Error) -> Error {
+    move |source| Error::Io {
+        context: context.to_string(),
+        source,
+    }
+}
+
+fn io_path<'a>(verb: &'static str, path: &'a Path) -> impl Fn(std::io::Error) -> Error + 'a {
+    move |source| Error::Io {
+        context: format!("{verb} {}", path.display()),
+        source,
+    }
+}

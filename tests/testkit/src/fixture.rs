@@ -1,0 +1,206 @@
+//! The control plane a test binary shares, and a fresh namespace per test.
+//!
+//! The first call to [`shared`] starts a control plane in a temporary
+//! directory (or, when `CAMELK_TEST_KUBECONFIG` names the kubeconfig of a
+//! running one, such as `make local-cluster`'s, reuses it). Tests of one binary
+//! run in parallel on it, each in its own namespace.
+//!
+//! Tear-down cannot rely on destructors of statics, which Rust never runs, so
+//! a watchdog shell holds the read end of a pipe whose write end only this
+//! process holds: when the test binary exits in any way, the pipe closes and
+//! the watchdog stops the control plane and removes its directory
+//! (`CAMELK_TEST_KEEP=1` keeps the directory for a post-mortem).
+
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::OnceLock;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::Client;
+
+use crate::audit::AuditLog;
+use crate::binaries::control_plane_bin_dir;
+use crate::cluster::{self, ClusterDir, StartOptions};
+use crate::crds::{self, CrdSource};
+use crate::identity::{ADMIN, random_hex};
+use crate::Error;
+
+pub const REUSE_ENV: &str = "CAMELK_TEST_KUBECONFIG";
+const KEEP_ENV: &str = "CAMELK_TEST_KEEP";
+/// Label put on every namespace a test creates.
+pub const TEST_NAMESPACE_LABEL: &str = "camelk.dev/test";
+
+/// A control plane shared by the tests of one binary.
+pub struct TestCluster {
+    dir: ClusterDir,
+    // Held, never written: closing it (at process exit) tells the watchdog to stop the cluster.
+    _watchdog: Option<(Child, ChildStdin)>,
+}
+
+static SHARED: OnceLock<Result<TestCluster, String>> = OnceLock::new();
+
+/// The control plane of this test binary, started on first use.
+///
+/// Panics with the reason when it cannot be started: every test that needs a
+/// cluster fails loudly rather than passing without one.
+pub fn shared() -> &'static TestCluster {
+    let result = SHARED.get_or_init(|| {
+        // Start on a thread of its own so callers inside a Tokio runtime can block.
+        std::thread::spawn(|| boot().map_err(|e| e.to_string()))
+            .join()
+            .unwrap_or_else(|_| Err("control plane start-up panicked".into()))
+    });
+    match result {
+        Ok(cluster) => cluster,
+        Err(e) => panic!("no control plane for the tests: {e}"),
+    }
+}
+
+fn boot() -> Result<TestCluster, Error> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| Error::Io {
+            context: "starting a runtime".into(),
+            source,
+        })?;
+    if let Some(kubeconfig) = std::env::var_os(REUSE_ENV) {
+        let kubeconfig = PathBuf::from(kubeconfig);
+        let root = kubeconfig
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_else(|| PathBuf::from("."));
+        let dir = ClusterDir::new(root);
+        runtime.block_on(async {
+            let client = cluster::client_for(&dir, ADMIN).await?;
+            crds::install(&client, &CrdSource::locate().load()?).await
+        })?;
+        return Ok(TestCluster {
+            dir,
+            _watchdog: None,
+        });
+    }
+
+    let root = std::env::temp_dir().join(format!(
+        "camelk-test-{}-{}",
+        std::process::id(),
+        random_hex(4).map_err(|source| Error::Io {
+            context: "naming the state directory".into(),
+            source
+        })?
+    ));
+    let opts = StartOptions {
+        dir: ClusterDir::new(&root),
+        bin_dir: control_plane_bin_dir()?,
+        crds: CrdSource::locate(),
+    };
+    let started = runtime.block_on(cluster::start(&opts))?;
+    let watchdog = spawn_watchdog(&started.dir, &started.processes)?;
+    Ok(TestCluster {
+        dir: started.dir,
+        _watchdog: Some(watchdog),
+    })
+}
+
+fn spawn_watchdog(dir: &ClusterDir, processes: &[(String, u32)]) -> Result<(Child, ChildStdin), Error> {
+    let keep = std::env::var_os(KEEP_ENV).is_some();
+    let script = "read _ignored; kill -TERM \"$@\" 2>/dev/null; sleep 5; kill -KILL \"$@\" 2>/dev/null; \
+                  [ -n \"$KEEP\" ] || rm -rf \"$STATE_DIR\"";
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg("camelk-test-watchdog")
+        .args(processes.iter().rev().map(|(_, pid)| pid.to_string()))
+        .env("STATE_DIR", dir.root())
+        .env("KEEP", if keep { "1" } else { "" })
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|source| Error::Io {
+            context: "starting the watchdog".into(),
+            source,
+        })?;
+    let stdin = child.stdin.take().expect("piped stdin");
+    Ok((child, stdin))
+}
+
+use std::os::unix::process::CommandExt;
+
+impl TestCluster {
+    pub fn dir(&self) -> &ClusterDir {
+        &self.dir
+    }
+
+    /// Path of the kubeconfig; its contexts are named after the identities.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.kubeconfig()
+    }
+
+    pub fn audit_log(&self) -> AuditLog {
+        AuditLog::new(self.dir.audit_log())
+    }
+
+    /// A client acting as the privileged `admin` identity.
+    pub async fn admin(&self) -> Client {
+        self.client_as(ADMIN).await
+    }
+
+    /// A client acting as `identity` (a context of the kubeconfig).
+    pub async fn client_as(&self, identity: &str) -> Client {
+        cluster::client_for(&self.dir, identity)
+            .await
+            .unwrap_or_else(|e| panic!("client for {identity}: {e}"))
+    }
+
+    /// Creates a namespace with a unique name starting with `prefix`; it is
+    /// deleted when the returned guard is dropped.
+    pub async fn namespace(&self, prefix: &str) -> TestNamespace {
+        let name = format!("{prefix}-{}", random_hex(4).expect("random bytes"));
+        let client = self.admin().await;
+        let api: Api<Namespace> = Api::all(client);
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                labels: Some([(TEST_NAMESPACE_LABEL.to_string(), "true".to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        api.create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
+        TestNamespace {
+            name,
+            dir: self.dir.clone(),
+        }
+    }
+}
+
+/// A namespace of one test, deleted (with everything in it) on drop.
+pub struct TestNamespace {
+    pub name: String,
+    dir: ClusterDir,
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        let dir = self.dir.clone();
+        // Drop cannot be async; delete from a short-lived runtime on its own thread.
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let client = cluster::client_for(&dir, ADMIN).await.ok()?;
+                let api: Api<Namespace> = Api::all(client);
+                api.delete(&name, &DeleteParams::default()).await.ok()
+            })
+        })
+        .join();
+    }
+}

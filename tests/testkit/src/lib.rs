@@ -1,0 +1,59 @@
+//! A real Kubernetes control plane on loopback, for tests and the demo.
+//!
+//! etcd, kube-apiserver and kube-controller-manager are built from upstream
+//! Go modules by `tests/control-plane/build.sh` (see [`binaries`]) and started
+//! by [`cluster::start`] with RBAC, static-token users ([`identity`]), an audit
+//! log ([`audit`]) and the Camel K CRDs ([`crds`]).
+//!
+//! Tests use [`fixture::shared`]: one control plane per test binary, a fresh
+//! namespace per test.
+//!
+//! ```no_run
+//! # async fn example() {
+//! let cluster = camelk_testkit::shared();
+//! let ns = cluster.namespace("my-test").await;
+//! let client = cluster.client_as("operator-1").await;
+//! # let _ = (ns, client);
+//! # }
+//! ```
+
+pub mod audit;
+pub mod binaries;
+pub mod cluster;
+pub mod crds;
+pub mod fixture;
+pub mod identity;
+pub mod pki;
+
+use std::path::PathBuf;
+
+pub use audit::{AuditEvent, AuditLog};
+pub use fixture::{TestCluster, TestNamespace, shared};
+
+/// Failures of starting, stopping or preparing a control plane.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("building the control-plane binaries: {0}")]
+    Build(String),
+    #[error("{0}")]
+    AlreadyRunning(String),
+    #[error("starting {process}: {message}")]
+    Start { process: String, message: String },
+    #[error("installing CRDs: {0}")]
+    Crd(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading the kubeconfig: {0}")]
+    Kubeconfig(#[from] kube::config::KubeconfigError),
+    #[error("Kubernetes client: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// Root of the Cargo workspace this crate belongs to.
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
