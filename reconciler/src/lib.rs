@@ -7,9 +7,16 @@
 //!
 //! ```text
 //! Git / cluster sources ─▶ desired model ─▶ plan (pure) ─▶ executor (handoff) ─▶ cluster
+//!   git/, inventory/      manifest/, api/      plan/
 //! ```
 //!
 //! Start with [`camel_k`], the catalogue of the upstream Camel K kinds and the
-//! owner key every one of them carries.
+//! owner key every one of them carries; then [`api`] (the `OperatorAssignment`
+//! kept in Git), [`manifest`] (reading, checking and editing it) and [`plan`]
+//! (what a manifest change does to the cluster).
 
+pub mod api;
 pub mod camel_k;
+pub mod inventory;
+pub mod manifest;
+pub mod plan;

@@ -113,6 +113,69 @@ impl CamelKind {
     }
 }
 
+/// Manifests name kinds exactly as upstream does (`Integration`, `Pipe`, ...).
+impl serde::Serialize for CamelKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.kind())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for CamelKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        if let Some(kind) = CamelKind::ALL.into_iter().find(|k| k.kind() == name) {
+            return Ok(kind);
+        }
+        let hint = match CamelKind::parse(&name) {
+            Some(kind) => format!("; did you mean `{kind}`?"),
+            None => CamelKind::closest(&name)
+                .map(|kind| format!("; did you mean `{kind}`?"))
+                .unwrap_or_default(),
+        };
+        Err(serde::de::Error::custom(format!(
+            "unknown Camel K kind `{name}`{hint} (kinds: {})",
+            CamelKind::ALL.map(CamelKind::kind).join(", ")
+        )))
+    }
+}
+
+impl schemars::JsonSchema for CamelKind {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CamelKind".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "enum": CamelKind::ALL.map(CamelKind::kind),
+        })
+    }
+}
+
+impl CamelKind {
+    /// The kind whose name is closest to a misspelt `name`, if any is close.
+    pub fn closest(name: &str) -> Option<CamelKind> {
+        CamelKind::ALL
+            .into_iter()
+            .map(|k| {
+                (
+                    strsim::jaro_winkler(
+                        &name.to_ascii_lowercase(),
+                        &k.kind().to_ascii_lowercase(),
+                    ),
+                    k,
+                )
+            })
+            .filter(|(score, _)| *score > 0.8)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, k)| k)
+    }
+}
+
 impl std::fmt::Display for CamelKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.kind())
@@ -125,8 +188,14 @@ mod tests {
 
     #[test]
     fn parse_accepts_kubectl_spellings() {
-        assert_eq!(CamelKind::parse("integration"), Some(CamelKind::Integration));
-        assert_eq!(CamelKind::parse("Integrations"), Some(CamelKind::Integration));
+        assert_eq!(
+            CamelKind::parse("integration"),
+            Some(CamelKind::Integration)
+        );
+        assert_eq!(
+            CamelKind::parse("Integrations"),
+            Some(CamelKind::Integration)
+        );
         assert_eq!(CamelKind::parse("it"), Some(CamelKind::Integration));
         assert_eq!(CamelKind::parse("ikb"), Some(CamelKind::Build));
         assert_eq!(CamelKind::parse("pipe"), Some(CamelKind::Pipe));

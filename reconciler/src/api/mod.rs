@@ -1,0 +1,373 @@
+//! The `OperatorAssignment` API (`camelk.dev/v1alpha1`): which Camel K
+//! operator owns which Camel K resource, as kept in Git.
+//!
+//! Contract:
+//! - These types are the single description of the manifest. The CRD
+//!   ([`crd`]), the unknown-field check of [`crate::manifest`] and the plan
+//!   engine all derive from them; nothing else lists the fields.
+//! - Precedence, for one resource in scope: its pin, else the first rule that
+//!   matches it, else `defaultOperator`. A staged move (`stagedMoves`) then
+//!   sends a resource whose rule or default owner is its `from` to its `to`;
+//!   pins are never retargeted. So one resource has exactly one desired owner
+//!   (see [`crate::plan::desired`]).
+//! - The types accept what parses; whether a manifest makes sense (known
+//!   operator ids, unique pins, steps that grow) is
+//!   [`crate::manifest::validate`]'s job.
+//! - The status is defined here but filled by the reconciler, never by the
+//!   plugin.
+
+mod operator_id;
+mod selector;
+mod step;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use operator_id::{InvalidOperatorId, OperatorId};
+pub use selector::{SelectorError, parse_selector};
+pub use step::{Step, StepError};
+
+use crate::camel_k::CamelKind;
+
+/// API group of the project's own kinds.
+pub const GROUP: &str = "camelk.dev";
+/// Served (and stored) version of `OperatorAssignment`.
+pub const VERSION: &str = "v1alpha1";
+/// Kind name of the manifest.
+pub const KIND: &str = "OperatorAssignment";
+
+/// Desired owners of Camel K resources, and how to move them.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "camelk.dev",
+    version = "v1alpha1",
+    kind = "OperatorAssignment",
+    namespaced,
+    status = "OperatorAssignmentStatus",
+    shortname = "opa",
+    category = "camelk",
+    printcolumn = r#"{"name":"Default","type":"string","jsonPath":".spec.defaultOperator"}"#,
+    printcolumn = r#"{"name":"Revision","type":"string","jsonPath":".status.lastAppliedRevision"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorAssignmentSpec {
+    /// Every operator a resource may be assigned to.
+    pub operators: Vec<Operator>,
+    /// Which resources this assignment governs; default: every Camel K kind
+    /// in every namespace.
+    #[serde(default, skip_serializing_if = "Scope::is_everything")]
+    pub scope: Scope,
+    /// Owner of every resource in scope that no pin or rule assigns.
+    pub default_operator: OperatorId,
+    /// Ordered rules; the first that matches a resource decides its owner.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<Rule>,
+    /// Single resources assigned explicitly; a pin beats every rule.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pins: Vec<Pin>,
+    /// Moves of every resource of one operator (optionally a selected part)
+    /// to another, in steps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub staged_moves: Vec<StagedMove>,
+    /// How moves are batched and gated.
+    #[serde(default)]
+    pub rollout: RolloutSettings,
+    /// How one resource changes hands.
+    #[serde(default)]
+    pub handoff: HandoffSettings,
+}
+
+/// A Camel K operator that can own resources.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Operator {
+    /// Value of the `camel.apache.org/operator.id` label and annotation; also
+    /// names the operator's lock (`<id>-lock`).
+    pub id: OperatorId,
+    /// Namespace the operator runs in (where its lock Lease lives).
+    pub namespace: String,
+    /// Whether the operator takes part in handoffs itself.
+    #[serde(default)]
+    pub protocol: Protocol,
+}
+
+/// How an operator releases a resource it owns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Protocol {
+    /// Speaks the handoff protocol: releases a resource when asked.
+    #[default]
+    Handoff,
+    /// A plain upstream Camel K operator that reads only the annotation; the
+    /// reconciler releases on its behalf once the resource is in a stable phase.
+    Upstream,
+}
+
+/// The resources an assignment governs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Scope {
+    /// Namespaces governed; empty means every namespace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+    /// Kinds governed; empty means every Camel K kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<CamelKind>,
+}
+
+impl Scope {
+    pub fn is_everything(&self) -> bool {
+        self.namespaces.is_empty() && self.kinds.is_empty()
+    }
+
+    pub fn covers_kind(&self, kind: CamelKind) -> bool {
+        self.kinds.is_empty() || self.kinds.contains(&kind)
+    }
+
+    pub fn covers_namespace(&self, namespace: &str) -> bool {
+        self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == namespace)
+    }
+}
+
+/// Assigns every resource it matches (and no earlier rule matched) to `operator`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Rule {
+    /// A name for people and for the plan's "why" column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// What the rule matches; every criterion given must hold.
+    #[serde(default, rename = "match")]
+    pub matches: Match,
+    pub operator: OperatorId,
+}
+
+/// Criteria of a rule; an absent criterion matches everything.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Match {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<CamelKind>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+    /// Name globs: `*` matches any run of characters, `?` one character.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+    /// A Kubernetes label selector on the resource's labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+}
+
+/// One resource assigned explicitly.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Pin {
+    pub kind: CamelKind,
+    pub namespace: String,
+    pub name: String,
+    pub operator: OperatorId,
+}
+
+/// Moves the resources that rules or the default give to `from` over to
+/// `to`, batch by batch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StagedMove {
+    pub from: OperatorId,
+    pub to: OperatorId,
+    /// Only resources whose labels match; absent: all of `from`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// Steps of this move; absent: `rollout.steps`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<Step>,
+}
+
+/// Batching and gating of moves.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutSettings {
+    /// Cumulative targets: `10%` or a count of resources moved by the end of
+    /// the step. A last step of `100%` is implied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<Step>,
+    /// What must hold of the moved resources before the next step starts.
+    #[serde(default)]
+    pub health_gate: HealthGate,
+    /// Wait between two steps, as a duration (`30s`, `5m`, `1h`).
+    #[serde(default = "default_pause")]
+    pub pause: String,
+}
+
+fn default_pause() -> String {
+    "0s".into()
+}
+
+impl Default for RolloutSettings {
+    fn default() -> Self {
+        RolloutSettings {
+            steps: Vec::new(),
+            health_gate: HealthGate::default(),
+            pause: default_pause(),
+        }
+    }
+}
+
+/// Health required of moved resources before a rollout advances.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthGate {
+    /// Integrations must report the `Ready` condition as `True`.
+    #[serde(default = "yes")]
+    pub require_ready: bool,
+    /// How long moved resources may take to become healthy before the
+    /// rollout stops (a duration).
+    #[serde(default = "default_health_timeout")]
+    pub timeout: String,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_health_timeout() -> String {
+    "10m".into()
+}
+
+impl Default for HealthGate {
+    fn default() -> Self {
+        HealthGate {
+            require_ready: true,
+            timeout: default_health_timeout(),
+        }
+    }
+}
+
+/// How a single resource changes hands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HandoffSettings {
+    /// How long the current owner may take to release (a duration).
+    #[serde(default = "default_drain_timeout")]
+    pub drain_timeout: String,
+    /// Whether a release that stalls past the drain timeout may be forced.
+    #[serde(default)]
+    pub force: ForcePolicy,
+    /// How long after the drain timeout a stalled release is forced
+    /// (`force: AfterTimeout` only; a duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force_after: Option<String>,
+}
+
+fn default_drain_timeout() -> String {
+    "5m".into()
+}
+
+impl Default for HandoffSettings {
+    fn default() -> Self {
+        HandoffSettings {
+            drain_timeout: default_drain_timeout(),
+            force: ForcePolicy::default(),
+            force_after: None,
+        }
+    }
+}
+
+/// Whether a stalled release may be forced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ForcePolicy {
+    /// Never: a stalled handoff is reported and waits for a person.
+    #[default]
+    Never,
+    /// Once `forceAfter` has passed beyond the drain timeout.
+    AfterTimeout,
+}
+
+/// Progress reported by the reconciler (filled by a later issue).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorAssignmentStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied_revision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempted_revision: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Resources per current owner.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counts: BTreeMap<String, u64>,
+}
+
+/// The generated CustomResourceDefinition of `OperatorAssignment`.
+pub fn crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    use kube::CustomResourceExt;
+    OperatorAssignment::crd()
+}
+
+/// Parses a duration as the manifest writes it: an unsigned integer followed
+/// by `ms`, `s`, `m` or `h` (`90s`, `5m`, `1h`), or several (`1h30m`).
+pub fn parse_duration(text: &str) -> Option<std::time::Duration> {
+    if text.is_empty() {
+        return None;
+    }
+    let mut total = std::time::Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let value: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let unit = match &rest[..unit_len] {
+            "ms" => std::time::Duration::from_millis(value),
+            "s" => std::time::Duration::from_secs(value),
+            "m" => std::time::Duration::from_secs(value.checked_mul(60)?),
+            "h" => std::time::Duration::from_secs(value.checked_mul(3600)?),
+            _ => return None,
+        };
+        total = total.checked_add(unit)?;
+        rest = &rest[unit_len..];
+    }
+    Some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            parse_duration("90s"),
+            Some(std::time::Duration::from_secs(90))
+        );
+        assert_eq!(
+            parse_duration("1h30m"),
+            Some(std::time::Duration::from_secs(5400))
+        );
+        assert_eq!(parse_duration("5"), None);
+        assert_eq!(parse_duration("5 m"), None);
+        assert_eq!(parse_duration("m"), None);
+        assert_eq!(parse_duration(""), None);
+    }
+
+    #[test]
+    fn crd_names_the_project_group() {
+        let crd = crd();
+        assert_eq!(crd.spec.group, GROUP);
+        assert_eq!(crd.spec.versions[0].name, VERSION);
+        assert_eq!(crd.spec.names.kind, KIND);
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some("operatorassignments.camelk.dev")
+        );
+    }
+}

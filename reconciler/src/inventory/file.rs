@@ -1,0 +1,155 @@
+//! Inventory files: the output of `kubectl get <kinds> -A -o json` (or
+//! `-o yaml`), a `List` whose items are Camel K resources.
+//!
+//! Contract: only `apiVersion`, `kind`, `metadata.{name,namespace,labels,
+//! annotations}` and `status.phase` are read; other fields are skipped
+//! unread. Items of kinds that are not Camel K kinds are an error naming
+//! the item, never silently dropped.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::{Inventory, Resource, ResourceRef};
+use crate::camel_k::{CamelKind, GROUP, OPERATOR_ID_KEY};
+
+/// Why an inventory file cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryFileError {
+    #[error("cannot read inventory {file}: {source}")]
+    Read {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("inventory {file} is not a Kubernetes List in JSON or YAML: {message}")]
+    Format { file: String, message: String },
+    #[error("inventory {file}, item {index}: {message}")]
+    Item {
+        file: String,
+        index: usize,
+        message: String,
+    },
+}
+
+#[derive(Deserialize)]
+struct List {
+    #[serde(default)]
+    items: Vec<Item>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Item {
+    #[serde(default)]
+    api_version: String,
+    kind: String,
+    metadata: Metadata,
+    #[serde(default)]
+    status: Option<Status>,
+}
+
+#[derive(Deserialize)]
+struct Metadata {
+    name: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+struct Status {
+    #[serde(default)]
+    phase: Option<String>,
+}
+
+/// Parses an inventory from `text`; `file` names it in messages.
+pub fn parse(file: &str, text: &str) -> Result<Inventory, InventoryFileError> {
+    let list: List = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).map_err(|e| InventoryFileError::Format {
+            file: file.to_string(),
+            message: e.to_string(),
+        })?
+    } else {
+        serde_saphyr::from_str(text).map_err(|e| InventoryFileError::Format {
+            file: file.to_string(),
+            message: e.to_string(),
+        })?
+    };
+    let mut resources = Vec::with_capacity(list.items.len());
+    for (index, item) in list.items.into_iter().enumerate() {
+        let item_error = |message: String| InventoryFileError::Item {
+            file: file.to_string(),
+            index,
+            message,
+        };
+        let kind = CamelKind::ALL
+            .into_iter()
+            .find(|k| k.kind() == item.kind)
+            .ok_or_else(|| item_error(format!("`{}` is not a Camel K kind", item.kind)))?;
+        if !item.api_version.is_empty() && !item.api_version.starts_with(GROUP) {
+            return Err(item_error(format!(
+                "apiVersion `{}` is not in the {GROUP} group",
+                item.api_version
+            )));
+        }
+        let namespace = item
+            .metadata
+            .namespace
+            .ok_or_else(|| item_error(format!("{kind} {} has no namespace", item.metadata.name)))?;
+        let mut annotations = item.metadata.annotations.unwrap_or_default();
+        resources.push(Resource {
+            id: ResourceRef {
+                kind,
+                namespace,
+                name: item.metadata.name,
+            },
+            labels: item.metadata.labels.unwrap_or_default(),
+            owner_annotation: annotations.remove(OPERATOR_ID_KEY),
+            phase: item.status.and_then(|s| s.phase),
+        });
+    }
+    Ok(Inventory { resources })
+}
+
+/// Reads an inventory file.
+pub fn read(path: &std::path::Path, file: &str) -> Result<Inventory, InventoryFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| InventoryFileError::Read {
+        file: file.to_string(),
+        source,
+    })?;
+    parse(file, &text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_kubectl_lists() {
+        let json = r#"{"apiVersion":"v1","kind":"List","items":[
+          {"apiVersion":"camel.apache.org/v1","kind":"Integration",
+           "metadata":{"name":"orders","namespace":"shop","labels":{"camel.apache.org/operator.id":"operator-1","app":"x"},
+                       "annotations":{"camel.apache.org/operator.id":"operator-1"}},
+           "spec":{"sources":[]},"status":{"phase":"Running"}}]}"#;
+        let inventory = parse("inv.json", json).unwrap();
+        let r = &inventory.resources[0];
+        assert_eq!(r.id.to_string(), "Integration shop/orders");
+        assert_eq!(r.phase.as_deref(), Some("Running"));
+        assert_eq!(r.owner_annotation.as_deref(), Some("operator-1"));
+
+        let yaml = "items:\n- kind: Pipe\n  metadata: {name: p, namespace: shop}\n";
+        assert_eq!(parse("inv.yaml", yaml).unwrap().resources[0].phase, None);
+
+        let bad = "items:\n- kind: Deployment\n  metadata: {name: p, namespace: shop}\n";
+        assert!(
+            parse("inv.yaml", bad)
+                .unwrap_err()
+                .to_string()
+                .contains("item 0")
+        );
+    }
+}

@@ -1,0 +1,81 @@
+//! Actual state: the Camel K resources that exist, with their owner keys,
+//! labels and phase, read from an inventory file ([`file`]) or the live
+//! cluster ([`cluster`]).
+//!
+//! Contract: an [`Inventory`] is plain data; readers fill it, the plan engine
+//! only reads it. A resource's actual owner is the value of the
+//! `camel.apache.org/operator.id` label and annotation ([`Resource::owner`]).
+
+pub mod cluster;
+pub mod file;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::api::OperatorId;
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+
+/// Identity of one Camel K resource. Orders by kind, namespace, then name:
+/// the order of every list the plan prints.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct ResourceRef {
+    pub kind: CamelKind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for ResourceRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// One resource as it is now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resource {
+    pub id: ResourceRef,
+    pub labels: BTreeMap<String, String>,
+    /// Value of the owner annotation (the key upstream operators read).
+    pub owner_annotation: Option<String>,
+    /// `status.phase`; `None` when unknown (a metadata-only read).
+    pub phase: Option<String>,
+}
+
+/// Who owns a resource now, according to its owner keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// Neither the label nor the annotation is set.
+    Nobody,
+    /// Label and annotation agree, or only one of them is set.
+    Operator(OperatorId),
+    /// The two keys disagree, or the value is not a valid id.
+    Conflict(String),
+}
+
+impl Resource {
+    pub fn owner(&self) -> Owner {
+        let label = self.labels.get(OPERATOR_ID_KEY).map(String::as_str);
+        let annotation = self.owner_annotation.as_deref();
+        let value = match (label, annotation) {
+            (None, None) => return Owner::Nobody,
+            (Some(l), Some(a)) if l != a => {
+                return Owner::Conflict(format!(
+                    "its {OPERATOR_ID_KEY} label says `{l}` but its annotation says `{a}`"
+                ));
+            }
+            (Some(v), _) | (None, Some(v)) => v,
+        };
+        match OperatorId::new(value) {
+            Ok(id) => Owner::Operator(id),
+            Err(e) => Owner::Conflict(e.to_string()),
+        }
+    }
+}
+
+/// The resources of one read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Inventory {
+    pub resources: Vec<Resource>,
+}

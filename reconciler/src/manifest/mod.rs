@@ -1,0 +1,223 @@
+//! The `OperatorAssignment` manifest as a file: parsing with positions,
+//! validation, and format-preserving edits.
+//!
+//! Flow of [`Manifest::parse`]:
+//! 1. YAML syntax ([`tree`]), one document;
+//! 2. `apiVersion` and `kind`;
+//! 3. unknown fields against the generated CRD schema ([`fields`]), each with
+//!    a "did you mean";
+//! 4. typed deserialization (wrong types, invalid operator ids, bad steps);
+//! 5. the checks of [`validate`] (unknown operators, duplicate pins, scope, ...).
+//!
+//! Guarantees: every error names `file:line:column`; parsing never writes
+//! anything; a [`Manifest`] exists only when there is no error (warnings are
+//! kept on it). Stages 1, 2 and 4 stop at their first error; stages 3 and 5
+//! report everything they find.
+
+pub mod diagnostic;
+pub mod edit;
+pub mod fields;
+pub mod template;
+pub mod tree;
+pub mod validate;
+
+use std::path::Path;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
+
+pub use diagnostic::{Diagnostic, Severity};
+pub use tree::{FieldPath, Location, Tree};
+
+use crate::api::{self, OperatorAssignment};
+
+/// A valid manifest, with its source text.
+#[derive(Clone, Debug)]
+pub struct Manifest {
+    /// The file as the user named it, for messages.
+    pub file: String,
+    pub text: String,
+    pub tree: Tree,
+    pub assignment: OperatorAssignment,
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Why a manifest could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("cannot read {file}: {source}")]
+    Read {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}", render(.0))]
+    Invalid(Vec<Diagnostic>),
+}
+
+impl ManifestError {
+    /// The diagnostics of an invalid manifest (errors and warnings).
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        match self {
+            ManifestError::Invalid(diagnostics) => diagnostics,
+            ManifestError::Read { .. } => &[],
+        }
+    }
+}
+
+fn render(diagnostics: &[Diagnostic]) -> String {
+    let errors = diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count();
+    let mut out: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+    out.push(format!(
+        "{errors} error{} in {}",
+        if errors == 1 { "" } else { "s" },
+        diagnostics
+            .first()
+            .map(|d| d.file.as_str())
+            .unwrap_or("the manifest")
+    ));
+    out.join("\n")
+}
+
+impl Manifest {
+    /// Reads and checks the manifest at `path`, naming it `file` in messages.
+    pub fn read(path: &Path, file: &str) -> Result<Manifest, ManifestError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
+            file: file.to_string(),
+            source,
+        })?;
+        Manifest::parse(file, text)
+    }
+
+    /// Checks `text` (see the module documentation for the stages).
+    pub fn parse(file: &str, text: String) -> Result<Manifest, ManifestError> {
+        let diagnostic = |severity, at, message: String| Diagnostic {
+            severity,
+            file: file.to_string(),
+            at,
+            message,
+        };
+        let error = |at, message: String| {
+            ManifestError::Invalid(vec![diagnostic(Severity::Error, at, message)])
+        };
+
+        let tree = Tree::parse(&text)
+            .map_err(|e| error(e.at, format!("YAML syntax error: {}", e.message)))?;
+        if !matches!(tree.root.value, tree::Value::Mapping(_)) {
+            return Err(error(
+                tree.root.at,
+                format!(
+                    "expected an {} manifest (a mapping), found something else",
+                    api::KIND
+                ),
+            ));
+        }
+        check_header(&tree).map_err(|(at, message)| error(at, message))?;
+
+        let unknown = fields::check(&tree.root, &document_schema());
+        if !unknown.is_empty() {
+            return Err(ManifestError::Invalid(
+                unknown
+                    .into_iter()
+                    .map(|u| diagnostic(Severity::Error, u.at, u.message))
+                    .collect(),
+            ));
+        }
+
+        let assignment: OperatorAssignment = serde_saphyr::from_str(&text).map_err(|e| {
+            let at = e
+                .location()
+                .filter(|l| l.line() > 0)
+                .map(|l| Location {
+                    line: l.line() as usize,
+                    column: l.column() as usize,
+                })
+                .unwrap_or(tree.root.at);
+            error(at, serde_message(&e))
+        })?;
+        if assignment
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default()
+            .is_empty()
+        {
+            return Err(error(
+                tree.locate(&FieldPath::parse("metadata.name")),
+                "`metadata.name` is required".into(),
+            ));
+        }
+
+        let mut findings: Vec<Diagnostic> = validate::validate(&assignment.spec)
+            .into_iter()
+            .map(|f| diagnostic(f.severity, tree.locate(&f.path), f.message))
+            .collect();
+        findings.sort_by_key(|d| (d.at, d.severity));
+        if findings.iter().any(|d| d.severity == Severity::Error) {
+            return Err(ManifestError::Invalid(findings));
+        }
+        Ok(Manifest {
+            file: file.to_string(),
+            text,
+            tree,
+            assignment,
+            warnings: findings,
+        })
+    }
+}
+
+/// The CRD's schema plus the fields the API server adds to every object
+/// (`apiVersion`, `kind`, and `metadata`, which it checks itself).
+fn document_schema() -> JSONSchemaProps {
+    let crd = api::crd();
+    let mut schema = crd
+        .spec
+        .versions
+        .into_iter()
+        .next()
+        .and_then(|v| v.schema)
+        .and_then(|s| s.open_api_v3_schema)
+        .expect("the generated CRD has a schema");
+    let properties = schema.properties.get_or_insert_with(Default::default);
+    for key in ["apiVersion", "kind", "metadata"] {
+        properties.entry(key.to_string()).or_default();
+    }
+    schema
+}
+
+fn check_header(tree: &Tree) -> Result<(), (Location, String)> {
+    let expected_api = format!("{}/{}", api::GROUP, api::VERSION);
+    for (key, expected) in [("apiVersion", expected_api.as_str()), ("kind", api::KIND)] {
+        let path = FieldPath::root().key(key);
+        match tree.get(&path).map(|n| &n.value) {
+            None => {
+                return Err((
+                    tree.root.at,
+                    format!("`{key}` is missing; expected `{key}: {expected}`"),
+                ));
+            }
+            Some(tree::Value::Scalar(value)) if value == expected => {}
+            Some(_) => {
+                return Err((
+                    tree.locate(&path),
+                    format!("`{key}` must be `{expected}` for an {} manifest", api::KIND),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The message of a deserialization error without its position or snippet
+/// (the caller prints the position in the common `file:line:column` form).
+fn serde_message(error: &serde_saphyr::Error) -> String {
+    let text = error.without_snippet().to_string();
+    let text = text.lines().next().unwrap_or_default().trim();
+    let text = match text.rfind(" at line ") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    text.trim_start_matches("error: ").to_string()
+}

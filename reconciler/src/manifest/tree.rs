@@ -1,0 +1,325 @@
+//! A YAML document as a tree of nodes that remember where they are in the
+//! file, used to point errors at `line:column` and to check field names.
+//!
+//! Contract: [`Tree::parse`] accepts exactly one YAML document and fails with
+//! the parser's position on a syntax error; [`Tree::locate`] maps a
+//! [`FieldPath`] to the position of the deepest node of that path that exists,
+//! so a message about a missing field points at its parent.
+
+use std::fmt;
+
+use serde_saphyr::granit_parser::{Event, Parser, ScanError, Span};
+
+/// A position in the file; both numbers start at 1.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct Location {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+impl Location {
+    fn of(span: &Span) -> Location {
+        Location {
+            line: span.start.line(),
+            column: span.start.col() + 1,
+        }
+    }
+}
+
+/// One step of a path into the document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+/// Where a value sits in the document, such as `spec.rules[2].operator`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FieldPath(pub Vec<Segment>);
+
+impl FieldPath {
+    pub fn root() -> FieldPath {
+        FieldPath(Vec::new())
+    }
+
+    pub fn key(&self, key: &str) -> FieldPath {
+        let mut path = self.clone();
+        path.0.push(Segment::Key(key.to_string()));
+        path
+    }
+
+    pub fn index(&self, index: usize) -> FieldPath {
+        let mut path = self.clone();
+        path.0.push(Segment::Index(index));
+        path
+    }
+
+    /// Builds a path from `spec.rules[2].operator` notation.
+    pub fn parse(text: &str) -> FieldPath {
+        let mut segments = Vec::new();
+        for part in text.split('.').filter(|p| !p.is_empty()) {
+            let (name, indices) = part.split_once('[').map_or((part, ""), |(n, i)| (n, i));
+            if !name.is_empty() {
+                segments.push(Segment::Key(name.to_string()));
+            }
+            for index in indices.split('[') {
+                if let Ok(i) = index.trim_end_matches(']').parse() {
+                    segments.push(Segment::Index(i));
+                }
+            }
+        }
+        FieldPath(segments)
+    }
+}
+
+impl fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, segment) in self.0.iter().enumerate() {
+            match segment {
+                Segment::Key(key) if i == 0 => write!(f, "{key}")?,
+                Segment::Key(key) => write!(f, ".{key}")?,
+                Segment::Index(index) => write!(f, "[{index}]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A node of the document.
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// Where the value starts.
+    pub at: Location,
+    pub value: Value,
+}
+
+/// What a node holds. Mapping keys that are not scalars are kept as their
+/// text `<complex key>` so they are still reported as unknown fields.
+#[derive(Clone, Debug)]
+pub enum Value {
+    Scalar(String),
+    Sequence(Vec<Node>),
+    Mapping(Vec<Entry>),
+    Alias,
+}
+
+/// A key and its value in a mapping.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub key: String,
+    pub key_at: Location,
+    pub value: Node,
+}
+
+/// A parse failure, with the parser's position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyntaxError {
+    pub at: Location,
+    pub message: String,
+}
+
+/// A whole document.
+#[derive(Clone, Debug)]
+pub struct Tree {
+    pub root: Node,
+}
+
+enum Open {
+    Sequence(Location, Vec<Node>),
+    Mapping(Location, Vec<Entry>, Option<(String, Location)>),
+}
+
+impl Tree {
+    pub fn parse(text: &str) -> Result<Tree, SyntaxError> {
+        let mut stack: Vec<Open> = Vec::new();
+        let mut root: Option<Node> = None;
+        let mut documents = 0;
+        for event in Parser::new_from_str(text) {
+            let (event, span) = event.map_err(syntax_error)?;
+            let at = Location::of(&span);
+            let finished = match event {
+                Event::DocumentStart(..) => {
+                    documents += 1;
+                    if documents > 1 {
+                        return Err(SyntaxError {
+                            at,
+                            message: "expected a single YAML document, found a second one".into(),
+                        });
+                    }
+                    None
+                }
+                Event::MappingStart(..) => {
+                    stack.push(Open::Mapping(at, Vec::new(), None));
+                    None
+                }
+                Event::SequenceStart(..) => {
+                    stack.push(Open::Sequence(at, Vec::new()));
+                    None
+                }
+                Event::MappingEnd => match stack.pop() {
+                    Some(Open::Mapping(at, entries, _)) => Some(Node {
+                        at,
+                        value: Value::Mapping(entries),
+                    }),
+                    _ => None,
+                },
+                Event::SequenceEnd => match stack.pop() {
+                    Some(Open::Sequence(at, items)) => Some(Node {
+                        at,
+                        value: Value::Sequence(items),
+                    }),
+                    _ => None,
+                },
+                Event::Scalar(value, ..) => Some(Node {
+                    at,
+                    value: Value::Scalar(value.into_owned()),
+                }),
+                Event::Alias(_) | Event::UnresolvedAlias(_) => Some(Node {
+                    at,
+                    value: Value::Alias,
+                }),
+                _ => None,
+            };
+            let Some(node) = finished else { continue };
+            match stack.last_mut() {
+                None => root = Some(node),
+                Some(Open::Sequence(_, items)) => items.push(node),
+                Some(Open::Mapping(_, entries, pending)) => match pending.take() {
+                    Some((key, key_at)) => entries.push(Entry {
+                        key,
+                        key_at,
+                        value: node,
+                    }),
+                    None => {
+                        let key = match node.value {
+                            Value::Scalar(key) => key,
+                            _ => "<complex key>".to_string(),
+                        };
+                        *pending = Some((key, node.at));
+                    }
+                },
+            }
+        }
+        Ok(Tree {
+            root: root.unwrap_or(Node {
+                at: Location { line: 1, column: 1 },
+                value: Value::Scalar(String::new()),
+            }),
+        })
+    }
+
+    /// The node at `path`, if it exists.
+    pub fn get(&self, path: &FieldPath) -> Option<&Node> {
+        let mut node = &self.root;
+        for segment in &path.0 {
+            node = child(node, segment)?;
+        }
+        Some(node)
+    }
+
+    /// Position of `path`'s value, or of its deepest existing ancestor.
+    pub fn locate(&self, path: &FieldPath) -> Location {
+        let mut node = &self.root;
+        for segment in &path.0 {
+            match child(node, segment) {
+                Some(next) => node = next,
+                None => break,
+            }
+        }
+        node.at
+    }
+
+    /// Position of the key of the entry at `path` (for unknown fields), or
+    /// of its value when it is not a mapping entry.
+    pub fn locate_key(&self, path: &FieldPath) -> Location {
+        let Some((Segment::Key(key), parent)) = path.0.split_last() else {
+            return self.locate(path);
+        };
+        match self.get(&FieldPath(parent.to_vec())).map(|n| &n.value) {
+            Some(Value::Mapping(entries)) => entries
+                .iter()
+                .find(|e| &e.key == key)
+                .map(|e| e.key_at)
+                .unwrap_or_else(|| self.locate(path)),
+            _ => self.locate(path),
+        }
+    }
+}
+
+fn child<'a>(node: &'a Node, segment: &Segment) -> Option<&'a Node> {
+    match (&node.value, segment) {
+        (Value::Mapping(entries), Segment::Key(key)) => {
+            entries.iter().find(|e| &e.key == key).map(|e| &e.value)
+        }
+        (Value::Sequence(items), Segment::Index(i)) => items.get(*i),
+        _ => None,
+    }
+}
+
+fn syntax_error(error: ScanError) -> SyntaxError {
+    let marker = error.marker();
+    SyntaxError {
+        at: Location {
+            line: marker.line(),
+            column: marker.col() + 1,
+        },
+        message: error.info(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locates_values_and_keys() {
+        let tree = Tree::parse("a:\n  b:\n    - x\n    - {c: 1}\n").unwrap();
+        assert_eq!(
+            tree.locate(&FieldPath::parse("a.b[1].c")),
+            Location {
+                line: 4,
+                column: 11
+            }
+        );
+        assert_eq!(
+            tree.locate_key(&FieldPath::parse("a.b")),
+            Location { line: 2, column: 3 }
+        );
+        assert_eq!(
+            tree.locate(&FieldPath::parse("a.b[0]")),
+            Location { line: 3, column: 7 }
+        );
+        // Missing: the deepest ancestor.
+        assert_eq!(
+            tree.locate(&FieldPath::parse("a.b[7].z")),
+            Location { line: 3, column: 5 }
+        );
+    }
+
+    #[test]
+    fn syntax_errors_have_positions() {
+        let error = Tree::parse("a: [1, 2\nb: 3\n").unwrap_err();
+        assert!(error.at.line >= 1, "{error:?}");
+        assert!(Tree::parse("a: 1\n---\nb: 2\n").is_err());
+    }
+
+    #[test]
+    fn paths_print_and_parse() {
+        let path = FieldPath::parse("spec.rules[2].operator");
+        assert_eq!(path.to_string(), "spec.rules[2].operator");
+        assert_eq!(
+            FieldPath::root()
+                .key("spec")
+                .key("pins")
+                .index(0)
+                .to_string(),
+            "spec.pins[0]"
+        );
+    }
+}

@@ -1,0 +1,379 @@
+//! Checks of a parsed `OperatorAssignment` that types cannot express.
+//!
+//! Contract: [`validate`] is pure; it returns every finding, each with the
+//! path of the offending value, so the caller can point at `line:column`.
+//! Errors make a manifest unusable; warnings (a rule that can never match, a
+//! setting that has no effect) do not.
+
+use std::collections::{BTreeSet, HashMap};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use super::diagnostic::{Severity, hint};
+use super::tree::FieldPath;
+use crate::api::{ForcePolicy, Match, OperatorAssignmentSpec, OperatorId, Step, parse_duration};
+use crate::camel_k::CamelKind;
+
+/// One problem, at a path of the manifest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub severity: Severity,
+    pub path: FieldPath,
+    pub message: String,
+}
+
+struct Findings(Vec<Finding>);
+
+impl Findings {
+    fn error(&mut self, path: FieldPath, message: impl Into<String>) {
+        self.0.push(Finding {
+            severity: Severity::Error,
+            path,
+            message: message.into(),
+        });
+    }
+
+    fn warning(&mut self, path: FieldPath, message: impl Into<String>) {
+        self.0.push(Finding {
+            severity: Severity::Warning,
+            path,
+            message: message.into(),
+        });
+    }
+}
+
+/// Every finding about `spec`, in document order of the checks.
+pub fn validate(spec: &OperatorAssignmentSpec) -> Vec<Finding> {
+    let root = FieldPath::root().key("spec");
+    let mut out = Findings(Vec::new());
+
+    let operators = root.key("operators");
+    if spec.operators.is_empty() {
+        out.error(
+            operators.clone(),
+            "declare at least one operator in `spec.operators`",
+        );
+    }
+    let mut first_seen: HashMap<&OperatorId, usize> = HashMap::new();
+    for (i, operator) in spec.operators.iter().enumerate() {
+        if let Some(first) = first_seen.get(&operator.id) {
+            out.error(
+                operators.index(i).key("id"),
+                format!(
+                    "operator id `{}` is declared twice (first as spec.operators[{first}]); ids must be unique",
+                    operator.id
+                ),
+            );
+        } else {
+            first_seen.insert(&operator.id, i);
+        }
+        if !is_dns_label(&operator.namespace) {
+            out.error(
+                operators.index(i).key("namespace"),
+                format!("`{}` is not a valid namespace name (lowercase letters, digits and `-`, at most 63)", operator.namespace),
+            );
+        }
+    }
+    let ids: Vec<&str> = spec.operators.iter().map(|o| o.id.as_str()).collect();
+    let known = |out: &mut Findings, path: FieldPath, id: &OperatorId| {
+        if !ids.contains(&id.as_str()) {
+            out.error(
+                path,
+                format!(
+                    "unknown operator `{id}`{}; declared operators: {}",
+                    hint(id.as_str(), ids.iter().copied()),
+                    if ids.is_empty() {
+                        "none".to_string()
+                    } else {
+                        ids.join(", ")
+                    }
+                ),
+            );
+        }
+    };
+
+    let scope = root.key("scope");
+    check_namespaces(&mut out, &scope.key("namespaces"), &spec.scope.namespaces);
+    check_unique_kinds(&mut out, &scope.key("kinds"), &spec.scope.kinds);
+
+    known(
+        &mut out,
+        root.key("defaultOperator"),
+        &spec.default_operator,
+    );
+
+    let rules = root.key("rules");
+    for (i, rule) in spec.rules.iter().enumerate() {
+        let path = rules.index(i);
+        known(&mut out, path.key("operator"), &rule.operator);
+        let matches = path.key("match");
+        check_namespaces(
+            &mut out,
+            &matches.key("namespaces"),
+            &rule.matches.namespaces,
+        );
+        for (j, glob) in rule.matches.names.iter().enumerate() {
+            if glob.is_empty() {
+                out.error(
+                    matches.key("names").index(j),
+                    "empty name pattern: use `*` to match every name",
+                );
+            }
+        }
+        if let Some(selector) = &rule.matches.selector {
+            check_selector(&mut out, &matches.key("selector"), selector);
+        }
+        if let Some(reason) = never_matches(spec, i) {
+            out.warning(path, format!("this rule can never match: {reason}"));
+        }
+    }
+
+    let pins = root.key("pins");
+    let mut pinned: HashMap<(CamelKind, &str, &str), usize> = HashMap::new();
+    for (i, pin) in spec.pins.iter().enumerate() {
+        let path = pins.index(i);
+        known(&mut out, path.key("operator"), &pin.operator);
+        if pin.name.is_empty() {
+            out.error(path.key("name"), "a pin needs the name of a resource");
+        }
+        if !is_dns_label(&pin.namespace) {
+            out.error(
+                path.key("namespace"),
+                format!("`{}` is not a valid namespace name", pin.namespace),
+            );
+        }
+        if !spec.scope.covers_kind(pin.kind) {
+            out.error(
+                path.key("kind"),
+                format!(
+                    "pin to kind `{}`, which is outside the scope (spec.scope.kinds: {}); add the kind to the scope or remove the pin",
+                    pin.kind,
+                    spec.scope.kinds.iter().map(|k| k.kind()).collect::<Vec<_>>().join(", ")
+                ),
+            );
+        }
+        if !spec.scope.covers_namespace(&pin.namespace) {
+            out.error(
+                path.key("namespace"),
+                format!(
+                    "pin in namespace `{}`, which is outside the scope (spec.scope.namespaces)",
+                    pin.namespace
+                ),
+            );
+        }
+        let key = (pin.kind, pin.namespace.as_str(), pin.name.as_str());
+        if let Some(first) = pinned.get(&key) {
+            out.error(
+                path,
+                format!(
+                    "{} {}/{} is pinned twice (first as spec.pins[{first}]); a resource has exactly one owner",
+                    pin.kind, pin.namespace, pin.name
+                ),
+            );
+        } else {
+            pinned.insert(key, i);
+        }
+    }
+
+    let moves = root.key("stagedMoves");
+    for (i, staged) in spec.staged_moves.iter().enumerate() {
+        let path = moves.index(i);
+        known(&mut out, path.key("from"), &staged.from);
+        known(&mut out, path.key("to"), &staged.to);
+        if staged.from == staged.to {
+            out.error(
+                path.key("to"),
+                format!(
+                    "a staged move from `{}` to itself moves nothing",
+                    staged.from
+                ),
+            );
+        }
+        if let Some(selector) = &staged.selector {
+            check_selector(&mut out, &path.key("selector"), selector);
+        }
+        check_steps(&mut out, &path.key("steps"), &staged.steps);
+    }
+
+    let rollout = root.key("rollout");
+    check_steps(&mut out, &rollout.key("steps"), &spec.rollout.steps);
+    check_duration(&mut out, rollout.key("pause"), &spec.rollout.pause);
+    check_duration(
+        &mut out,
+        rollout.key("healthGate").key("timeout"),
+        &spec.rollout.health_gate.timeout,
+    );
+
+    let handoff = root.key("handoff");
+    check_duration(
+        &mut out,
+        handoff.key("drainTimeout"),
+        &spec.handoff.drain_timeout,
+    );
+    if let Some(after) = &spec.handoff.force_after {
+        check_duration(&mut out, handoff.key("forceAfter"), after);
+        if spec.handoff.force == ForcePolicy::Never {
+            out.warning(
+                handoff.key("forceAfter"),
+                "`forceAfter` has no effect while `force` is `Never`",
+            );
+        }
+    }
+    out.0
+}
+
+fn check_steps(out: &mut Findings, path: &FieldPath, steps: &[Step]) {
+    let mut previous: Option<Step> = None;
+    for (i, step) in steps.iter().enumerate() {
+        let at = path.index(i);
+        match *step {
+            Step::Count(0) | Step::Percent(0) => {
+                out.error(
+                    at,
+                    format!("empty rollout step `{step}`: a step must move at least one resource"),
+                );
+                continue;
+            }
+            Step::Percent(p) if p > 100 => {
+                out.error(at, format!("rollout step `{step}` is over 100%"));
+                continue;
+            }
+            _ => {}
+        }
+        if let Some(before) = previous {
+            let grows = match (before, *step) {
+                (Step::Count(a), Step::Count(b)) | (Step::Percent(a), Step::Percent(b)) => b > a,
+                _ => true,
+            };
+            if !grows {
+                out.error(
+                    at,
+                    format!("rollout step `{step}` does not go beyond the step before it (`{before}`); steps are cumulative"),
+                );
+            }
+        }
+        previous = Some(*step);
+    }
+}
+
+fn check_duration(out: &mut Findings, path: FieldPath, text: &str) {
+    if parse_duration(text).is_none() {
+        out.error(
+            path,
+            format!("`{text}` is not a duration; write for example `30s`, `5m` or `1h30m`"),
+        );
+    }
+}
+
+fn check_namespaces(out: &mut Findings, path: &FieldPath, namespaces: &[String]) {
+    let mut seen = BTreeSet::new();
+    for (i, namespace) in namespaces.iter().enumerate() {
+        if !is_dns_label(namespace) {
+            out.error(
+                path.index(i),
+                format!("`{namespace}` is not a valid namespace name"),
+            );
+        } else if !seen.insert(namespace) {
+            out.warning(
+                path.index(i),
+                format!("namespace `{namespace}` is listed twice"),
+            );
+        }
+    }
+}
+
+fn check_unique_kinds(out: &mut Findings, path: &FieldPath, kinds: &[CamelKind]) {
+    let mut seen = BTreeSet::new();
+    for (i, kind) in kinds.iter().enumerate() {
+        if !seen.insert(kind) {
+            out.warning(path.index(i), format!("kind `{kind}` is listed twice"));
+        }
+    }
+}
+
+fn check_selector(out: &mut Findings, path: &FieldPath, selector: &LabelSelector) {
+    for (i, requirement) in selector.match_expressions.iter().flatten().enumerate() {
+        let at = path.key("matchExpressions").index(i);
+        let values = requirement.values.as_deref().unwrap_or_default();
+        match requirement.operator.as_str() {
+            "In" | "NotIn" if values.is_empty() => out.error(
+                at.key("values"),
+                format!(
+                    "operator `{}` needs at least one value",
+                    requirement.operator
+                ),
+            ),
+            "Exists" | "DoesNotExist" if !values.is_empty() => out.error(
+                at.key("values"),
+                format!("operator `{}` takes no values", requirement.operator),
+            ),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            other => out.error(
+                at.key("operator"),
+                format!(
+                    "unknown selector operator `{other}`{}; use In, NotIn, Exists or DoesNotExist",
+                    hint(other, ["In", "NotIn", "Exists", "DoesNotExist"])
+                ),
+            ),
+        }
+    }
+}
+
+/// Why rule `index` can never decide an owner, if it cannot.
+fn never_matches(spec: &OperatorAssignmentSpec, index: usize) -> Option<String> {
+    let rule = &spec.rules[index];
+    let m = &rule.matches;
+    if !m.kinds.is_empty()
+        && !spec.scope.kinds.is_empty()
+        && !m.kinds.iter().any(|k| spec.scope.kinds.contains(k))
+    {
+        return Some("none of its kinds is in spec.scope.kinds".into());
+    }
+    if !m.namespaces.is_empty()
+        && !spec.scope.namespaces.is_empty()
+        && !m
+            .namespaces
+            .iter()
+            .any(|n| spec.scope.namespaces.contains(n))
+    {
+        return Some("none of its namespaces is in spec.scope.namespaces".into());
+    }
+    spec.rules[..index]
+        .iter()
+        .position(|earlier| covers(&earlier.matches, m))
+        .map(|earlier| {
+            format!("spec.rules[{earlier}] matches every resource it matches, and comes first")
+        })
+}
+
+/// Whether every resource `inner` matches is matched by `outer`.
+fn covers(outer: &Match, inner: &Match) -> bool {
+    let list =
+        |o: &[_], i: &[_]| o.is_empty() || (!i.is_empty() && i.iter().all(|x| o.contains(x)));
+    let kinds = outer.kinds.is_empty()
+        || (!inner.kinds.is_empty() && inner.kinds.iter().all(|k| outer.kinds.contains(k)));
+    let names = outer.names.iter().any(|g| g == "*")
+        || outer.names.is_empty()
+        || list(&outer.names, &inner.names);
+    let selector = match (&outer.selector, &inner.selector) {
+        (None, _) => true,
+        (Some(o), Some(i)) => o == i,
+        (Some(o), None) => {
+            o.match_labels.as_ref().is_none_or(|l| l.is_empty())
+                && o.match_expressions.as_ref().is_none_or(|e| e.is_empty())
+        }
+    };
+    kinds && list(&outer.namespaces, &inner.namespaces) && names && selector
+}
+
+/// An RFC 1123 label, as Kubernetes requires of namespace names.
+pub fn is_dns_label(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes[0] != b'-'
+        && bytes[bytes.len() - 1] != b'-'
+}

@@ -1,0 +1,228 @@
+//! The plan engine: desired owners (a manifest) against actual owners (an
+//! [`Inventory`]) gives a [`Plan`].
+//!
+//! Expected flow:
+//! 1. [`desired`] decides each resource's desired owner (pin, first rule,
+//!    default, then staged moves);
+//! 2. its actual owner comes from its owner keys ([`Resource::owner`]);
+//! 3. equal owners count as unchanged; a resource without an owner is a first
+//!    assignment; keys that disagree are an error; otherwise it is a move;
+//! 4. a move whose current owner is mid-work ([`phase`]) is blocked now;
+//! 5. the other moves are grouped by their rollout (a staged move's own steps,
+//!    or `spec.rollout.steps`) and split into batches ([`batch`]).
+//!
+//! Guarantees: pure (no I/O, no clock, no randomness); the same inputs give
+//! the same plan, every list ordered by kind, namespace and name; every
+//! resource in scope lands in exactly one of moves, first assignments,
+//! blocked, errors or unchanged. The same code prints a pull request's plan
+//! and will drive the reconciler's moves.
+
+pub mod batch;
+pub mod desired;
+pub mod phase;
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::Serialize;
+
+pub use desired::{Decision, Desired, Reason};
+pub use phase::BlockReason;
+
+use crate::api::{OperatorAssignmentSpec, OperatorId, Step};
+use crate::inventory::{Inventory, Owner, Resource, ResourceRef};
+
+/// One resource changing hands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Move {
+    pub resource: ResourceRef,
+    pub from: OperatorId,
+    pub to: OperatorId,
+    pub because: Reason,
+}
+
+/// Moves that may run together; a batch starts when the one before it is
+/// done and healthy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Batch {
+    /// Step number, from 1.
+    pub step: usize,
+    pub moves: Vec<Move>,
+}
+
+/// A resource nobody owns yet, and who gets it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Assignment {
+    pub resource: ResourceRef,
+    pub to: OperatorId,
+    pub because: Reason,
+}
+
+/// A move that cannot start now.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Blocked {
+    #[serde(rename = "move")]
+    pub change: Move,
+    pub why: BlockReason,
+}
+
+/// A resource the plan cannot decide about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceError {
+    pub resource: ResourceRef,
+    pub message: String,
+}
+
+/// Resources that stay where they are.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unchanged {
+    pub total: usize,
+    pub by_operator: BTreeMap<OperatorId, usize>,
+    /// Resources outside the manifest's scope (never touched).
+    pub out_of_scope: usize,
+}
+
+/// What a manifest does to a set of resources.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub batches: Vec<Batch>,
+    pub first_assignments: Vec<Assignment>,
+    pub blocked: Vec<Blocked>,
+    pub errors: Vec<ResourceError>,
+    /// Things worth knowing that change nothing (a pin to a resource that
+    /// does not exist, ...).
+    pub notes: Vec<String>,
+    pub unchanged: Unchanged,
+}
+
+impl Plan {
+    pub fn moves(&self) -> impl Iterator<Item = &Move> {
+        self.batches.iter().flat_map(|b| &b.moves)
+    }
+
+    pub fn move_count(&self) -> usize {
+        self.batches.iter().map(|b| b.moves.len()).sum()
+    }
+
+    /// Whether applying the manifest would change anything, or cannot be
+    /// decided for some resource (`kubectl camelk diff` exits 1 then).
+    pub fn has_changes(&self) -> bool {
+        !self.batches.is_empty()
+            || !self.first_assignments.is_empty()
+            || !self.blocked.is_empty()
+            || !self.errors.is_empty()
+    }
+}
+
+/// Where actual owners come from.
+pub enum Actual<'a> {
+    /// The owner keys of each resource (live state or an inventory file).
+    OwnerKeys,
+    /// The desired owners of another manifest, as if it were applied: what a
+    /// pull request changes relative to its base.
+    Manifest(&'a OperatorAssignmentSpec),
+}
+
+/// Plans `desired` against `inventory`.
+pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &Inventory) -> Plan {
+    let target = Desired::new(desired);
+    let base = match &actual {
+        Actual::Manifest(spec) => Some(Desired::new(spec)),
+        Actual::OwnerKeys => None,
+    };
+    let mut out = Plan::default();
+    let mut groups: BTreeMap<Option<usize>, Vec<Move>> = BTreeMap::new();
+
+    let mut resources: Vec<&Resource> = inventory.resources.iter().collect();
+    resources.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+    for resource in resources {
+        let Some(decision) = target.decide(resource) else {
+            out.unchanged.out_of_scope += 1;
+            continue;
+        };
+        let owner = match &base {
+            None => resource.owner(),
+            Some(base) => match base.decide(resource) {
+                Some(d) => Owner::Operator(d.operator),
+                None => Owner::Nobody,
+            },
+        };
+        match owner {
+            Owner::Nobody => out.first_assignments.push(Assignment {
+                resource: resource.id.clone(),
+                to: decision.operator,
+                because: decision.because,
+            }),
+            Owner::Conflict(message) => out.errors.push(ResourceError {
+                resource: resource.id.clone(),
+                message,
+            }),
+            Owner::Operator(current) if current == decision.operator => {
+                out.unchanged.total += 1;
+                *out.unchanged.by_operator.entry(current).or_default() += 1;
+            }
+            Owner::Operator(current) => {
+                let change = Move {
+                    resource: resource.id.clone(),
+                    from: current,
+                    to: decision.operator,
+                    because: decision.because,
+                };
+                match phase::work_in_flight(resource.id.kind, resource.phase.as_deref()) {
+                    Some(why) => out.blocked.push(Blocked { change, why }),
+                    None => {
+                        let group = match change.because {
+                            Reason::StagedMove { index } => Some(index),
+                            _ => None,
+                        };
+                        groups.entry(group).or_default().push(change);
+                    }
+                }
+            }
+        }
+    }
+
+    let mut by_step: BTreeMap<usize, Vec<Move>> = BTreeMap::new();
+    for (group, moves) in groups {
+        let steps: &[Step] = match group {
+            Some(index) if !desired.staged_moves[index].steps.is_empty() => {
+                &desired.staged_moves[index].steps
+            }
+            _ => &desired.rollout.steps,
+        };
+        for (step, batch) in batch::split(moves, steps) {
+            by_step.entry(step).or_default().extend(batch);
+        }
+    }
+    out.batches = by_step
+        .into_iter()
+        .map(|(step, mut moves)| {
+            moves.sort_by(|a, b| a.resource.cmp(&b.resource));
+            Batch { step, moves }
+        })
+        .collect();
+
+    let present: HashSet<(crate::camel_k::CamelKind, &str, &str)> = inventory
+        .resources
+        .iter()
+        .map(|r| (r.id.kind, r.id.namespace.as_str(), r.id.name.as_str()))
+        .collect();
+    for (i, pin) in desired.pins.iter().enumerate() {
+        if !present.contains(&(pin.kind, pin.namespace.as_str(), pin.name.as_str())) {
+            out.notes.push(format!(
+                "pin #{} names {} {}/{}, which does not exist; it will apply once the resource is created",
+                i + 1,
+                pin.kind,
+                pin.namespace,
+                pin.name
+            ));
+        }
+    }
+    out
+}
