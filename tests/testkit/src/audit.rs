@@ -27,6 +27,7 @@ rules:
 #[serde(rename_all = "camelCase")]
 pub struct AuditEvent {
     pub level: String,
+    #[serde(rename = "auditID")]
     pub audit_id: String,
     pub stage: String,
     pub verb: String,
@@ -110,13 +111,26 @@ impl AuditLog {
         &self.path
     }
 
-    /// Every complete event in the log (a line still being written is skipped).
+    /// Every complete event in the log. A last line without its newline is
+    /// still being written and is skipped; any other unreadable line is an error.
     pub fn events(&self) -> std::io::Result<Vec<AuditEvent>> {
         let text = std::fs::read_to_string(&self.path)?;
-        Ok(text
+        let complete = match text.rfind('\n') {
+            Some(end) => &text[..end],
+            None => "",
+        };
+        complete
             .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect())
+            .enumerate()
+            .map(|(i, line)| {
+                serde_json::from_str(line).map_err(|e| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("{}:{}: {e}", self.path.display(), i + 1),
+                    )
+                })
+            })
+            .collect()
     }
 
     /// Events about objects in `namespace`, the usual scope of one test.

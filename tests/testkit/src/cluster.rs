@@ -93,10 +93,7 @@ pub struct LocalCluster {
 pub async fn start(opts: &StartOptions) -> Result<LocalCluster, Error> {
     let running = running_processes(&opts.dir);
     if !running.is_empty() {
-        let pids: Vec<String> = running
-            .iter()
-            .map(|(n, p)| format!("{n}={p}"))
-            .collect();
+        let pids: Vec<String> = running.iter().map(|(n, p)| format!("{n}={p}")).collect();
         return Err(Error::AlreadyRunning(format!(
             "a local control plane is already running from {} ({}); stop it first",
             opts.dir.root().display(),
@@ -166,20 +163,26 @@ async fn start_once(
             "--advertise-address=127.0.0.1".into(),
             "--endpoint-reconciler-type=none".into(),
             format!("--tls-cert-file={}", dir.pki("apiserver.crt").display()),
-            format!("--tls-private-key-file={}", dir.pki("apiserver.key").display()),
+            format!(
+                "--tls-private-key-file={}",
+                dir.pki("apiserver.key").display()
+            ),
             format!("--client-ca-file={}", dir.pki("ca.crt").display()),
             format!("--token-auth-file={}", dir.pki("tokens.csv").display()),
             "--anonymous-auth=false".into(),
             "--authorization-mode=RBAC".into(),
             format!("--service-account-issuer={server}"),
-            format!("--service-account-key-file={}", dir.pki("sa.key").display()),
+            format!("--service-account-key-file={}", dir.pki("sa.pub").display()),
             format!(
                 "--service-account-signing-key-file={}",
                 dir.pki("sa.key").display()
             ),
             "--service-cluster-ip-range=10.0.0.0/24".into(),
             "--disable-admission-plugins=ServiceAccount".into(),
-            format!("--audit-policy-file={}", dir.pki("audit-policy.yaml").display()),
+            format!(
+                "--audit-policy-file={}",
+                dir.pki("audit-policy.yaml").display()
+            ),
             format!("--audit-log-path={}", dir.audit_log().display()),
             "--audit-log-format=json".into(),
             "--audit-log-mode=blocking".into(),
@@ -301,7 +304,11 @@ fn prepare_dir(dir: &ClusterDir) -> Result<(), Error> {
     for sub in ["pki", "logs", "etcd"] {
         fs::create_dir_all(dir.root().join(sub)).map_err(io("creating the state directory"))?;
     }
-    for d in [dir.root().to_path_buf(), dir.root().join("pki"), dir.root().join("etcd")] {
+    for d in [
+        dir.root().to_path_buf(),
+        dir.root().join("pki"),
+        dir.root().join("etcd"),
+    ] {
         fs::set_permissions(&d, fs::Permissions::from_mode(0o700))
             .map_err(io("securing the state directory"))?;
     }
@@ -319,6 +326,7 @@ fn write_secrets(dir: &ClusterDir, identities: &[Identity]) -> Result<(), Error>
         ("apiserver.crt", pki.serving_cert.as_str()),
         ("apiserver.key", pki.serving_key.as_str()),
         ("sa.key", pki.service_account_key.as_str()),
+        ("sa.pub", pki.service_account_public_key.as_str()),
         ("tokens.csv", tokens.as_str()),
         ("audit-policy.yaml", audit::POLICY),
     ] {
@@ -409,7 +417,9 @@ async fn wait_for_port(port: u16, children: &mut [(String, Child)]) -> Result<()
 async fn wait_until_ready(client: &Client, children: &mut [(String, Child)]) -> Result<(), Error> {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
-        let request = http::Request::get("/readyz").body(Vec::new()).expect("static request");
+        let request = http::Request::get("/readyz")
+            .body(Vec::new())
+            .expect("static request");
         match client.request_text(request).await {
             Ok(body) if body.trim() == "ok" => return Ok(()),
             result => {

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use camelk_reconciler::camel_k::{CamelKind, generated_crd};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams};
 use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
 
 use crate::Error;
 

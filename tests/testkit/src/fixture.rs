@@ -16,15 +16,15 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::Client;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 
+use crate::Error;
 use crate::audit::AuditLog;
 use crate::binaries::control_plane_bin_dir;
 use crate::cluster::{self, ClusterDir, StartOptions};
 use crate::crds::{self, CrdSource};
 use crate::identity::{ADMIN, random_hex};
-use crate::Error;
 
 pub const REUSE_ENV: &str = "CAMELK_TEST_KUBECONFIG";
 const KEEP_ENV: &str = "CAMELK_TEST_KEEP";
@@ -103,7 +103,10 @@ fn boot() -> Result<TestCluster, Error> {
     })
 }
 
-fn spawn_watchdog(dir: &ClusterDir, processes: &[(String, u32)]) -> Result<(Child, ChildStdin), Error> {
+fn spawn_watchdog(
+    dir: &ClusterDir,
+    processes: &[(String, u32)],
+) -> Result<(Child, ChildStdin), Error> {
     let keep = std::env::var_os(KEEP_ENV).is_some();
     let script = "read _ignored; kill -TERM \"$@\" 2>/dev/null; sleep 5; kill -KILL \"$@\" 2>/dev/null; \
                   [ -n \"$KEEP\" ] || rm -rf \"$STATE_DIR\"";

@@ -10,6 +10,7 @@ pub struct Pki {
     pub serving_cert: String,
     pub serving_key: String,
     pub service_account_key: String,
+    pub service_account_public_key: String,
 }
 
 impl Pki {
@@ -34,11 +35,13 @@ impl Pki {
             .push(DnType::CommonName, "kube-apiserver");
         let serving_cert = serving.signed_by(&serving_key, &ca)?;
 
+        let sa_key = KeyPair::generate()?;
         Ok(Pki {
             ca_cert: ca.pem(),
             serving_cert: serving_cert.pem(),
             serving_key: serving_key.serialize_pem(),
-            service_account_key: KeyPair::generate()?.serialize_pem(),
+            service_account_key: sa_key.serialize_pem(),
+            service_account_public_key: sa_key.public_key_pem(),
         })
     }
 }

@@ -47,7 +47,10 @@ async fn main() -> ExitCode {
         Command::Down => {
             let stopped = cluster::stop(&dir);
             if stopped.is_empty() {
-                println!("no local control plane running from {}", dir.root().display());
+                println!(
+                    "no local control plane running from {}",
+                    dir.root().display()
+                );
             }
             for (name, pid) in stopped {
                 println!("stopped {name} (pid {pid})");
@@ -85,7 +88,10 @@ async fn up(dir: ClusterDir) -> ExitCode {
     };
     match cluster::start(&opts).await {
         Ok(c) => {
-            println!("local control plane ready in {:.1}s", started_at.elapsed().as_secs_f64());
+            println!(
+                "local control plane ready in {:.1}s",
+                started_at.elapsed().as_secs_f64()
+            );
             println!("  server:     {}", c.server);
             for (name, pid) in &c.processes {
                 println!("  {name:<24}pid {pid}");

@@ -1,0 +1,32 @@
+# Slow-to-build outputs (control-plane binaries, Cargo target directory) live in a
+# cache outside the checkout, keyed by version, so a fresh clone reuses them.
+CAMELK_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/camelk-gitops
+export CAMELK_CACHE
+export CARGO_TARGET_DIR ?= $(CAMELK_CACHE)/cargo-target
+
+.PHONY: build test lint control-plane local-cluster local-cluster-down local-cluster-status
+
+## Everything CI checks: formatting, lints, and every test (end-to-end included).
+test: lint control-plane
+	cargo test --workspace --locked
+
+build:
+	cargo build --workspace --all-targets --locked
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets --locked -- -D warnings
+
+## Build etcd, kube-apiserver and kube-controller-manager from upstream Go modules (cached).
+control-plane:
+	bash tests/control-plane/build.sh >/dev/null
+
+## Start a local control plane in the background; kubeconfig in .local-cluster/kubeconfig.
+local-cluster: control-plane
+	cargo run --quiet --locked -p camelk-testkit --bin local-cluster -- up
+
+local-cluster-down:
+	cargo run --quiet --locked -p camelk-testkit --bin local-cluster -- down
+
+local-cluster-status:
+	cargo run --quiet --locked -p camelk-testkit --bin local-cluster -- status
