@@ -2,26 +2,91 @@
 //! operators in Git and shows each change as a planned migration.
 //! Parses arguments, renders results and sets exit codes; decisions live in the
 //! `camelk_reconciler` library.
+//!
+//! Exit codes: 0 success; 1 error. `diff`: 0 nothing would change, 1
+//! something would, 2 error (as `kubectl diff`).
 
-use clap::{Parser, Subcommand};
+mod cli;
+mod commands;
+mod render;
 
-/// Assign Apache Camel K resources to operators in Git, and plan the migrations.
-#[derive(Parser, Debug)]
-#[command(name = "kubectl camelk", bin_name = "kubectl camelk", version, about, long_about = None)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
+use std::process::ExitCode;
+
+use camelk_reconciler::manifest::ManifestError;
+use clap::{CommandFactory, Parser};
+
+use cli::{Cli, Command};
+
+/// An error already printed (for example as JSON); only the exit code is left.
+#[derive(Debug)]
+pub struct Reported;
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("reported")
+    }
 }
 
-#[derive(Subcommand, Debug)]
-enum Command {
-    /// Print the version of this plugin.
-    Version,
-}
+impl std::error::Error for Reported {}
 
-fn main() {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
+    let is_diff = matches!(cli.command, Command::Diff(_));
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: starting the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(run(&cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            if error.downcast_ref::<Reported>().is_some() {
+                // Already printed.
+            } else if let Some(invalid @ ManifestError::Invalid(_)) =
+                error.downcast_ref::<ManifestError>()
+            {
+                // Each line already says `file:line:column: error: ...`.
+                eprintln!("{invalid}");
+            } else {
+                eprintln!("error: {error:#}");
+            }
+            ExitCode::from(if is_diff { 2 } else { 1 })
+        }
+    }
+}
+
+async fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
+    match &cli.command {
+        Command::Validate(args) => commands::validate::run(args, cli.output)?,
+        Command::Init(args) => commands::edit::init(cli, args).await?,
+        Command::Assign(args) => commands::edit::assign(cli, args).await?,
+        Command::Unassign(args) => commands::edit::unassign(cli, args).await?,
+        Command::Rollout(args) => commands::edit::rollout(cli, args).await?,
+        Command::Plan(args) => {
+            commands::plan::run(cli, args).await?;
+        }
+        Command::Diff(args) => {
+            let plan = commands::plan::run(cli, args).await?;
+            return Ok(if plan.has_changes() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            });
+        }
+        Command::Completion { shell } => {
+            clap_complete::generate(
+                *shell,
+                &mut Cli::command(),
+                "kubectl-camelk",
+                &mut std::io::stdout(),
+            );
+        }
         Command::Version => println!("kubectl-camelk {}", env!("CARGO_PKG_VERSION")),
     }
+    Ok(ExitCode::SUCCESS)
 }

@@ -17,6 +17,7 @@
 
 pub mod api;
 pub mod camel_k;
+pub mod git;
 pub mod inventory;
 pub mod manifest;
 pub mod plan;

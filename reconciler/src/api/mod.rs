@@ -310,6 +310,11 @@ pub fn crd()
     OperatorAssignment::crd()
 }
 
+/// The generated CRD as YAML, as `reconciler crds` prints it.
+pub fn crd_yaml() -> String {
+    serde_saphyr::to_string(&crd()).expect("a CRD serializes")
+}
+
 /// Parses a duration as the manifest writes it: an unsigned integer followed
 /// by `ms`, `s`, `m` or `h` (`90s`, `5m`, `1h`), or several (`1h30m`).
 pub fn parse_duration(text: &str) -> Option<std::time::Duration> {

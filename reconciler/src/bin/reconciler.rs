@@ -15,11 +15,14 @@ struct Cli {
 enum Command {
     /// Print the version of this binary.
     Version,
+    /// Print the CustomResourceDefinitions of the project's own kinds (YAML).
+    Crds,
 }
 
 fn main() {
     let cli = Cli::parse();
     match cli.command {
         Command::Version => println!("reconciler {}", env!("CARGO_PKG_VERSION")),
+        Command::Crds => print!("{}", camelk_reconciler::api::crd_yaml()),
     }
 }

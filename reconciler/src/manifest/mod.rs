@@ -219,5 +219,16 @@ fn serde_message(error: &serde_saphyr::Error) -> String {
         Some(i) => &text[..i],
         None => text,
     };
-    text.trim_start_matches("error: ").to_string()
+    let text = text.trim_start_matches("error: ");
+    // Say it in the manifest's terms rather than the parser's.
+    if let Some(key) = text.strip_prefix("duplicate mapping key: ") {
+        let key = key.split(',').next().unwrap_or(key);
+        return format!("duplicate key `{key}`: a key may appear once in a mapping");
+    }
+    match text {
+        "expected sequence start" => "expected a list here".into(),
+        "expected mapping start" => "expected a mapping (key: value pairs) here".into(),
+        "invalid boolean" => "expected `true` or `false`".into(),
+        other => other.to_string(),
+    }
 }

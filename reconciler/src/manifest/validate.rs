@@ -74,7 +74,8 @@ pub fn validate(spec: &OperatorAssignmentSpec) -> Vec<Finding> {
             );
         }
     }
-    let ids: Vec<&str> = spec.operators.iter().map(|o| o.id.as_str()).collect();
+    let mut ids: Vec<&str> = spec.operators.iter().map(|o| o.id.as_str()).collect();
+    ids.dedup();
     let known = |out: &mut Findings, path: FieldPath, id: &OperatorId| {
         if !ids.contains(&id.as_str()) {
             out.error(
@@ -352,9 +353,17 @@ fn covers(outer: &Match, inner: &Match) -> bool {
         |o: &[_], i: &[_]| o.is_empty() || (!i.is_empty() && i.iter().all(|x| o.contains(x)));
     let kinds = outer.kinds.is_empty()
         || (!inner.kinds.is_empty() && inner.kinds.iter().all(|k| outer.kinds.contains(k)));
-    let names = outer.names.iter().any(|g| g == "*")
-        || outer.names.is_empty()
-        || list(&outer.names, &inner.names);
+    // A literal inner name is covered by any outer glob matching it; an inner
+    // glob only by the same glob (glob containment in general is not checked).
+    let names = outer.names.is_empty()
+        || (!inner.names.is_empty()
+            && inner.names.iter().all(|n| {
+                outer.names.iter().any(|g| {
+                    g == n
+                        || g == "*"
+                        || (!n.contains(['*', '?']) && crate::plan::desired::glob_matches(g, n))
+                })
+            }));
     let selector = match (&outer.selector, &inner.selector) {
         (None, _) => true,
         (Some(o), Some(i)) => o == i,

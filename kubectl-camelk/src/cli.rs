@@ -1,0 +1,167 @@
+//! Command-line arguments, following kubectl's conventions: global
+//! `--kubeconfig`, `--context`, `-n/--namespace`, `-A/--all-namespaces`,
+//! `-o/--output`, and usage text that says `kubectl camelk`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Assign Apache Camel K resources to operators in Git, and plan the migrations.
+#[derive(Parser, Debug)]
+#[command(name = "kubectl-camelk", bin_name = "kubectl camelk", version, about, long_about = None)]
+pub struct Cli {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, a merged list, or ~/.kube/config).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Namespace (default: the context's namespace).
+    #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Every namespace (for `plan` and `diff` against the cluster).
+    #[arg(short = 'A', long, global = true)]
+    pub all_namespaces: bool,
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Markdown,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Check the OperatorAssignment manifest; errors name file:line:column.
+    Validate(ManifestArgs),
+    /// Write a commented starter manifest and commit it on a branch.
+    Init(InitArgs),
+    /// Pin resources to an operator (KIND/NAME, e.g. integration/orders).
+    Assign(AssignArgs),
+    /// Remove the pins of resources.
+    Unassign(UnassignArgs),
+    /// Move one operator's resources to another in steps.
+    Rollout(RolloutArgs),
+    /// Print what the manifest would change: moves in batches, first
+    /// assignments, blocked moves and why.
+    Plan(PlanArgs),
+    /// Like `plan`, but exit 0 when nothing would change, 1 when something
+    /// would, 2 or more on error (as `kubectl diff`).
+    Diff(PlanArgs),
+    /// Print a shell completion script.
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the version of this plugin.
+    Version,
+}
+
+/// Where the manifest is.
+#[derive(Args, Debug, Clone)]
+pub struct ManifestArgs {
+    /// The Git checkout (default: the repository containing the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// The manifest (default: operator-assignment.yaml at the repository root;
+    /// relative paths are taken from --repo when given).
+    #[arg(long, short = 'f', value_name = "PATH")]
+    pub file: Option<PathBuf>,
+}
+
+/// How an edit is recorded.
+#[derive(Args, Debug, Clone)]
+pub struct EditArgs {
+    #[command(flatten)]
+    pub manifest: ManifestArgs,
+    /// Branch to commit on (default: a name derived from the change).
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<String>,
+    /// Push the branch to the remote afterwards.
+    #[arg(long)]
+    pub push: bool,
+    /// Remote to push to.
+    #[arg(long, default_value = "origin", value_name = "NAME")]
+    pub remote: String,
+    /// Run even when the work tree has uncommitted changes (they are not committed).
+    #[arg(long)]
+    pub allow_dirty: bool,
+    /// Show the diff and the plan; write, commit and push nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Plan the change against this inventory (`kubectl get ... -o json`).
+    #[arg(long, value_name = "FILE")]
+    pub inventory: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct InitArgs {
+    #[command(flatten)]
+    pub edit: EditArgs,
+    /// metadata.name of the assignment.
+    #[arg(long, default_value = "camel-k")]
+    pub name: String,
+    /// Operators as ID=NAMESPACE (repeatable).
+    #[arg(long = "operator", value_name = "ID=NAMESPACE", default_values_t = ["operator-1=camel-k".to_string()])]
+    pub operators: Vec<String>,
+    /// The default operator (default: the first one).
+    #[arg(long = "default", value_name = "ID")]
+    pub default_operator: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct AssignArgs {
+    #[command(flatten)]
+    pub edit: EditArgs,
+    /// Resources as KIND/NAME (kind names as kubectl takes them: integration, it, pipe, ...).
+    #[arg(required = true, value_name = "KIND/NAME")]
+    pub resources: Vec<String>,
+    /// The operator to pin them to.
+    #[arg(long, value_name = "OPERATOR")]
+    pub to: String,
+}
+
+#[derive(Args, Debug)]
+pub struct UnassignArgs {
+    #[command(flatten)]
+    pub edit: EditArgs,
+    #[arg(required = true, value_name = "KIND/NAME")]
+    pub resources: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RolloutArgs {
+    #[command(flatten)]
+    pub edit: EditArgs,
+    #[arg(long, value_name = "OPERATOR")]
+    pub from: String,
+    #[arg(long, value_name = "OPERATOR")]
+    pub to: String,
+    /// Cumulative steps, counts or percentages (default: the manifest's rollout.steps).
+    #[arg(long, value_delimiter = ',', value_name = "STEPS")]
+    pub steps: Vec<String>,
+    /// Only resources whose labels match (kubectl syntax: app=x,tier in (a,b)).
+    #[arg(long, short = 'l', value_name = "SELECTOR")]
+    pub selector: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub manifest: ManifestArgs,
+    /// Actual state from this inventory (`kubectl get ... -o json`) instead of the cluster.
+    #[arg(long, value_name = "FILE")]
+    pub inventory: Option<PathBuf>,
+    /// Plan the change from this revision (actual owners = its manifest).
+    #[arg(long, value_name = "REV")]
+    pub base: Option<String>,
+    /// Desired owners from this revision's manifest (default: the work tree).
+    #[arg(long, value_name = "REV")]
+    pub head: Option<String>,
+}

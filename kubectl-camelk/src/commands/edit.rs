@@ -1,0 +1,308 @@
+//! `init`, `assign`, `unassign` and `rollout`: edit the manifest, show the
+//! diff and the plan, then commit on a branch (and push) unless `--dry-run`.
+//!
+//! Order matters: everything that can fail without side effects (validation,
+//! the dirty-tree check, the edit, the branch name) runs before the first
+//! write, so a refused command leaves the repository as it was.
+
+use anyhow::{Context, bail};
+use camelk_reconciler::api::{OperatorId, Step, parse_selector};
+use camelk_reconciler::camel_k::CamelKind;
+use camelk_reconciler::git::branch_name;
+use camelk_reconciler::inventory::{Inventory, Resource, ResourceRef};
+use camelk_reconciler::manifest::{Manifest, edit, template};
+use camelk_reconciler::plan::{self, Actual};
+
+use crate::cli::{AssignArgs, Cli, EditArgs, InitArgs, Output, RolloutArgs, UnassignArgs};
+use crate::render;
+
+/// A change ready to be recorded.
+struct Change {
+    old: String,
+    new: String,
+    /// First line of the commit message.
+    title: String,
+    /// One line per resource or move: who moves where.
+    details: Vec<String>,
+    /// Manifests before and after, for the plan (absent for `init`).
+    manifests: Option<(Manifest, Manifest)>,
+    named: Vec<ResourceRef>,
+}
+
+pub async fn init(cli: &Cli, args: &InitArgs) -> anyhow::Result<()> {
+    let location = super::locate(&args.edit.manifest, true)?;
+    if location.path.exists() {
+        bail!(
+            "{} already exists; edit it with assign, unassign or rollout",
+            location.display
+        );
+    }
+    let mut operators = Vec::new();
+    for spec in &args.operators {
+        let (id, namespace) = spec
+            .split_once('=')
+            .with_context(|| format!("--operator `{spec}`: expected ID=NAMESPACE"))?;
+        OperatorId::new(id).with_context(|| format!("--operator `{spec}`"))?;
+        operators.push((id.to_string(), namespace.to_string()));
+    }
+    let default = args
+        .default_operator
+        .clone()
+        .unwrap_or_else(|| operators[0].0.clone());
+    let text = template::starter(&args.name, &operators, &default);
+    Manifest::parse(&location.display, text.clone()).map_err(anyhow::Error::from)?;
+    let change = Change {
+        old: String::new(),
+        new: text,
+        title: format!(
+            "Add the OperatorAssignment {} (default operator {default})",
+            args.name
+        ),
+        details: vec![format!(
+            "operators: {}",
+            operators
+                .iter()
+                .map(|(id, ns)| format!("{id} in {ns}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )],
+        manifests: None,
+        named: Vec::new(),
+    };
+    record(cli, &args.edit, location, change, "init").await
+}
+
+pub async fn assign(cli: &Cli, args: &AssignArgs) -> anyhow::Result<()> {
+    let location = super::locate(&args.edit.manifest, !args.edit.dry_run)?;
+    let manifest = Manifest::read(&location.path, &location.display)?;
+    let namespace = super::default_namespace(cli).await;
+    let resources = parse_resources(&args.resources, &namespace)?;
+    let to = OperatorId::new(&args.to).with_context(|| format!("--to `{}`", args.to))?;
+    let edited = edit::assign(&manifest, &resources, &to)?;
+    let title = match resources.as_slice() {
+        [one] => format!("Assign {one} to {to}"),
+        many => format!("Assign {} resources to {to}", many.len()),
+    };
+    finish(
+        cli, &args.edit, location, manifest, edited, title, resources, "assign",
+    )
+    .await
+}
+
+pub async fn unassign(cli: &Cli, args: &UnassignArgs) -> anyhow::Result<()> {
+    let location = super::locate(&args.edit.manifest, !args.edit.dry_run)?;
+    let manifest = Manifest::read(&location.path, &location.display)?;
+    let namespace = super::default_namespace(cli).await;
+    let resources = parse_resources(&args.resources, &namespace)?;
+    let edited = edit::unassign(&manifest, &resources)?;
+    let title = match resources.as_slice() {
+        [one] => format!("Unpin {one}"),
+        many => format!("Unpin {} resources", many.len()),
+    };
+    finish(
+        cli, &args.edit, location, manifest, edited, title, resources, "unassign",
+    )
+    .await
+}
+
+pub async fn rollout(cli: &Cli, args: &RolloutArgs) -> anyhow::Result<()> {
+    let location = super::locate(&args.edit.manifest, !args.edit.dry_run)?;
+    let manifest = Manifest::read(&location.path, &location.display)?;
+    let from = OperatorId::new(&args.from).with_context(|| format!("--from `{}`", args.from))?;
+    let to = OperatorId::new(&args.to).with_context(|| format!("--to `{}`", args.to))?;
+    let steps = args
+        .steps
+        .iter()
+        .map(|s| s.parse::<Step>().with_context(|| format!("--steps `{s}`")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let selector = match &args.selector {
+        Some(text) => Some((text.as_str(), parse_selector(text)?)),
+        None => None,
+    };
+    let edited = edit::rollout(
+        &manifest,
+        &from,
+        &to,
+        &steps,
+        selector.as_ref().map(|(t, s)| (*t, s)),
+    )?;
+    let title = format!("Roll out {from} -> {to}");
+    finish(
+        cli,
+        &args.edit,
+        location,
+        manifest,
+        edited,
+        title,
+        Vec::new(),
+        "rollout",
+    )
+    .await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn finish(
+    cli: &Cli,
+    args: &EditArgs,
+    location: super::Location,
+    manifest: Manifest,
+    edited: edit::Edited,
+    title: String,
+    named: Vec<ResourceRef>,
+    verb: &str,
+) -> anyhow::Result<()> {
+    if edited.changes.is_empty() {
+        println!("{}: nothing to change", location.display);
+        return Ok(());
+    }
+    let after = Manifest::parse(&location.display, edited.text.clone())?;
+    let change = Change {
+        old: manifest.text.clone(),
+        new: edited.text,
+        title,
+        details: edited.changes,
+        manifests: Some((manifest, after)),
+        named,
+    };
+    record(cli, args, location, change, verb).await
+}
+
+async fn record(
+    cli: &Cli,
+    args: &EditArgs,
+    location: super::Location,
+    change: Change,
+    verb: &str,
+) -> anyhow::Result<()> {
+    let colour = render::colour();
+    if !args.dry_run
+        && !args.allow_dirty
+        && let Some(checkout) = &location.checkout
+    {
+        let dirty = checkout.dirty_paths()?;
+        if !dirty.is_empty() {
+            bail!(
+                "the work tree has uncommitted changes ({}); commit or stash them, or pass --allow-dirty",
+                dirty.join(", ")
+            );
+        }
+    }
+    let branch = args
+        .branch
+        .clone()
+        .unwrap_or_else(|| branch_name(&change.title));
+    if !args.dry_run
+        && let Some(checkout) = &location.checkout
+    {
+        checkout.check_new_branch(&branch)?;
+    }
+
+    if cli.output != Output::Json {
+        print!(
+            "{}",
+            render::manifest_diff(&location.display, &change.old, &change.new, colour)
+        );
+    }
+    if let Some((before, after)) = &change.manifests {
+        let inventory = match &args.inventory {
+            Some(path) => {
+                camelk_reconciler::inventory::file::read(path, &path.display().to_string())?
+            }
+            None => named_inventory(&change.named),
+        };
+        let mut planned = plan::plan(
+            &after.assignment.spec,
+            Actual::Manifest(&before.assignment.spec),
+            &inventory,
+        );
+        if args.inventory.is_none() {
+            // Only the named resources are known: notes about others would mislead.
+            planned.notes.clear();
+        }
+        match cli.output {
+            Output::Table => println!("\n{}", render::plan_table(&planned, colour)),
+            Output::Markdown => println!("\n{}", render::plan_markdown(&planned)),
+            Output::Json => print!("{}", render::plan_json(&planned)),
+        }
+        if args.inventory.is_none() && change.named.is_empty() && cli.output != Output::Json {
+            println!(
+                "(pass --inventory FILE, or run `kubectl camelk plan`, to see every resource this moves)"
+            );
+        }
+    }
+    if args.dry_run {
+        eprintln!("dry run: nothing written");
+        return Ok(());
+    }
+
+    let checkout = location
+        .checkout
+        .as_ref()
+        .context("not in a Git checkout")?;
+    let path = location
+        .in_repo
+        .as_deref()
+        .context("the manifest is outside the checkout")?;
+    let message = format!(
+        "{}\n\n{}\n\nWritten by `kubectl camelk {verb}`.\n",
+        change.title,
+        change
+            .details
+            .iter()
+            .map(|d| format!("- {d}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let commit = checkout.commit_on_new_branch(&branch, path, &change.new, &message)?;
+    eprintln!(
+        "committed {} on branch {branch}: {}",
+        &commit.to_string()[..12],
+        change.title
+    );
+    if args.push {
+        checkout.push(&args.remote, &branch)?;
+        eprintln!("pushed {branch} to {}", args.remote);
+    }
+    Ok(())
+}
+
+/// Resources named on the command line, as an inventory for the plan of an
+/// edit when no inventory file is given.
+fn named_inventory(named: &[ResourceRef]) -> Inventory {
+    Inventory {
+        resources: named
+            .iter()
+            .map(|id| Resource {
+                id: id.clone(),
+                labels: Default::default(),
+                owner_annotation: None,
+                phase: None,
+            })
+            .collect(),
+    }
+}
+
+/// `KIND/NAME` arguments, in `namespace`.
+fn parse_resources(args: &[String], namespace: &str) -> anyhow::Result<Vec<ResourceRef>> {
+    args.iter()
+        .map(|arg| {
+            let (kind, name) = arg
+                .split_once('/')
+                .filter(|(k, n)| !k.is_empty() && !n.is_empty())
+                .with_context(|| format!("`{arg}`: expected KIND/NAME, e.g. integration/orders"))?;
+            let kind = CamelKind::parse(kind).with_context(|| {
+                format!(
+                    "`{arg}`: unknown Camel K kind `{kind}`{}",
+                    CamelKind::closest(kind)
+                        .map(|k| format!("; did you mean `{k}`?"))
+                        .unwrap_or_default()
+                )
+            })?;
+            Ok(ResourceRef {
+                kind,
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,107 @@
+//! One module per command group; each turns arguments into library calls and
+//! prints the result. Shared here: finding the manifest and the cluster.
+
+pub mod edit;
+pub mod plan;
+pub mod validate;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use camelk_reconciler::git::Checkout;
+
+use crate::cli::{Cli, ManifestArgs};
+
+/// The manifest file name at a repository's root when `--file` is not given.
+pub const DEFAULT_FILE: &str = "operator-assignment.yaml";
+
+/// Where the manifest is: its path on disk, the name messages use, and the
+/// checkout it belongs to (when there is one).
+pub struct Location {
+    pub path: PathBuf,
+    pub display: String,
+    pub checkout: Option<Checkout>,
+    /// Path inside the checkout, `/`-separated.
+    pub in_repo: Option<String>,
+}
+
+/// Resolves `--repo` and `--file`. A checkout is required when `need_repo`.
+pub fn locate(args: &ManifestArgs, need_repo: bool) -> anyhow::Result<Location> {
+    let base = args.repo.clone();
+    let path = match (&args.file, &base) {
+        (Some(file), Some(repo)) if file.is_relative() => repo.join(file),
+        (Some(file), _) => file.clone(),
+        (None, _) => {
+            let start = base.clone().unwrap_or_else(|| PathBuf::from("."));
+            let checkout = Checkout::discover(&start)?;
+            checkout.workdir().join(DEFAULT_FILE)
+        }
+    };
+    let start = match &base {
+        Some(repo) => repo.clone(),
+        None => path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from(".")),
+    };
+    let checkout = match Checkout::discover(&start) {
+        Ok(checkout) => Some(checkout),
+        Err(e) if need_repo => return Err(e.into()),
+        Err(_) => None,
+    };
+    let in_repo = match &checkout {
+        Some(c) => Some(c.relative(&path)?),
+        None => None,
+    };
+    let display = in_repo
+        .clone()
+        .unwrap_or_else(|| path.display().to_string());
+    Ok(Location {
+        path,
+        display,
+        checkout,
+        in_repo,
+    })
+}
+
+/// A client for the cluster of the chosen kubeconfig and context, and the
+/// namespace commands default to.
+pub async fn cluster(cli: &Cli) -> anyhow::Result<(kube::Client, String)> {
+    let config = kube_config(cli).await?;
+    let namespace = config.default_namespace.clone();
+    let client = kube::Client::try_from(config).context("creating a Kubernetes client")?;
+    Ok((client, namespace))
+}
+
+async fn kube_config(cli: &Cli) -> anyhow::Result<kube::Config> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let options = KubeConfigOptions {
+        context: cli.context.clone(),
+        ..Default::default()
+    };
+    // --kubeconfig wins over $KUBECONFIG (a merged list), which wins over ~/.kube/config.
+    let kubeconfig = match &cli.kubeconfig {
+        Some(path) => Kubeconfig::read_from(path)
+            .with_context(|| format!("reading kubeconfig {}", path.display()))?,
+        None => match Kubeconfig::from_env().context("reading $KUBECONFIG")? {
+            Some(merged) => merged,
+            None => Kubeconfig::read().context("reading ~/.kube/config")?,
+        },
+    };
+    kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .context("loading the kubeconfig context")
+}
+
+/// The namespace for resources named on the command line: `-n`, else the
+/// kubeconfig context's namespace, else `default` (as kubectl does).
+pub async fn default_namespace(cli: &Cli) -> String {
+    if let Some(ns) = &cli.namespace {
+        return ns.clone();
+    }
+    match kube_config(cli).await {
+        Ok(config) => config.default_namespace,
+        Err(_) => "default".into(),
+    }
+}

@@ -1,0 +1,87 @@
+//! `plan` and `diff`: the manifest (in the work tree or at `--head`) against
+//! actual owners (the cluster, an inventory file, or the manifest at
+//! `--base`).
+
+use anyhow::Context;
+use camelk_reconciler::camel_k::CamelKind;
+use camelk_reconciler::inventory::{self, Inventory};
+use camelk_reconciler::manifest::Manifest;
+use camelk_reconciler::plan::{self, Actual, Plan};
+
+use crate::cli::{Cli, Output, PlanArgs};
+use crate::render;
+
+/// Computes and prints the plan; returns it for the exit code of `diff`.
+pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
+    let need_repo = args.base.is_some() || args.head.is_some();
+    let location = super::locate(&args.manifest, need_repo)?;
+    let at_revision = |rev: &str| -> anyhow::Result<Manifest> {
+        let checkout = location
+            .checkout
+            .as_ref()
+            .context("--base and --head need a Git checkout")?;
+        let path = location
+            .in_repo
+            .as_deref()
+            .context("the manifest is outside the checkout")?;
+        let text = checkout.read_at(rev, path)?;
+        Ok(Manifest::parse(&format!("{path}@{rev}"), text)?)
+    };
+    let desired = match &args.head {
+        Some(rev) => at_revision(rev)?,
+        None => Manifest::read(&location.path, &location.display)?,
+    };
+    let base = args.base.as_deref().map(at_revision).transpose()?;
+    for warning in desired
+        .warnings
+        .iter()
+        .chain(base.iter().flat_map(|b| &b.warnings))
+    {
+        eprintln!("{warning}");
+    }
+    let spec = &desired.assignment.spec;
+    let actual = || match &base {
+        Some(base) => Actual::Manifest(&base.assignment.spec),
+        None => Actual::OwnerKeys,
+    };
+
+    let planned = match &args.inventory {
+        Some(path) => {
+            let inventory = inventory::file::read(path, &path.display().to_string())?;
+            plan::plan(spec, actual(), &inventory)
+        }
+        None => {
+            let (client, _) = super::cluster(cli).await?;
+            let kinds: Vec<CamelKind> = CamelKind::ALL
+                .into_iter()
+                .filter(|k| spec.scope.covers_kind(*k))
+                .collect();
+            let namespace = if cli.all_namespaces {
+                None
+            } else {
+                cli.namespace.as_deref()
+            };
+            let live = inventory::cluster::read(&client, &kinds, namespace).await?;
+            for kind in &live.missing_kinds {
+                eprintln!("note: the {kind} CustomResourceDefinition is not installed; skipped");
+            }
+            let mut inventory: Inventory = live.inventory;
+            let first = plan::plan(spec, actual(), &inventory);
+            // Phases are not in metadata: read them for the would-be moves only.
+            let candidates: Vec<_> = first.moves().map(|m| m.resource.clone()).collect();
+            if candidates.is_empty() {
+                first
+            } else {
+                inventory::cluster::fill_phases(&client, &mut inventory, &candidates).await?;
+                plan::plan(spec, actual(), &inventory)
+            }
+        }
+    };
+
+    match cli.output {
+        Output::Table => print!("{}", render::plan_table(&planned, render::colour())),
+        Output::Markdown => print!("{}", render::plan_markdown(&planned)),
+        Output::Json => print!("{}", render::plan_json(&planned)),
+    }
+    Ok(planned)
+}

@@ -1,0 +1,218 @@
+//! Rendering for people and machines: aligned tables, Markdown for a pull
+//! request comment, JSON; colour only on a terminal and never with NO_COLOR.
+
+use std::io::IsTerminal;
+
+use camelk_reconciler::plan::Plan;
+
+/// Whether stdout gets ANSI colours.
+pub fn colour() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+fn paint(text: &str, code: &str, on: bool) -> String {
+    if on {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+/// A unified diff of the manifest, `a/` and `b/` as Git prints them.
+pub fn manifest_diff(path: &str, old: &str, new: &str, colour: bool) -> String {
+    let diff = similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{path}"), &format!("b/{path}"))
+        .to_string();
+    if !colour {
+        return diff;
+    }
+    diff.lines()
+        .map(|line| match line.chars().next() {
+            Some('+') if !line.starts_with("+++") => paint(line, "32", true),
+            Some('-') if !line.starts_with("---") => paint(line, "31", true),
+            Some('@') => paint(line, "36", true),
+            _ => line.to_string(),
+        })
+        .map(|l| l + "\n")
+        .collect()
+}
+
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<w$}   ", w = widths[i]));
+            }
+        }
+        out.trim_end().to_string() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut out = format!(
+        "| {} |\n|{}\n",
+        header.join(" | "),
+        "---|".repeat(header.len())
+    );
+    for row in rows {
+        let cells: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    out
+}
+
+pub fn summary(plan: &Plan) -> String {
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    format!(
+        "{} in {}, {}, {} blocked, {}, {} unchanged, {} out of scope",
+        plural(plan.move_count(), "move"),
+        plural(plan.batches.len(), "batch").replace("batchs", "batches"),
+        plural(plan.first_assignments.len(), "first assignment"),
+        plan.blocked.len(),
+        plural(plan.errors.len(), "error"),
+        plan.unchanged.total,
+        plan.unchanged.out_of_scope,
+    )
+}
+
+struct Sections {
+    moves: Vec<Vec<String>>,
+    first: Vec<Vec<String>>,
+    blocked: Vec<Vec<String>>,
+    errors: Vec<Vec<String>>,
+}
+
+fn sections(plan: &Plan) -> Sections {
+    Sections {
+        moves: plan
+            .batches
+            .iter()
+            .flat_map(|b| {
+                b.moves.iter().map(move |m| {
+                    vec![
+                        b.step.to_string(),
+                        m.resource.kind.to_string(),
+                        m.resource.namespace.clone(),
+                        m.resource.name.clone(),
+                        m.from.to_string(),
+                        m.to.to_string(),
+                        m.because.to_string(),
+                    ]
+                })
+            })
+            .collect(),
+        first: plan
+            .first_assignments
+            .iter()
+            .map(|a| {
+                vec![
+                    a.resource.kind.to_string(),
+                    a.resource.namespace.clone(),
+                    a.resource.name.clone(),
+                    a.to.to_string(),
+                    a.because.to_string(),
+                ]
+            })
+            .collect(),
+        blocked: plan
+            .blocked
+            .iter()
+            .map(|b| {
+                vec![
+                    b.change.resource.kind.to_string(),
+                    b.change.resource.namespace.clone(),
+                    b.change.resource.name.clone(),
+                    b.change.from.to_string(),
+                    b.change.to.to_string(),
+                    b.why.to_string(),
+                ]
+            })
+            .collect(),
+        errors: plan
+            .errors
+            .iter()
+            .map(|e| {
+                vec![
+                    e.resource.kind.to_string(),
+                    e.resource.namespace.clone(),
+                    e.resource.name.clone(),
+                    e.message.clone(),
+                ]
+            })
+            .collect(),
+    }
+}
+
+const MOVE_HEADER: [&str; 7] = ["BATCH", "KIND", "NAMESPACE", "NAME", "FROM", "TO", "WHY"];
+const FIRST_HEADER: [&str; 5] = ["KIND", "NAMESPACE", "NAME", "TO", "WHY"];
+const BLOCKED_HEADER: [&str; 6] = ["KIND", "NAMESPACE", "NAME", "FROM", "TO", "BLOCKED BECAUSE"];
+const ERROR_HEADER: [&str; 4] = ["KIND", "NAMESPACE", "NAME", "ERROR"];
+
+pub fn plan_table(plan: &Plan, colour: bool) -> String {
+    let s = sections(plan);
+    let mut out = format!("{} {}\n", paint("Plan:", "1", colour), summary(plan));
+    let mut section = |title: &str, header: &[&str], rows: &[Vec<String>]| {
+        if !rows.is_empty() {
+            out.push_str(&format!(
+                "\n{}\n{}",
+                paint(title, "1", colour),
+                table(header, rows)
+            ));
+        }
+    };
+    section("Moves", &MOVE_HEADER, &s.moves);
+    section("First assignments", &FIRST_HEADER, &s.first);
+    section("Blocked now", &BLOCKED_HEADER, &s.blocked);
+    section("Errors", &ERROR_HEADER, &s.errors);
+    if !plan.notes.is_empty() {
+        out.push_str(&format!("\n{}\n", paint("Notes", "1", colour)));
+        for note in &plan.notes {
+            out.push_str(&format!("- {note}\n"));
+        }
+    }
+    out
+}
+
+pub fn plan_markdown(plan: &Plan) -> String {
+    let s = sections(plan);
+    let mut out = format!("### Planned migration\n\n{}\n", summary(plan));
+    let mut section = |title: &str, header: &[&str], rows: &[Vec<String>]| {
+        if !rows.is_empty() {
+            out.push_str(&format!(
+                "\n#### {title}\n\n{}",
+                markdown_table(header, rows)
+            ));
+        }
+    };
+    section("Moves", &MOVE_HEADER, &s.moves);
+    section("First assignments", &FIRST_HEADER, &s.first);
+    section("Blocked now", &BLOCKED_HEADER, &s.blocked);
+    section("Errors", &ERROR_HEADER, &s.errors);
+    if !plan.notes.is_empty() {
+        out.push_str("\n#### Notes\n\n");
+        for note in &plan.notes {
+            out.push_str(&format!("- {note}\n"));
+        }
+    }
+    out
+}
+
+pub fn plan_json(plan: &Plan) -> String {
+    serde_json::to_string_pretty(plan).expect("a plan serializes") + "\n"
+}

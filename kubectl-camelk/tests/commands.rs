@@ -1,0 +1,448 @@
+//! End-to-end tests of the plugin's commands on real Git repositories.
+
+mod common;
+
+use common::{MANIFEST, SHOP, camelk, git, repo_with, state};
+use predicates::prelude::*;
+
+fn inventory() -> String {
+    common::fixture("inventory.json").display().to_string()
+}
+
+#[test]
+fn usage_says_kubectl_camelk() {
+    let repo = repo_with(SHOP);
+    camelk(repo.path())
+        .arg("--help")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "Usage: kubectl camelk [OPTIONS] <COMMAND>",
+        ));
+    camelk(repo.path())
+        .args(["assign", "--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Usage: kubectl camelk assign"));
+}
+
+#[test]
+fn completion_scripts_for_each_shell() {
+    let repo = repo_with(SHOP);
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef kubectl-camelk"),
+        ("fish", "complete -c kubectl-camelk"),
+    ] {
+        camelk(repo.path())
+            .args(["completion", shell])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains(marker).and(predicate::str::contains("rollout")));
+    }
+}
+
+#[test]
+fn init_writes_a_valid_commented_manifest_on_a_branch() {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    git(dir.path(), &["config", "user.name", "Test User"]);
+    git(dir.path(), &["config", "user.email", "test@example.com"]);
+    camelk(dir.path())
+        .args([
+            "init",
+            "--name",
+            "shop",
+            "--operator",
+            "operator-1=camel-k",
+            "--operator",
+            "operator-2=camel-k-next",
+        ])
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(dir.path().join(MANIFEST)).unwrap();
+    assert!(text.contains("# Ordered rules: the first rule that matches"));
+    camelk(dir.path()).arg("validate").assert().success();
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+    let branch = git(dir.path(), &["branch", "--show-current"]);
+    assert!(branch.starts_with("camelk/"), "{branch}");
+    // A second init refuses to overwrite.
+    camelk(dir.path())
+        .args(["init", "--branch", "again"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("already exists"));
+}
+
+#[test]
+fn assign_commits_only_the_changed_lines_on_a_new_branch() {
+    let repo = repo_with(SHOP);
+    let dir = repo.path();
+    camelk(dir)
+        .args([
+            "assign",
+            "integration/orders",
+            "--to",
+            "operator-2",
+            "-n",
+            "shop",
+            "--branch",
+            "move-orders",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "-      operator: operator-1   # keep during the sale",
+        ))
+        .stdout(predicate::str::contains(
+            "+      operator: operator-2   # keep during the sale",
+        ))
+        .stdout(predicate::str::contains(
+            "Integration   shop        orders   operator-1   operator-2   pin #1",
+        ));
+    assert_eq!(git(dir, &["branch", "--show-current"]), "move-orders\n");
+    assert_eq!(git(dir, &["status", "--porcelain"]), "");
+    let numstat = git(dir, &["diff", "--numstat", "main", "move-orders"]);
+    assert_eq!(numstat, format!("1\t1\t{MANIFEST}\n"));
+    let message = git(dir, &["log", "-1", "--format=%B"]);
+    assert!(
+        message.starts_with("Assign Integration shop/orders to operator-2\n"),
+        "{message}"
+    );
+    assert!(
+        message.contains("- Integration shop/orders: operator-1 -> operator-2"),
+        "{message}"
+    );
+}
+
+#[test]
+fn unassign_and_rollout_commit_what_they_say() {
+    let repo = repo_with(SHOP);
+    let dir = repo.path();
+    camelk(dir)
+        .args(["unassign", "it/orders", "-n", "shop"])
+        .assert()
+        .success();
+    let message = git(dir, &["log", "-1", "--format=%B"]);
+    assert!(
+        message.contains(
+            "Integration shop/orders: unpinned from operator-1, now operator-1 (by default)"
+        ),
+        "{message}"
+    );
+    assert_eq!(
+        git(dir, &["diff", "--numstat", "main", "HEAD"]),
+        format!("1\t5\t{MANIFEST}\n"),
+        "the last pin leaves `pins: []`"
+    );
+
+    camelk(dir)
+        .args([
+            "rollout",
+            "--from",
+            "operator-1",
+            "--to",
+            "operator-2",
+            "--steps",
+            "10%,50%,100%",
+            "-l",
+            "tier=gold",
+        ])
+        .assert()
+        .success();
+    let message = git(dir, &["log", "-1", "--format=%B"]);
+    assert!(
+        message.starts_with("Roll out operator-1 -> operator-2\n"),
+        "{message}"
+    );
+    assert!(message.contains("staged move operator-1 -> operator-2 of resources matching `tier=gold` in steps 10%, 50%, 100%"));
+    camelk(dir).arg("validate").assert().success();
+}
+
+#[test]
+fn dry_run_writes_nothing() {
+    let repo = repo_with(SHOP);
+    let before = state(repo.path());
+    camelk(repo.path())
+        .args([
+            "assign",
+            "pipe/events",
+            "--to",
+            "operator-2",
+            "-n",
+            "shop",
+            "--dry-run",
+            "--push",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("+    - kind: Pipe"))
+        .stderr(predicate::str::contains("dry run: nothing written"));
+    assert_eq!(state(repo.path()), before);
+}
+
+#[test]
+fn a_dirty_work_tree_is_refused_unless_allowed() {
+    let repo = repo_with(SHOP);
+    let dir = repo.path();
+    std::fs::write(dir.join("README"), "local edit\n").unwrap();
+    std::fs::write(dir.join("notes.txt"), "untracked\n").unwrap();
+    let before = state(dir);
+    camelk(dir)
+        .args([
+            "assign",
+            "integration/orders",
+            "--to",
+            "operator-2",
+            "-n",
+            "shop",
+        ])
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("uncommitted changes (README, notes.txt)")
+                .and(predicate::str::contains("--allow-dirty")),
+        );
+    assert_eq!(state(dir), before);
+
+    camelk(dir)
+        .args([
+            "assign",
+            "integration/orders",
+            "--to",
+            "operator-2",
+            "-n",
+            "shop",
+            "--allow-dirty",
+        ])
+        .assert()
+        .success();
+    // Only the manifest was committed; the other changes are still there, uncommitted.
+    assert_eq!(
+        git(dir, &["show", "--name-only", "--format=", "HEAD"]),
+        format!("{MANIFEST}\n")
+    );
+    assert_eq!(
+        git(dir, &["status", "--porcelain"]),
+        " M README\n?? notes.txt\n"
+    );
+}
+
+#[test]
+fn an_existing_branch_is_never_overwritten() {
+    let repo = repo_with(SHOP);
+    let dir = repo.path();
+    git(dir, &["branch", "taken"]);
+    let before = state(dir);
+    camelk(dir)
+        .args([
+            "assign",
+            "integration/orders",
+            "--to",
+            "operator-2",
+            "-n",
+            "shop",
+            "--branch",
+            "taken",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("branch `taken` already exists"));
+    assert_eq!(state(dir), before);
+}
+
+#[test]
+fn assigning_to_an_unknown_operator_suggests_the_closest() {
+    let repo = repo_with(SHOP);
+    let before = state(repo.path());
+    camelk(repo.path())
+        .args([
+            "assign",
+            "integration/orders",
+            "--to",
+            "operater-2",
+            "-n",
+            "shop",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "unknown operator `operater-2`; did you mean `operator-2`?",
+        ));
+    camelk(repo.path())
+        .args([
+            "assign",
+            "integraton/orders",
+            "--to",
+            "operator-2",
+            "-n",
+            "shop",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("did you mean `Integration`?"));
+    assert_eq!(state(repo.path()), before);
+}
+
+#[test]
+fn plan_prints_moves_first_assignments_blocked_and_errors() {
+    let repo = repo_with(SHOP);
+    let assert = camelk(repo.path())
+        .args(["plan", "--inventory", &inventory()])
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    insta::assert_snapshot!(stdout);
+}
+
+#[test]
+fn plan_as_markdown_and_json() {
+    let repo = repo_with(SHOP);
+    let markdown = camelk(repo.path())
+        .args(["plan", "--inventory", &inventory(), "-o", "markdown"])
+        .assert()
+        .success();
+    insta::assert_snapshot!(String::from_utf8_lossy(&markdown.get_output().stdout).into_owned());
+    let json = camelk(repo.path())
+        .args(["plan", "--inventory", &inventory(), "-o", "json"])
+        .assert()
+        .success();
+    let value: serde_json::Value = serde_json::from_slice(&json.get_output().stdout).unwrap();
+    assert_eq!(
+        value["batches"][0]["moves"][0]["resource"]["name"],
+        "canary-a"
+    );
+    assert_eq!(value["blocked"][0]["why"]["phase"], "Building Kit");
+    assert_eq!(value["firstAssignments"][0]["resource"]["kind"], "Pipe");
+    assert_eq!(value["unchanged"]["total"], 3);
+}
+
+#[test]
+fn plan_between_two_revisions() {
+    let repo = repo_with(SHOP);
+    let dir = repo.path();
+    camelk(dir)
+        .args([
+            "assign",
+            "integration/payments",
+            "--to",
+            "operator-2",
+            "-n",
+            "shop",
+            "--branch",
+            "pr",
+        ])
+        .assert()
+        .success();
+    let assert = camelk(dir)
+        .args([
+            "plan",
+            "--base",
+            "main",
+            "--head",
+            "pr",
+            "--inventory",
+            &inventory(),
+            "-o",
+            "json",
+        ])
+        .assert()
+        .success();
+    let value: serde_json::Value = serde_json::from_slice(&assert.get_output().stdout).unwrap();
+    let moves = value["batches"][0]["moves"].as_array().unwrap();
+    assert_eq!(moves.len(), 1, "{value:#}");
+    assert_eq!(moves[0]["resource"]["name"], "payments");
+    assert_eq!(moves[0]["from"], "operator-1");
+    assert_eq!(moves[0]["to"], "operator-2");
+    // The same revision twice: nothing changes, so diff exits 0.
+    camelk(dir)
+        .args([
+            "diff",
+            "--base",
+            "pr",
+            "--head",
+            "pr",
+            "--inventory",
+            &inventory(),
+        ])
+        .assert()
+        .code(0);
+    camelk(dir)
+        .args([
+            "diff",
+            "--base",
+            "main",
+            "--head",
+            "pr",
+            "--inventory",
+            &inventory(),
+        ])
+        .assert()
+        .code(1);
+    camelk(dir)
+        .args([
+            "diff",
+            "--base",
+            "no-such-rev",
+            "--head",
+            "pr",
+            "--inventory",
+            &inventory(),
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("revision `no-such-rev` not found"));
+}
+
+#[test]
+fn diff_exit_codes_follow_kubectl_diff() {
+    let repo = repo_with(SHOP);
+    camelk(repo.path())
+        .args(["diff", "--inventory", &inventory()])
+        .assert()
+        .code(1);
+    let quiet = r#"{"items":[{"kind":"Integration","metadata":{"name":"orders","namespace":"shop","labels":{"camel.apache.org/operator.id":"operator-1"}}}]}"#;
+    std::fs::write(repo.path().join("quiet.json"), quiet).unwrap();
+    camelk(repo.path())
+        .args(["diff", "--inventory", "quiet.json"])
+        .assert()
+        .code(0);
+    camelk(repo.path())
+        .args(["diff", "--inventory", "missing.json"])
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn no_colour_when_not_a_terminal_or_with_no_color() {
+    let repo = repo_with(SHOP);
+    let assert = camelk(repo.path())
+        .args(["plan", "--inventory", &inventory()])
+        .env_remove("NO_COLOR")
+        .assert()
+        .success();
+    assert!(!String::from_utf8_lossy(&assert.get_output().stdout).contains('\u{1b}'));
+}
+
+#[test]
+fn validate_reports_warnings_and_json() {
+    let text = SHOP.replace(
+        "  pins:\n",
+        "    - name: shadowed\n      match:\n        names: [\"canary-1\"]\n      operator: operator-1\n  pins:\n",
+    );
+    let repo = repo_with(&text);
+    camelk(repo.path())
+        .arg("validate")
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "operator-assignment.yaml:18:7: warning: this rule can never match: spec.rules[0] matches every resource it matches, and comes first",
+        ));
+    let assert = camelk(repo.path())
+        .args(["validate", "-o", "json"])
+        .assert()
+        .success();
+    let value: serde_json::Value = serde_json::from_slice(&assert.get_output().stdout).unwrap();
+    assert_eq!(value["valid"], true);
+    assert_eq!(value["diagnostics"][0]["line"], 18);
+}

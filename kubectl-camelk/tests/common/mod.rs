@@ -1,0 +1,107 @@
+//! Helpers shared by the end-to-end tests: real Git repositories in
+//! temporary directories, driven by the `git` program, and the plugin binary.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tempfile::TempDir;
+
+pub const MANIFEST: &str = "operator-assignment.yaml";
+
+/// The plugin, isolated from the developer's kubeconfig and colour settings.
+pub fn camelk(dir: &Path) -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::new(env!("CARGO_BIN_EXE_kubectl-camelk"));
+    cmd.current_dir(dir)
+        .env_remove("KUBECONFIG")
+        .env_remove("CAMELK_GIT_TOKEN")
+        .env("NO_COLOR", "1")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir);
+    cmd
+}
+
+/// Runs `git` in `dir` and returns its stdout; panics when it fails.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .expect("running git");
+    assert!(
+        output.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A work tree on branch `main` whose first commit holds `manifest`.
+pub fn repo_with(manifest: &str) -> TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path();
+    git(path, &["init", "-q", "-b", "main"]);
+    git(path, &["config", "user.name", "Test User"]);
+    git(path, &["config", "user.email", "test@example.com"]);
+    std::fs::write(path.join(MANIFEST), manifest).unwrap();
+    std::fs::write(path.join("README"), "gitops repo\n").unwrap();
+    git(path, &["add", "."]);
+    git(path, &["commit", "-q", "-m", "initial"]);
+    dir
+}
+
+/// Everything a command could change in a repository.
+#[derive(Debug, PartialEq, Eq)]
+pub struct RepoState {
+    pub head: String,
+    pub refs: String,
+    pub status: String,
+    pub manifest: Option<Vec<u8>>,
+}
+
+pub fn state(dir: &Path) -> RepoState {
+    RepoState {
+        head: git(dir, &["rev-parse", "--symbolic-full-name", "HEAD"])
+            + &git(dir, &["rev-parse", "HEAD"]),
+        refs: git(dir, &["for-each-ref"]),
+        status: git(dir, &["status", "--porcelain", "--untracked-files=all"]),
+        manifest: std::fs::read(dir.join(MANIFEST)).ok(),
+    }
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(name)
+}
+
+/// A valid manifest with two operators, a rule, and one pin.
+pub const SHOP: &str = "\
+# The shop's operators.
+apiVersion: camelk.dev/v1alpha1
+kind: OperatorAssignment
+metadata:
+  name: shop
+spec:
+  operators:
+    - id: operator-1   # current
+      namespace: camel-k
+    - id: operator-2   # next
+      namespace: camel-k
+  defaultOperator: operator-1
+  rules:
+    - name: canary
+      match:
+        names: [\"canary-*\"]
+      operator: operator-2
+  pins:
+    - kind: Integration
+      namespace: shop
+      name: orders
+      operator: operator-1   # keep during the sale
+  rollout:
+    steps: [\"50%\"]
+";

@@ -1,0 +1,389 @@
+//! The Git checkout the manifest lives in: reading it at a revision,
+//! committing an edit on a new branch, and pushing that branch.
+//!
+//! Expected flow of an edit ([`Checkout::commit_on_new_branch`]):
+//! 1. the caller checks [`Checkout::dirty_paths`] (and refuses unless told
+//!    otherwise) before it writes anything;
+//! 2. the new file is written to the work tree, and a commit whose tree is
+//!    `HEAD`'s tree with only that file replaced is created on a new branch;
+//! 3. `HEAD` moves to the branch and the index entry of that file is
+//!    updated, so the work tree, index and `HEAD` agree for it.
+//!
+//! Guarantees: other changes in the work tree or the index (with
+//! `--allow-dirty`) are neither committed nor touched; an existing branch is
+//! never overwritten. [`Checkout::push`] reports a rejection by the remote as
+//! an error (a refused push is not a success).
+//!
+//! Credentials for pushing, tried in this order as the remote allows:
+//! a token in `CAMELK_GIT_TOKEN` (HTTPS), the ssh-agent (SSH), Git's
+//! credential helper (HTTPS), then the transport's default. They are handed
+//! to libgit2 and never logged.
+
+use std::path::{Path, PathBuf};
+
+use git2::build::TreeUpdateBuilder;
+use git2::{
+    BranchType, Cred, CredentialType, ErrorCode, FileMode, Oid, PushOptions, RemoteCallbacks,
+    Repository, StatusOptions,
+};
+
+/// Environment variable holding an access token for HTTPS pushes.
+pub const TOKEN_ENV: &str = "CAMELK_GIT_TOKEN";
+
+/// Failures of Git operations, each naming the step that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("{path} is not inside a Git work tree: {source}")]
+    NotARepository {
+        path: PathBuf,
+        #[source]
+        source: git2::Error,
+    },
+    #[error("{file} is outside the repository at {repo}")]
+    OutsideRepository { file: PathBuf, repo: PathBuf },
+    #[error("revision `{rev}` not found: {source}")]
+    UnknownRevision {
+        rev: String,
+        #[source]
+        source: git2::Error,
+    },
+    #[error("{path} does not exist at revision `{rev}`")]
+    MissingAtRevision { path: String, rev: String },
+    #[error("branch `{0}` already exists; choose another name with --branch")]
+    BranchExists(String),
+    #[error("`{0}` is not a valid branch name")]
+    InvalidBranch(String),
+    #[error("no committer identity: set user.name and user.email in your Git configuration ({0})")]
+    NoIdentity(#[source] git2::Error),
+    #[error("the push of `{branch}` to `{remote}` was rejected: {message}")]
+    PushRejected {
+        remote: String,
+        branch: String,
+        message: String,
+    },
+    #[error("{step}: {source}")]
+    Git {
+        step: &'static str,
+        #[source]
+        source: git2::Error,
+    },
+    #[error("writing {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn git(step: &'static str) -> impl FnOnce(git2::Error) -> GitError {
+    move |source| GitError::Git { step, source }
+}
+
+/// A Git work tree.
+pub struct Checkout {
+    repo: Repository,
+    workdir: PathBuf,
+}
+
+impl Checkout {
+    /// The repository containing `start` (a directory or file).
+    pub fn discover(start: &Path) -> Result<Checkout, GitError> {
+        let repo = Repository::discover(start).map_err(|source| GitError::NotARepository {
+            path: start.to_path_buf(),
+            source,
+        })?;
+        let workdir = repo
+            .workdir()
+            .ok_or_else(|| GitError::NotARepository {
+                path: start.to_path_buf(),
+                source: git2::Error::from_str("the repository is bare"),
+            })?
+            .to_path_buf();
+        let workdir = workdir.canonicalize().unwrap_or(workdir);
+        Ok(Checkout { repo, workdir })
+    }
+
+    pub fn workdir(&self) -> &Path {
+        &self.workdir
+    }
+
+    /// `file`'s path inside the repository, with `/` separators.
+    pub fn relative(&self, file: &Path) -> Result<String, GitError> {
+        let absolute = if file.is_absolute() {
+            file.to_path_buf()
+        } else {
+            std::env::current_dir()
+                .map(|d| d.join(file))
+                .unwrap_or_else(|_| file.to_path_buf())
+        };
+        let parent = absolute.parent().and_then(|p| p.canonicalize().ok());
+        let resolved = match (parent, absolute.file_name()) {
+            (Some(parent), Some(name)) => parent.join(name),
+            _ => absolute.clone(),
+        };
+        resolved
+            .strip_prefix(&self.workdir)
+            .map(|p| {
+                p.components()
+                    .map(|c| c.as_os_str().to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join("/")
+            })
+            .map_err(|_| GitError::OutsideRepository {
+                file: file.to_path_buf(),
+                repo: self.workdir.clone(),
+            })
+    }
+
+    /// Paths with uncommitted changes (modified, staged or untracked; not
+    /// ignored), sorted.
+    pub fn dirty_paths(&self) -> Result<Vec<String>, GitError> {
+        let mut options = StatusOptions::new();
+        options
+            .include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .include_ignored(false);
+        let statuses = self
+            .repo
+            .statuses(Some(&mut options))
+            .map_err(git("reading the work tree status"))?;
+        let mut paths: Vec<String> = statuses
+            .iter()
+            .filter_map(|s| s.path().ok().map(str::to_string))
+            .collect();
+        paths.sort();
+        Ok(paths)
+    }
+
+    /// The text of `path` (inside the repository) at revision `rev`.
+    pub fn read_at(&self, rev: &str, path: &str) -> Result<String, GitError> {
+        let object =
+            self.repo
+                .revparse_single(rev)
+                .map_err(|source| GitError::UnknownRevision {
+                    rev: rev.to_string(),
+                    source,
+                })?;
+        let tree = object
+            .peel_to_tree()
+            .map_err(|source| GitError::UnknownRevision {
+                rev: rev.to_string(),
+                source,
+            })?;
+        let missing = || GitError::MissingAtRevision {
+            path: path.to_string(),
+            rev: rev.to_string(),
+        };
+        let entry = tree.get_path(Path::new(path)).map_err(|_| missing())?;
+        let blob = entry
+            .to_object(&self.repo)
+            .and_then(|o| o.peel_to_blob())
+            .map_err(|_| missing())?;
+        Ok(String::from_utf8_lossy(blob.content()).into_owned())
+    }
+
+    /// Name of the branch `HEAD` points at, if any.
+    pub fn current_branch(&self) -> Option<String> {
+        self.repo
+            .head()
+            .ok()
+            .and_then(|h| h.shorthand().ok().map(str::to_string))
+    }
+
+    /// Whether `name` is a valid, unused branch name.
+    pub fn check_new_branch(&self, name: &str) -> Result<(), GitError> {
+        if !git2::Branch::name_is_valid(name).unwrap_or(false) {
+            return Err(GitError::InvalidBranch(name.to_string()));
+        }
+        match self.repo.find_branch(name, BranchType::Local) {
+            Ok(_) => Err(GitError::BranchExists(name.to_string())),
+            Err(e) if e.code() == ErrorCode::NotFound => Ok(()),
+            Err(e) => Err(git("looking up the branch")(e)),
+        }
+    }
+
+    /// Writes `contents` to `path` (inside the repository) and commits only
+    /// that file on a new branch `branch`, which `HEAD` then points to.
+    pub fn commit_on_new_branch(
+        &self,
+        branch: &str,
+        path: &str,
+        contents: &str,
+        message: &str,
+    ) -> Result<Oid, GitError> {
+        self.check_new_branch(branch)?;
+        let signature = self.repo.signature().map_err(GitError::NoIdentity)?;
+        let parent = match self.repo.head() {
+            Ok(head) => Some(head.peel_to_commit().map_err(git("reading HEAD"))?),
+            Err(e) if e.code() == ErrorCode::UnbornBranch || e.code() == ErrorCode::NotFound => {
+                None
+            }
+            Err(e) => return Err(git("reading HEAD")(e)),
+        };
+
+        let file = self.workdir.join(path);
+        if let Some(dir) = file.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| GitError::Write {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        std::fs::write(&file, contents).map_err(|source| GitError::Write {
+            path: file.clone(),
+            source,
+        })?;
+
+        let blob = self
+            .repo
+            .blob(contents.as_bytes())
+            .map_err(git("storing the file"))?;
+        let base_tree = match &parent {
+            Some(commit) => commit.tree().map_err(git("reading HEAD's tree"))?,
+            None => {
+                let empty = self
+                    .repo
+                    .treebuilder(None)
+                    .and_then(|b| b.write())
+                    .map_err(git("creating an empty tree"))?;
+                self.repo
+                    .find_tree(empty)
+                    .map_err(git("creating an empty tree"))?
+            }
+        };
+        let mut update = TreeUpdateBuilder::new();
+        update.upsert(path, blob, FileMode::Blob);
+        let tree_id = update
+            .create_updated(&self.repo, &base_tree)
+            .map_err(git("building the tree"))?;
+        let tree = self
+            .repo
+            .find_tree(tree_id)
+            .map_err(git("building the tree"))?;
+        let parents: Vec<&git2::Commit> = parent.iter().collect();
+        let commit = self
+            .repo
+            .commit(None, &signature, &signature, message, &tree, &parents)
+            .map_err(git("committing"))?;
+        let commit_obj = self.repo.find_commit(commit).map_err(git("committing"))?;
+        self.repo
+            .branch(branch, &commit_obj, false)
+            .map_err(git("creating the branch"))?;
+        self.repo
+            .set_head(&format!("refs/heads/{branch}"))
+            .map_err(git("switching to the branch"))?;
+
+        let mut index = self.repo.index().map_err(git("opening the index"))?;
+        index
+            .add_path(Path::new(path))
+            .map_err(git("updating the index"))?;
+        index.write().map_err(git("writing the index"))?;
+        Ok(commit)
+    }
+
+    /// Pushes `branch` to `remote` with the user's credentials.
+    pub fn push(&self, remote: &str, branch: &str) -> Result<(), GitError> {
+        let mut remote_handle = self
+            .repo
+            .find_remote(remote)
+            .map_err(git("finding the remote"))?;
+        let config = self
+            .repo
+            .config()
+            .map_err(git("reading the Git configuration"))?;
+        let token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty());
+        let mut attempts = 0;
+        let mut rejected: Option<String> = None;
+        {
+            let mut callbacks = RemoteCallbacks::new();
+            callbacks.credentials(|url, username, allowed| {
+                attempts += 1;
+                if attempts > 4 {
+                    return Err(git2::Error::from_str(
+                        "the remote refused every credential offered",
+                    ));
+                }
+                if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) {
+                    if let Some(token) = &token {
+                        return Cred::userpass_plaintext(
+                            username.unwrap_or("x-access-token"),
+                            token,
+                        );
+                    }
+                    if let Ok(cred) = Cred::credential_helper(&config, url, username) {
+                        return Ok(cred);
+                    }
+                }
+                if allowed.contains(CredentialType::SSH_KEY) {
+                    return Cred::ssh_key_from_agent(username.unwrap_or("git"));
+                }
+                if allowed.contains(CredentialType::USERNAME) {
+                    return Cred::username(username.unwrap_or("git"));
+                }
+                Cred::default()
+            });
+            callbacks.push_update_reference(|_, status| {
+                if let Some(message) = status {
+                    rejected = Some(message.to_string());
+                }
+                Ok(())
+            });
+            let mut options = PushOptions::new();
+            options.remote_callbacks(callbacks);
+            let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
+            remote_handle
+                .push(&[refspec.as_str()], Some(&mut options))
+                .map_err(|e| GitError::PushRejected {
+                    remote: remote.to_string(),
+                    branch: branch.to_string(),
+                    message: e.message().to_string(),
+                })?;
+        }
+        match rejected {
+            Some(message) => Err(GitError::PushRejected {
+                remote: remote.to_string(),
+                branch: branch.to_string(),
+                message,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A branch name for an edit, from its description: lowercase, `-`
+/// between words, under `camelk/`.
+pub fn branch_name(description: &str) -> String {
+    let mut name = String::from("camelk/");
+    let mut dash = false;
+    for c in description.chars() {
+        if c.is_ascii_alphanumeric() {
+            name.push(c.to_ascii_lowercase());
+            dash = false;
+        } else if !dash && !name.ends_with('/') {
+            name.push('-');
+            dash = true;
+        }
+        if name.len() >= 80 {
+            break;
+        }
+    }
+    name.trim_end_matches('-').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn branch_names_are_valid_refs() {
+        assert_eq!(
+            branch_name("assign Integration/orders to operator-2"),
+            "camelk/assign-integration-orders-to-operator-2"
+        );
+        assert!(
+            git2::Branch::name_is_valid(&branch_name(
+                "rollout operator-1 -> operator-2 (10%, 50%)"
+            ))
+            .unwrap()
+        );
+    }
+}
