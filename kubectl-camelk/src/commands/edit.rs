@@ -195,6 +195,9 @@ async fn record(
         && let Some(checkout) = &location.checkout
     {
         checkout.check_new_branch(&branch)?;
+        if args.push {
+            checkout.check_remote(&args.remote)?;
+        }
     }
 
     if cli.output != Output::Json {

@@ -280,6 +280,15 @@ impl Checkout {
         Ok(commit)
     }
 
+    /// Whether a remote named `name` is configured (checked before an edit
+    /// writes anything, so `--push` to a typo fails early).
+    pub fn check_remote(&self, name: &str) -> Result<(), GitError> {
+        self.repo
+            .find_remote(name)
+            .map(|_| ())
+            .map_err(git("finding the remote"))
+    }
+
     /// Pushes `branch` to `remote` with the user's credentials.
     pub fn push(&self, remote: &str, branch: &str) -> Result<(), GitError> {
         let mut remote_handle = self

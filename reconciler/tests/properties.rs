@@ -1,0 +1,256 @@
+//! Property tests of precedence, planning, batching, validation and edits.
+
+use std::collections::BTreeMap;
+
+use camelk_reconciler::api::{
+    Match, Operator, OperatorAssignmentSpec, OperatorId, Pin, Protocol, Rule, Scope, Step,
+};
+use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use camelk_reconciler::inventory::{Inventory, Resource, ResourceRef};
+use camelk_reconciler::manifest::{Manifest, Severity, edit};
+use camelk_reconciler::plan::{self, Actual, Desired, Reason, batch, desired::glob_matches};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use proptest::prelude::*;
+
+const OPERATORS: [&str; 3] = ["op-a", "op-b", "op-c"];
+const NAMESPACES: [&str; 3] = ["shop", "billing", "search"];
+const NAMES: [&str; 5] = ["orders", "orders-eu", "pay-1", "invoice", "canary-x"];
+const GLOBS: [&str; 5] = ["orders*", "pay-?", "*", "canary-*", "invoice"];
+
+fn id(i: usize) -> OperatorId {
+    OperatorId::new(OPERATORS[i]).unwrap()
+}
+
+fn kind() -> impl Strategy<Value = CamelKind> {
+    prop::sample::select(CamelKind::ALL.to_vec())
+}
+
+fn resource() -> impl Strategy<Value = Resource> {
+    (
+        kind(),
+        0..3usize,
+        0..5usize,
+        any::<bool>(),
+        prop::option::of(0..3usize),
+        prop::option::of(0..3usize),
+    )
+        .prop_map(|(kind, ns, name, gold, label, annotation)| {
+            let mut labels = BTreeMap::new();
+            if gold {
+                labels.insert("tier".to_string(), "gold".to_string());
+            }
+            if let Some(owner) = label {
+                labels.insert(OPERATOR_ID_KEY.to_string(), OPERATORS[owner].to_string());
+            }
+            Resource {
+                id: ResourceRef {
+                    kind,
+                    namespace: NAMESPACES[ns].into(),
+                    name: NAMES[name].into(),
+                },
+                labels,
+                owner_annotation: annotation.map(|o| OPERATORS[o].to_string()),
+                phase: None,
+            }
+        })
+}
+
+fn rule() -> impl Strategy<Value = Rule> {
+    (
+        prop::collection::vec(kind(), 0..2),
+        prop::collection::vec(0..3usize, 0..2),
+        prop::collection::vec(0..5usize, 0..2),
+        any::<bool>(),
+        0..3usize,
+    )
+        .prop_map(|(kinds, namespaces, globs, gold, operator)| Rule {
+            name: None,
+            matches: Match {
+                kinds,
+                namespaces: namespaces
+                    .into_iter()
+                    .map(|n| NAMESPACES[n].to_string())
+                    .collect(),
+                names: globs.into_iter().map(|g| GLOBS[g].to_string()).collect(),
+                selector: gold.then(|| LabelSelector {
+                    match_labels: Some([("tier".to_string(), "gold".to_string())].into()),
+                    match_expressions: None,
+                }),
+            },
+            operator: id(operator),
+        })
+}
+
+fn spec() -> impl Strategy<Value = OperatorAssignmentSpec> {
+    (
+        prop::collection::vec(rule(), 0..5),
+        prop::collection::vec((kind(), 0..3usize, 0..5usize, 0..3usize), 0..6),
+        0..3usize,
+        prop::collection::vec(kind(), 0..3),
+    )
+        .prop_map(|(rules, pins, default, scope_kinds)| {
+            let mut seen = std::collections::HashSet::new();
+            let pins = pins
+                .into_iter()
+                .filter(|(k, ns, n, _)| seen.insert((*k, *ns, *n)))
+                .map(|(kind, ns, name, op)| Pin {
+                    kind,
+                    namespace: NAMESPACES[ns].into(),
+                    name: NAMES[name].into(),
+                    operator: id(op),
+                })
+                .collect();
+            OperatorAssignmentSpec {
+                operators: (0..3)
+                    .map(|i| Operator {
+                        id: id(i),
+                        namespace: "camel-k".into(),
+                        protocol: Protocol::Handoff,
+                    })
+                    .collect(),
+                scope: Scope {
+                    namespaces: Vec::new(),
+                    kinds: scope_kinds,
+                },
+                default_operator: id(default),
+                rules,
+                pins,
+                staged_moves: Vec::new(),
+                rollout: Default::default(),
+                handoff: Default::default(),
+            }
+        })
+}
+
+/// Precedence restated as plainly as possible: pin, first rule, default.
+fn reference_owner(spec: &OperatorAssignmentSpec, r: &Resource) -> Option<OperatorId> {
+    if !spec.scope.kinds.is_empty() && !spec.scope.kinds.contains(&r.id.kind) {
+        return None;
+    }
+    for pin in &spec.pins {
+        if pin.kind == r.id.kind && pin.namespace == r.id.namespace && pin.name == r.id.name {
+            return Some(pin.operator.clone());
+        }
+    }
+    for rule in &spec.rules {
+        let m = &rule.matches;
+        let kind_ok = m.kinds.is_empty() || m.kinds.contains(&r.id.kind);
+        let ns_ok = m.namespaces.is_empty() || m.namespaces.contains(&r.id.namespace);
+        let name_ok = m.names.is_empty() || m.names.iter().any(|g| glob_matches(g, &r.id.name));
+        let sel_ok =
+            m.selector.is_none() || r.labels.get("tier").map(String::as_str) == Some("gold");
+        if kind_ok && ns_ok && name_ok && sel_ok {
+            return Some(rule.operator.clone());
+        }
+    }
+    Some(spec.default_operator.clone())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn precedence_is_pin_then_first_rule_then_default(spec in spec(), resources in prop::collection::vec(resource(), 1..20)) {
+        let desired = Desired::new(&spec);
+        for r in &resources {
+            let decision = desired.decide(r);
+            prop_assert_eq!(decision.as_ref().map(|d| d.operator.clone()), reference_owner(&spec, r));
+            if let Some(d) = decision {
+                let pinned = spec.pins.iter().any(|p| p.kind == r.id.kind && p.namespace == r.id.namespace && p.name == r.id.name);
+                prop_assert_eq!(pinned, matches!(d.because, Reason::Pin { .. }));
+            }
+        }
+    }
+
+    #[test]
+    fn every_resource_lands_in_exactly_one_place_and_order_does_not_matter(
+        spec in spec(),
+        resources in prop::collection::vec(resource(), 0..40),
+        seed in any::<u64>(),
+    ) {
+        // Keep one entry per identity, as a cluster does.
+        let mut unique = BTreeMap::new();
+        for r in resources {
+            unique.insert(r.id.clone(), r);
+        }
+        let resources: Vec<Resource> = unique.into_values().collect();
+        let inventory = Inventory { resources: resources.clone() };
+        let planned = plan::plan(&spec, Actual::OwnerKeys, &inventory);
+        let total = planned.move_count() + planned.first_assignments.len() + planned.blocked.len()
+            + planned.errors.len() + planned.unchanged.total + planned.unchanged.out_of_scope;
+        prop_assert_eq!(total, resources.len());
+        for m in planned.moves() {
+            prop_assert_ne!(&m.from, &m.to);
+        }
+
+        let mut shuffled = resources;
+        let n = shuffled.len();
+        for i in 0..n {
+            let j = (seed as usize).wrapping_mul(i + 7) % n.max(1);
+            shuffled.swap(i, j);
+        }
+        let again = plan::plan(&spec, Actual::OwnerKeys, &Inventory { resources: shuffled });
+        prop_assert_eq!(planned, again);
+    }
+
+    #[test]
+    fn a_manifest_planned_against_itself_changes_nothing(spec in spec(), resources in prop::collection::vec(resource(), 0..30)) {
+        let planned = plan::plan(&spec, Actual::Manifest(&spec), &Inventory { resources });
+        prop_assert!(planned.batches.is_empty() && planned.first_assignments.is_empty() && planned.blocked.is_empty());
+    }
+
+    #[test]
+    fn batches_keep_order_and_follow_cumulative_steps(
+        n in 0usize..200,
+        mut percents in prop::collection::vec(1u64..=100, 0..5),
+    ) {
+        percents.sort_unstable();
+        percents.dedup();
+        let steps: Vec<Step> = percents.iter().map(|p| Step::Percent(*p)).collect();
+        let batches = batch::split((0..n).collect::<Vec<_>>(), &steps);
+        let flat: Vec<usize> = batches.iter().flat_map(|(_, b)| b.clone()).collect();
+        prop_assert_eq!(flat, (0..n).collect::<Vec<_>>());
+        let mut done = 0;
+        for (step, b) in &batches {
+            prop_assert!(!b.is_empty());
+            done += b.len();
+            if let Some(target) = steps.get(step - 1) {
+                prop_assert_eq!(done, target.target(n));
+            } else {
+                prop_assert_eq!(done, n);
+            }
+        }
+    }
+
+    #[test]
+    fn assign_then_unassign_restores_the_manifest(name in "[a-z][a-z0-9-]{0,20}[a-z0-9]", ns in 0..3usize, op in 0..2usize) {
+        let text = include_str!("fixtures/commented.yaml");
+        let manifest = Manifest::parse("m.yaml", text.to_string()).unwrap();
+        let r = ResourceRef { kind: CamelKind::Integration, namespace: NAMESPACES[ns].into(), name };
+        prop_assume!(!(r.namespace == "shop" && r.name == "orders"));
+        let to = OperatorId::new(["operator-1", "operator-2"][op]).unwrap();
+        let assigned = edit::assign(&manifest, std::slice::from_ref(&r), &to).unwrap();
+        let after = Manifest::parse("m.yaml", assigned.text.clone()).unwrap();
+        prop_assert!(after.assignment.spec.pins.iter().any(|p| p.name == r.name && p.operator == to));
+        prop_assert!(assigned.text.starts_with(&text[..text.find("  # end of pins").unwrap()]));
+        let restored = edit::unassign(&after, &[r]).unwrap();
+        prop_assert_eq!(restored.text, text);
+    }
+
+    #[test]
+    fn a_second_pin_for_one_resource_is_always_rejected(ns in 0..3usize, name in 0..5usize, a in 0..2usize, b in 0..2usize) {
+        let pin = |op: usize| format!(
+            "    - kind: Integration\n      namespace: {}\n      name: {}\n      operator: operator-{}\n",
+            NAMESPACES[ns], NAMES[name], op + 1
+        );
+        let text = format!(
+            "apiVersion: camelk.dev/v1alpha1\nkind: OperatorAssignment\nmetadata:\n  name: x\nspec:\n  operators:\n    - id: operator-1\n      namespace: a\n    - id: operator-2\n      namespace: a\n  defaultOperator: operator-1\n  pins:\n{}{}",
+            pin(a), pin(b)
+        );
+        let error = Manifest::parse("x.yaml", text).unwrap_err();
+        let first = &error.diagnostics()[0];
+        prop_assert_eq!(first.severity, Severity::Error);
+        prop_assert_eq!(first.at.line, 17);
+        prop_assert!(first.message.contains("is pinned twice"));
+    }
+}
