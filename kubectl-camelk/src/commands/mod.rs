@@ -84,14 +84,29 @@ async fn kube_config(cli: &Cli) -> anyhow::Result<kube::Config> {
     let kubeconfig = match &cli.kubeconfig {
         Some(path) => Kubeconfig::read_from(path)
             .with_context(|| format!("reading kubeconfig {}", path.display()))?,
-        None => match Kubeconfig::from_env().context("reading $KUBECONFIG")? {
-            Some(merged) => merged,
+        None => match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+            Some(list) => merged_kubeconfig(&list)?,
             None => Kubeconfig::read().context("reading ~/.kube/config")?,
         },
     };
     kube::Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
         .context("loading the kubeconfig context")
+}
+
+/// The files of a `KUBECONFIG` list merged as kubectl merges them: the
+/// first file to set a value wins, and files that do not exist are skipped.
+fn merged_kubeconfig(list: &std::ffi::OsStr) -> anyhow::Result<kube::config::Kubeconfig> {
+    let mut merged: Option<kube::config::Kubeconfig> = None;
+    for path in std::env::split_paths(list).filter(|p| p.exists()) {
+        let next = kube::config::Kubeconfig::read_from(&path)
+            .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+        merged = Some(match merged {
+            Some(first) => first.merge(next).context("merging $KUBECONFIG")?,
+            None => next,
+        });
+    }
+    merged.context("none of the files in $KUBECONFIG exists")
 }
 
 /// The namespace for resources named on the command line: `-n`, else the

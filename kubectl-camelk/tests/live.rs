@@ -1,0 +1,321 @@
+//! `plan` and `diff` against live resources on the real control plane of
+//! the test kit (etcd + kube-apiserver on loopback), and the generated CRD
+//! as the real API server takes it.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use camelk_reconciler::manifest::Manifest;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use common::{camelk, repo_with};
+
+fn api(client: Client, kind: CamelKind, ns: &str) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: camelk_reconciler::camel_k::GROUP.into(),
+        version: kind.version().into(),
+        api_version: kind.api_version(),
+        kind: kind.kind().into(),
+        plural: kind.plural().into(),
+    };
+    Api::namespaced_with(client, ns, &resource)
+}
+
+/// Creates a resource owned by `owner` (label and annotation) in `phase`.
+async fn create(
+    client: &Client,
+    ns: &str,
+    kind: CamelKind,
+    name: &str,
+    owner: Option<&str>,
+    phase: Option<&str>,
+) {
+    let api = api(client.clone(), kind, ns);
+    let keys = owner
+        .map(|o| json!({ OPERATOR_ID_KEY: o }))
+        .unwrap_or(json!({}));
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": kind.api_version(),
+        "kind": kind.kind(),
+        "metadata": { "name": name, "labels": keys, "annotations": keys },
+        "spec": {}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("creating {kind} {name}: {e}"));
+    if let Some(phase) = phase {
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "phase": phase } })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("setting the phase of {name}: {e}"));
+    }
+}
+
+fn manifest(ns: &str) -> String {
+    format!(
+        "apiVersion: camelk.dev/v1alpha1
+kind: OperatorAssignment
+metadata:
+  name: live
+spec:
+  operators:
+    - id: operator-1
+      namespace: camel-k
+    - id: operator-2
+      namespace: camel-k
+  scope:
+    namespaces: [{ns}]
+    kinds: [Integration, Pipe]
+  defaultOperator: operator-1
+  rules:
+    - match:
+        names: [\"canary-*\"]
+      operator: operator-2
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_reads_owners_and_phases_from_the_cluster() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("plan").await;
+    let client = cluster.admin().await;
+    create(
+        &client,
+        &ns.name,
+        CamelKind::Integration,
+        "orders",
+        Some("operator-1"),
+        Some("Running"),
+    )
+    .await;
+    create(
+        &client,
+        &ns.name,
+        CamelKind::Integration,
+        "canary-a",
+        Some("operator-1"),
+        Some("Running"),
+    )
+    .await;
+    create(
+        &client,
+        &ns.name,
+        CamelKind::Integration,
+        "canary-b",
+        Some("operator-1"),
+        Some("Building Kit"),
+    )
+    .await;
+    create(
+        &client,
+        &ns.name,
+        CamelKind::Integration,
+        "fresh",
+        None,
+        None,
+    )
+    .await;
+    create(
+        &client,
+        &ns.name,
+        CamelKind::Pipe,
+        "events",
+        Some("operator-2"),
+        Some("Ready"),
+    )
+    .await;
+    // Outside the scope's kinds: never planned.
+    create(
+        &client,
+        &ns.name,
+        CamelKind::Kamelet,
+        "timer-source",
+        Some("operator-2"),
+        None,
+    )
+    .await;
+
+    let repo = repo_with(&manifest(&ns.name));
+    let kubeconfig = cluster.kubeconfig();
+    let output = camelk(repo.path())
+        .args([
+            "plan",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--context",
+            "admin",
+            "-n",
+            &ns.name,
+            "-o",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+
+    let moves: Vec<(String, String, String)> = plan["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|b| b["moves"].as_array().unwrap().clone())
+        .map(|m| {
+            (
+                m["resource"]["name"].as_str().unwrap().to_string(),
+                m["from"].as_str().unwrap().to_string(),
+                m["to"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        moves,
+        vec![
+            ("canary-a".into(), "operator-1".into(), "operator-2".into()),
+            ("events".into(), "operator-2".into(), "operator-1".into()),
+        ],
+        "{plan:#}"
+    );
+    assert_eq!(plan["blocked"][0]["move"]["resource"]["name"], "canary-b");
+    assert_eq!(plan["blocked"][0]["why"]["phase"], "Building Kit");
+    assert_eq!(plan["firstAssignments"][0]["resource"]["name"], "fresh");
+    assert_eq!(plan["unchanged"]["total"], 1);
+
+    // The same through $KUBECONFIG as a merged list (a missing file is
+    // skipped, the first file's current-context wins), and diff's exit code.
+    let other = repo.path().join("other-config");
+    std::fs::write(
+        &other,
+        "apiVersion: v1\nkind: Config\ncurrent-context: other\nclusters:\n- name: other\n  cluster: {server: \"https://127.0.0.1:1\"}\nusers:\n- name: other\n  user: {token: x}\ncontexts:\n- name: other\n  context: {cluster: other, user: other}\n",
+    )
+    .unwrap();
+    let merged = format!(
+        "{}:{}:{}",
+        repo.path().join("missing-config").display(),
+        other.display(),
+        kubeconfig.display()
+    );
+    camelk(repo.path())
+        .env("KUBECONFIG", &merged)
+        .args(["diff", "--context", "admin", "-n", &ns.name])
+        .assert()
+        .code(1);
+    // Without --context, the first file's current-context (an unreachable server) is used.
+    camelk(repo.path())
+        .env("KUBECONFIG", &merged)
+        .args(["diff", "-n", &ns.name])
+        .assert()
+        .code(2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubeconfig_flags_follow_kubectl() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("kubeconfig").await;
+    let repo = repo_with(&manifest(&ns.name));
+    let kubeconfig = cluster.kubeconfig();
+    std::fs::write(repo.path().join("broken-config"), "not: [a kubeconfig").unwrap();
+    // --kubeconfig wins over $KUBECONFIG.
+    camelk(repo.path())
+        .env("KUBECONFIG", repo.path().join("broken-config"))
+        .args([
+            "diff",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--context",
+            "admin",
+            "-n",
+            &ns.name,
+        ])
+        .assert()
+        .code(0);
+    // A user without rights: an error naming the refusal, exit 2 for diff.
+    let output = camelk(repo.path())
+        .args([
+            "diff",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--context",
+            "viewer",
+            "-A",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("listing Integration resources") && stderr.contains("forbidden"),
+        "{stderr}"
+    );
+    // An unknown context is an error too.
+    camelk(repo.path())
+        .args([
+            "plan",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--context",
+            "nobody",
+        ])
+        .assert()
+        .code(1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_generated_crd_is_accepted_and_serves_manifests() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("crd").await;
+    let client = cluster.admin().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = camelk_reconciler::api::crd();
+    let name = crd.metadata.name.clone().unwrap();
+    crds.patch(
+        &name,
+        &PatchParams::apply("kubectl-camelk-test").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the API server refused the CRD: {e}"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let current = crds.get(&name).await.unwrap();
+        let established = current
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the CRD never became established"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let text = std::fs::read_to_string(common::fixture("../../examples/operator-assignment.yaml"))
+        .unwrap();
+    let manifest = Manifest::parse("operator-assignment.yaml", text).unwrap();
+    let mut object = manifest.assignment.clone();
+    object.metadata.namespace = Some(ns.name.clone());
+    let api: Api<camelk_reconciler::api::OperatorAssignment> = Api::namespaced(client, &ns.name);
+    let created = api
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("creating the example OperatorAssignment: {e}"));
+    assert_eq!(created.spec, manifest.assignment.spec);
+}
