@@ -17,7 +17,11 @@
 
 pub mod api;
 pub mod camel_k;
+pub mod connect;
 pub mod git;
+pub mod handoff;
 pub mod inventory;
+pub mod lock;
 pub mod manifest;
+pub mod operator;
 pub mod plan;

@@ -1,7 +1,17 @@
 //! `reconciler`: the GitOps reconciler and scoped operator runtime.
 //! Parses arguments and hands off to the library; no decisions live here.
+//!
+//! Exit codes: 0 success, 1 runtime failure, 2 bad arguments.
 
-use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use camelk_reconciler::api::{OperatorId, parse_duration};
+use camelk_reconciler::lock::LockTiming;
+use camelk_reconciler::operator::{self, OperatorConfig};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use tokio_util::sync::CancellationToken;
 
 /// GitOps reconciler for Apache Camel K operator assignment.
 #[derive(Parser, Debug)]
@@ -17,12 +27,156 @@ enum Command {
     Version,
     /// Print the CustomResourceDefinitions of the project's own kinds (YAML).
     Crds,
+    /// Run the scoped operator loops of one operator id.
+    Operator(Box<OperatorArgs>),
 }
 
-fn main() {
+#[derive(Args, Debug)]
+struct Connection {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
+    #[arg(long, global = true)]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use.
+    #[arg(long, global = true)]
+    context: Option<String>,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Args, Debug)]
+struct OperatorArgs {
+    /// The operator id: the value of camel.apache.org/operator.id it owns.
+    #[arg(long)]
+    id: String,
+    /// Watch only this namespace (repeatable; default: all namespaces).
+    #[arg(long = "namespace", short = 'n')]
+    namespaces: Vec<String>,
+    /// Namespace of the operator lock Lease `<id>-lock`.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lock_namespace: String,
+    /// Identity of this replica in the lock (default: host name and process id).
+    #[arg(long)]
+    identity: Option<String>,
+    /// Operator version stamped on the workloads it deploys.
+    #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
+    operator_version: String,
+    /// How long a build of the reference lifecycle takes.
+    #[arg(long, value_parser = duration, default_value = "5s")]
+    build_time: Duration,
+    /// Lock lease duration.
+    #[arg(long, value_parser = duration, default_value = "15s")]
+    lease_duration: Duration,
+    /// Lock renew deadline (must be below the lease duration).
+    #[arg(long, value_parser = duration, default_value = "10s")]
+    renew_deadline: Duration,
+    /// Lock retry period (must be below the renew deadline).
+    #[arg(long, value_parser = duration, default_value = "2s")]
+    retry_period: Duration,
+    /// Reconcile everything this often even without events.
+    #[arg(long, value_parser = duration, default_value = "1s")]
+    resync: Duration,
+    #[command(flatten)]
+    connection: Connection,
+}
+
+fn duration(text: &str) -> Result<Duration, String> {
+    parse_duration(text).ok_or_else(|| format!("`{text}` is not a duration (like 500ms, 5s, 2m)"))
+}
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Version => println!("reconciler {}", env!("CARGO_PKG_VERSION")),
         Command::Crds => print!("{}", camelk_reconciler::api::crd_yaml()),
+        Command::Operator(args) => return run_operator(*args),
     }
+    ExitCode::SUCCESS
+}
+
+fn run_operator(args: OperatorArgs) -> ExitCode {
+    init_logs(args.connection.log_format);
+    let id = match OperatorId::new(args.id.clone()) {
+        Ok(id) => id,
+        Err(e) => {
+            eprintln!("error: --id: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let timing = match LockTiming::new(args.lease_duration, args.renew_deadline, args.retry_period)
+    {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let identity = args.identity.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    });
+    let cfg = OperatorConfig {
+        id,
+        lock_namespace: args.lock_namespace.clone(),
+        namespaces: args.namespaces.clone(),
+        identity,
+        version: args.operator_version.clone(),
+        build_time: args.build_time,
+        timing,
+        resync: args.resync,
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    runtime.block_on(async move {
+        let config = match camelk_reconciler::connect::config(
+            args.connection.kubeconfig.as_deref(),
+            args.connection.context.as_deref(),
+        )
+        .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        let client = match kube::Client::try_from(config) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: creating a Kubernetes client: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        let shutdown = CancellationToken::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            on_signal.cancel();
+        });
+        operator::run(client, cfg, shutdown).await;
+        ExitCode::SUCCESS
+    })
 }

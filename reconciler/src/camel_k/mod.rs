@@ -103,6 +103,17 @@ impl CamelKind {
         format!("{}/{}", GROUP, self.version())
     }
 
+    /// The dynamic API resource for clients of this kind.
+    pub fn api_resource(self) -> kube::api::ApiResource {
+        kube::api::ApiResource {
+            group: GROUP.into(),
+            version: self.version().into(),
+            api_version: self.api_version(),
+            kind: self.kind().into(),
+            plural: self.plural().into(),
+        }
+    }
+
     /// Finds a kind by its name, plural, singular or short name, ignoring case,
     /// as `kubectl get` does.
     pub fn parse(name: &str) -> Option<CamelKind> {

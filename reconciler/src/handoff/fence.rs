@@ -74,7 +74,9 @@ pub fn assign(object: &DynamicObject, to: &str) -> json_patch::Patch {
             ops.push(json!({ "op": "test", "path": "/metadata/resourceVersion", "value": object.metadata.resource_version }));
             ops.push(json!({ "op": "add", "path": owner_label_path(), "value": to }));
         }
-        None => ops.push(json!({ "op": "add", "path": "/metadata/labels", "value": { OPERATOR_ID_KEY: to } })),
+        None => ops.push(
+            json!({ "op": "add", "path": "/metadata/labels", "value": { OPERATOR_ID_KEY: to } }),
+        ),
     }
     if object.metadata.annotations.is_some() {
         ops.push(json!({ "op": "add", "path": owner_annotation_path(), "value": to }));
@@ -106,7 +108,11 @@ fn to_patch(ops: Vec<Value>) -> json_patch::Patch {
 mod tests {
     use super::*;
 
-    fn object(labels: Option<Value>, annotations: Option<Value>, status: Option<Value>) -> DynamicObject {
+    fn object(
+        labels: Option<Value>,
+        annotations: Option<Value>,
+        status: Option<Value>,
+    ) -> DynamicObject {
         let mut meta = json!({ "name": "orders", "namespace": "shop", "resourceVersion": "7" });
         if let Some(l) = labels {
             meta["labels"] = l;
@@ -114,14 +120,18 @@ mod tests {
         if let Some(a) = annotations {
             meta["annotations"] = a;
         }
-        let mut obj = json!({ "apiVersion": "camel.apache.org/v1", "kind": "Integration", "metadata": meta });
+        let mut obj =
+            json!({ "apiVersion": "camel.apache.org/v1", "kind": "Integration", "metadata": meta });
         if let Some(s) = status {
             obj["status"] = s;
         }
         serde_json::from_value(obj).unwrap()
     }
 
-    fn apply(obj: &DynamicObject, patch: &json_patch::Patch) -> Result<Value, json_patch::PatchError> {
+    fn apply(
+        obj: &DynamicObject,
+        patch: &json_patch::Patch,
+    ) -> Result<Value, json_patch::PatchError> {
         let mut doc = serde_json::to_value(obj).unwrap();
         json_patch::patch(&mut doc, patch)?;
         Ok(doc)
@@ -134,9 +144,16 @@ mod tests {
             Some(json!({ "note": "keep me" })),
             None,
         );
-        let out = apply(&obj, &flip(&obj, "operator-1", "operator-2", &FlipGuard::default())).unwrap();
+        let out = apply(
+            &obj,
+            &flip(&obj, "operator-1", "operator-2", &FlipGuard::default()),
+        )
+        .unwrap();
         assert_eq!(out["metadata"]["labels"][OPERATOR_ID_KEY], "operator-2");
-        assert_eq!(out["metadata"]["annotations"][OPERATOR_ID_KEY], "operator-2");
+        assert_eq!(
+            out["metadata"]["annotations"][OPERATOR_ID_KEY],
+            "operator-2"
+        );
         assert_eq!(out["metadata"]["labels"]["app"], "orders");
         assert_eq!(out["metadata"]["annotations"]["note"], "keep me");
     }
@@ -144,14 +161,27 @@ mod tests {
     #[test]
     fn flip_is_refused_when_another_operator_owns_it() {
         let obj = object(Some(json!({ OPERATOR_ID_KEY: "operator-3" })), None, None);
-        assert!(apply(&obj, &flip(&obj, "operator-1", "operator-2", &FlipGuard::default())).is_err());
+        assert!(
+            apply(
+                &obj,
+                &flip(&obj, "operator-1", "operator-2", &FlipGuard::default())
+            )
+            .is_err()
+        );
     }
 
     #[test]
     fn flip_creates_the_annotations_map_when_missing() {
         let obj = object(Some(json!({ OPERATOR_ID_KEY: "operator-1" })), None, None);
-        let out = apply(&obj, &flip(&obj, "operator-1", "operator-2", &FlipGuard::default())).unwrap();
-        assert_eq!(out["metadata"]["annotations"], json!({ OPERATOR_ID_KEY: "operator-2" }));
+        let out = apply(
+            &obj,
+            &flip(&obj, "operator-1", "operator-2", &FlipGuard::default()),
+        )
+        .unwrap();
+        assert_eq!(
+            out["metadata"]["annotations"],
+            json!({ OPERATOR_ID_KEY: "operator-2" })
+        );
     }
 
     #[test]
@@ -161,7 +191,9 @@ mod tests {
             None,
             Some(json!({ "phase": "Running" })),
         );
-        let guard = FlipGuard { phase: Some("Running".into()) };
+        let guard = FlipGuard {
+            phase: Some("Running".into()),
+        };
         let patch = flip(&seen, "operator-1", "operator-2", &guard);
         assert!(apply(&seen, &patch).is_ok());
         let now = object(
@@ -187,6 +219,9 @@ mod tests {
         let obj = object(None, None, None);
         let out = apply(&obj, &assign(&obj, "operator-1")).unwrap();
         assert_eq!(out["metadata"]["labels"][OPERATOR_ID_KEY], "operator-1");
-        assert_eq!(out["metadata"]["annotations"][OPERATOR_ID_KEY], "operator-1");
+        assert_eq!(
+            out["metadata"]["annotations"][OPERATOR_ID_KEY],
+            "operator-1"
+        );
     }
 }

@@ -1,0 +1,481 @@
+//! The coordinating side of a handoff, and the one function that writes a
+//! change of owner ([`flip`]), used by releasing operators, by the
+//! coordinator for upstream operators, and for dead-owner takeover alike.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::fence::{self, FlipGuard};
+use super::release;
+use super::request::{
+    ForcePolicy, HandoffItem, HandoffRequest, HandoffSpec, ReleaseMode, STATE_ANNOTATION,
+};
+use crate::api::OperatorId;
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use crate::lock::{LeaseObserver, Liveness, LockTiming, lock_name};
+use crate::plan::phase::work_in_flight;
+
+/// Result of one fenced flip.
+#[derive(Debug)]
+pub enum FlipResult {
+    Flipped(Box<DynamicObject>),
+    /// The API server refused the fence (422): the owner or guarded phase
+    /// changed since the object was read. Nothing was written.
+    Refused,
+    /// The object no longer exists.
+    Gone,
+}
+
+/// Writes the change of owner of `object` from `from` to `to` (one fenced
+/// JSON patch). This is the only place an owner key is changed.
+pub async fn flip(
+    client: &Client,
+    kind: CamelKind,
+    object: &DynamicObject,
+    from: &str,
+    to: &str,
+    guard: &FlipGuard,
+) -> Result<FlipResult, kube::Error> {
+    let ns = object.metadata.namespace.as_deref().unwrap_or_default();
+    let name = object.metadata.name.as_deref().unwrap_or_default();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &kind.api_resource());
+    let patch = fence::flip(object, from, to, guard);
+    match api
+        .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await
+    {
+        Ok(obj) => Ok(FlipResult::Flipped(Box::new(obj))),
+        Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => Ok(FlipResult::Refused),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(FlipResult::Gone),
+        Err(e) => Err(e),
+    }
+}
+
+/// Resources of one namespace to move from one operator to another.
+#[derive(Clone, Debug)]
+pub struct MoveBatch {
+    pub namespace: String,
+    pub from: OperatorId,
+    pub to: OperatorId,
+    pub resources: Vec<(CamelKind, String)>,
+}
+
+/// How the coordinator runs a handoff.
+#[derive(Clone, Debug)]
+pub struct HandoffOptions {
+    /// Recorded as the holder of the request Lease.
+    pub coordinator: String,
+    pub mode: ReleaseMode,
+    pub drain_timeout: Duration,
+    pub force: ForcePolicy,
+    /// Lease timing of the operators' locks, to judge them alive or dead.
+    pub lock_timing: LockTiming,
+    /// Namespace of each operator's lock; `default_lock_namespace` otherwise.
+    pub lock_namespaces: BTreeMap<String, String>,
+    pub default_lock_namespace: String,
+    pub poll: Duration,
+}
+
+impl HandoffOptions {
+    fn lock_namespace(&self, id: &OperatorId) -> &str {
+        self.lock_namespaces
+            .get(id.as_str())
+            .map(String::as_str)
+            .unwrap_or(&self.default_lock_namespace)
+    }
+}
+
+/// How a handoff ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HandoffOutcome {
+    /// Every resource is with the target, or gone.
+    Completed {
+        moved: Vec<String>,
+        already_there: Vec<String>,
+        taken_over: Vec<String>,
+        gone: Vec<String>,
+    },
+    /// The live owner did not release within the drain timeout.
+    Stalled {
+        moved: Vec<String>,
+        waiting: Vec<(String, String)>,
+    },
+    /// The target operator stopped renewing its lock; the request was withdrawn.
+    TargetDead {
+        moved: Vec<String>,
+        remaining: Vec<String>,
+    },
+}
+
+/// Progress of a running handoff, for displays.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    pub total: usize,
+    pub done: usize,
+    pub waiting_on: Option<String>,
+}
+
+/// Why a handoff could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum HandoffError {
+    #[error("{kind} {namespace}/{name} not found")]
+    NotFound {
+        kind: CamelKind,
+        namespace: String,
+        name: String,
+    },
+    #[error("{kind} {namespace}/{name} is owned by {actual}, not {expected}")]
+    WrongOwner {
+        kind: CamelKind,
+        namespace: String,
+        name: String,
+        expected: String,
+        actual: String,
+    },
+    #[error(
+        "target operator {0} is not alive: its lock {1} was not seen renewing within the lease duration"
+    )]
+    TargetNotAlive(String, String),
+    #[error("{context}: {source}")]
+    Api {
+        context: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn api_err(context: impl Into<String>) -> impl FnOnce(kube::Error) -> HandoffError {
+    let context = context.into();
+    move |source| HandoffError::Api { context, source }
+}
+
+/// Drives handoff requests; keeps its observations of operator locks across
+/// batches, so liveness is judged from local observation over time.
+pub struct Coordinator {
+    client: Client,
+    observer: LeaseObserver,
+}
+
+impl Coordinator {
+    pub fn new(client: Client) -> Coordinator {
+        Coordinator {
+            client,
+            observer: LeaseObserver::new(),
+        }
+    }
+
+    async fn liveness(
+        &mut self,
+        id: &OperatorId,
+        opts: &HandoffOptions,
+    ) -> Result<Liveness, HandoffError> {
+        let ns = opts.lock_namespace(id).to_string();
+        let name = lock_name(id.as_str());
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), &ns);
+        let lease = api
+            .get_opt(&name)
+            .await
+            .map_err(api_err(format!("reading lock {ns}/{name}")))?;
+        Ok(self.observer.observe(
+            &ns,
+            &name,
+            lease.as_ref(),
+            opts.lock_timing.lease_duration,
+            Instant::now(),
+        ))
+    }
+
+    /// Waits until `id`'s lock is seen renewing (alive) or a lease duration
+    /// passes without a change.
+    pub async fn wait_alive(
+        &mut self,
+        id: &OperatorId,
+        opts: &HandoffOptions,
+    ) -> Result<bool, HandoffError> {
+        loop {
+            match self.liveness(id, opts).await? {
+                Liveness::Alive { .. } => return Ok(true),
+                Liveness::Expired { .. } => return Ok(false),
+                Liveness::Unknown => tokio::time::sleep(opts.poll).await,
+            }
+        }
+    }
+
+    /// Moves `batch` (see the flow in the module doc of [`crate::handoff`]).
+    pub async fn execute(
+        &mut self,
+        batch: &MoveBatch,
+        opts: &HandoffOptions,
+        on_progress: &mut dyn FnMut(&Progress),
+    ) -> Result<HandoffOutcome, HandoffError> {
+        let ns = batch.namespace.as_str();
+        let mut items = Vec::new();
+        let mut already_there = Vec::new();
+        for (kind, name) in &batch.resources {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), ns, &kind.api_resource());
+            let obj = api
+                .get_opt(name)
+                .await
+                .map_err(api_err(format!("reading {kind} {ns}/{name}")))?
+                .ok_or_else(|| HandoffError::NotFound {
+                    kind: *kind,
+                    namespace: ns.into(),
+                    name: name.clone(),
+                })?;
+            let owner = owner_label(&obj).unwrap_or_default();
+            if owner == batch.to.as_str() {
+                already_there.push(format!("{kind}/{name}"));
+                continue;
+            }
+            if owner != batch.from.as_str() {
+                return Err(HandoffError::WrongOwner {
+                    kind: *kind,
+                    namespace: ns.into(),
+                    name: name.clone(),
+                    expected: batch.from.to_string(),
+                    actual: if owner.is_empty() {
+                        "nobody".into()
+                    } else {
+                        owner
+                    },
+                });
+            }
+            items.push(HandoffItem {
+                kind: *kind,
+                name: name.clone(),
+                uid: obj.metadata.uid.clone().unwrap_or_default(),
+            });
+        }
+        if items.is_empty() {
+            return Ok(HandoffOutcome::Completed {
+                moved: vec![],
+                already_there,
+                taken_over: vec![],
+                gone: vec![],
+            });
+        }
+        if !self.wait_alive(&batch.to, opts).await? {
+            return Err(HandoffError::TargetNotAlive(
+                batch.to.to_string(),
+                lock_name(batch.to.as_str()),
+            ));
+        }
+
+        let request = HandoffRequest::new(
+            ns,
+            HandoffSpec {
+                from: batch.from.clone(),
+                to: batch.to.clone(),
+                mode: opts.mode,
+                items,
+            },
+        );
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), ns);
+        match leases
+            .create(&PostParams::default(), &request.to_lease(&opts.coordinator))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => {
+                return Err(api_err(format!(
+                    "creating handoff request {}",
+                    request.name
+                ))(e));
+            }
+        }
+        tracing::info!(request = %request.name, namespace = ns, from = %batch.from, to = %batch.to,
+            resources = request.spec.items.len(), "handoff requested");
+
+        let started = Instant::now();
+        let total = request.spec.items.len();
+        let mut taken_over = BTreeSet::new();
+        loop {
+            let remaining = self.remaining(&request).await?;
+            on_progress(&Progress {
+                total,
+                done: total - remaining.len(),
+                waiting_on: remaining.first().map(|(k, o)| describe(*k, o)),
+            });
+            if remaining.is_empty() {
+                break;
+            }
+            if let Liveness::Expired { .. } = self.liveness(&batch.to, opts).await? {
+                self.withdraw(&request).await?;
+                let moved = self.with_owner(&request, &batch.to).await?;
+                return Ok(HandoffOutcome::TargetDead {
+                    moved,
+                    remaining: remaining.iter().map(|(k, o)| describe(*k, o)).collect(),
+                });
+            }
+            let owner_dead = matches!(
+                self.liveness(&batch.from, opts).await?,
+                Liveness::Expired { .. }
+            );
+            let overdue = started.elapsed() >= opts.drain_timeout;
+            let forced = overdue && opts.force == ForcePolicy::AfterDrainTimeout;
+            let mut waiting = Vec::new();
+            for (kind, obj) in &remaining {
+                let guard = if owner_dead || forced {
+                    Some(FlipGuard::default())
+                } else if opts.mode == ReleaseMode::Upstream {
+                    match release::upstream_stable(*kind, obj) {
+                        Ok(phase) => Some(FlipGuard { phase: Some(phase) }),
+                        Err(why) => {
+                            waiting.push((describe(*kind, obj), why));
+                            None
+                        }
+                    }
+                } else {
+                    let why = work_in_flight(*kind, Some(release::phase(obj).unwrap_or("")))
+                        .map(|r| r.to_string())
+                        .unwrap_or_else(|| format!("{} has not released it yet", batch.from));
+                    waiting.push((describe(*kind, obj), why));
+                    None
+                };
+                let Some(guard) = guard else { continue };
+                let result = flip(
+                    &self.client,
+                    *kind,
+                    obj,
+                    batch.from.as_str(),
+                    batch.to.as_str(),
+                    &guard,
+                )
+                .await
+                .map_err(api_err(format!("flipping {}", describe(*kind, obj))))?;
+                if matches!(result, FlipResult::Flipped(_)) && (owner_dead || forced) {
+                    taken_over.insert(describe(*kind, obj));
+                    tracing::warn!(resource = %describe(*kind, obj), owner_dead, forced, "owner did not release; taken over");
+                }
+            }
+            if overdue && !forced && !owner_dead && !waiting.is_empty() {
+                self.mark_stalled(&request, &waiting).await?;
+                let moved = self.with_owner(&request, &batch.to).await?;
+                return Ok(HandoffOutcome::Stalled { moved, waiting });
+            }
+            tokio::time::sleep(opts.poll).await;
+        }
+        self.withdraw(&request).await?;
+        let moved = self.with_owner(&request, &batch.to).await?;
+        let gone = request
+            .spec
+            .items
+            .iter()
+            .map(|i| format!("{}/{}", i.kind, i.name))
+            .filter(|r| !moved.contains(r))
+            .collect();
+        Ok(HandoffOutcome::Completed {
+            moved: moved
+                .into_iter()
+                .filter(|m| !taken_over.contains(m))
+                .collect(),
+            already_there,
+            taken_over: taken_over.into_iter().collect(),
+            gone,
+        })
+    }
+
+    /// Items of the request still labelled with the old owner (one list per kind).
+    async fn remaining(
+        &self,
+        request: &HandoffRequest,
+    ) -> Result<Vec<(CamelKind, DynamicObject)>, HandoffError> {
+        let selector = format!("{OPERATOR_ID_KEY}={}", request.spec.from);
+        self.items_matching(request, &selector).await
+    }
+
+    async fn with_owner(
+        &self,
+        request: &HandoffRequest,
+        owner: &OperatorId,
+    ) -> Result<Vec<String>, HandoffError> {
+        let selector = format!("{OPERATOR_ID_KEY}={owner}");
+        Ok(self
+            .items_matching(request, &selector)
+            .await?
+            .iter()
+            .map(|(k, o)| format!("{k}/{}", o.metadata.name.as_deref().unwrap_or_default()))
+            .collect())
+    }
+
+    async fn items_matching(
+        &self,
+        request: &HandoffRequest,
+        selector: &str,
+    ) -> Result<Vec<(CamelKind, DynamicObject)>, HandoffError> {
+        let kinds: BTreeSet<CamelKind> = request.spec.items.iter().map(|i| i.kind).collect();
+        let mut out = Vec::new();
+        for kind in kinds {
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                self.client.clone(),
+                &request.namespace,
+                &kind.api_resource(),
+            );
+            let list = api
+                .list(&ListParams::default().labels(selector))
+                .await
+                .map_err(api_err(format!("listing {kind} in {}", request.namespace)))?;
+            for obj in list.items {
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                let uid = obj.metadata.uid.clone().unwrap_or_default();
+                if request.covers(kind, &name, &uid) {
+                    out.push((kind, obj));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn withdraw(&self, request: &HandoffRequest) -> Result<(), HandoffError> {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), &request.namespace);
+        match leases.delete(&request.name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(api_err(format!(
+                "deleting handoff request {}",
+                request.name
+            ))(e)),
+        }
+    }
+
+    async fn mark_stalled(
+        &self,
+        request: &HandoffRequest,
+        waiting: &[(String, String)],
+    ) -> Result<(), HandoffError> {
+        let reason: Vec<String> = waiting
+            .iter()
+            .map(|(r, why)| format!("{r}: {why}"))
+            .collect();
+        let state = json!({ "state": "Stalled", "reason": reason.join("; ") }).to_string();
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), &request.namespace);
+        let patch =
+            Patch::Merge(json!({ "metadata": { "annotations": { STATE_ANNOTATION: state } } }));
+        match leases
+            .patch(&request.name, &PatchParams::default(), &patch)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(api_err(format!("marking {} stalled", request.name))(e)),
+        }
+    }
+}
+
+fn owner_label(obj: &DynamicObject) -> Option<String> {
+    obj.metadata.labels.as_ref()?.get(OPERATOR_ID_KEY).cloned()
+}
+
+fn describe(kind: CamelKind, obj: &DynamicObject) -> String {
+    format!(
+        "{kind}/{}",
+        obj.metadata.name.as_deref().unwrap_or_default()
+    )
+}

@@ -1,0 +1,69 @@
+//! The operator lock: the Lease `<id>-lock` in the operator's namespace (the
+//! name upstream Camel K uses for its leader election), held by the leading
+//! replica of operator `id`.
+//!
+//! Timing rules, as client-go's leader election has them:
+//! - `lease_duration > renew_deadline > retry_period`;
+//! - a Lease is expired when *this process* has not seen it change for
+//!   `lease_duration`, measured on the local monotonic clock from the moment
+//!   the change was observed. Clocks of different machines are never
+//!   compared ([`observer`]);
+//! - every write to the Lease is compare-and-swap on its resourceVersion, and
+//!   each API call times out before `renew_deadline` ([`election`]);
+//! - a leader that has not renewed for `renew_deadline` stops writing. Since
+//!   `renew_deadline < lease_duration`, it stops before any other replica or
+//!   coordinator can judge the Lease expired.
+
+pub mod election;
+pub mod observer;
+
+use std::time::Duration;
+
+pub use election::{Leadership, OperatorLock};
+pub use observer::{LeaseObserver, Liveness};
+
+/// Name of the lock Lease of operator `id`.
+pub fn lock_name(id: &str) -> String {
+    format!("{id}-lock")
+}
+
+/// The three durations of a lock, checked to be ordered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockTiming {
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl LockTiming {
+    /// client-go's defaults: 15 s, 10 s, 2 s.
+    pub const DEFAULT: LockTiming = LockTiming {
+        lease_duration: Duration::from_secs(15),
+        renew_deadline: Duration::from_secs(10),
+        retry_period: Duration::from_secs(2),
+    };
+
+    pub fn new(
+        lease_duration: Duration,
+        renew_deadline: Duration,
+        retry_period: Duration,
+    ) -> Result<LockTiming, String> {
+        if !(lease_duration > renew_deadline && renew_deadline > retry_period) {
+            return Err(format!(
+                "lock timing must satisfy lease duration ({lease_duration:?}) > renew deadline \
+                 ({renew_deadline:?}) > retry period ({retry_period:?})"
+            ));
+        }
+        Ok(LockTiming {
+            lease_duration,
+            renew_deadline,
+            retry_period,
+        })
+    }
+}
+
+impl Default for LockTiming {
+    fn default() -> Self {
+        LockTiming::DEFAULT
+    }
+}

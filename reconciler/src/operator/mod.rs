@@ -1,0 +1,344 @@
+//! The scoped operator loops: an operator runtime that sees only its own
+//! Camel K resources and takes part in handoffs.
+//!
+//! # Expected flow
+//! 1. [`run`] starts the operator lock ([`crate::lock`]) and one watch per
+//!    kind (and per namespace when limited to some), each with the server-side
+//!    label selector `camel.apache.org/operator.id=<id>`: nothing else is
+//!    received or cached. Handoff requests addressed to it come through a
+//!    watch of Leases labelled `camelk.dev/handoff-from=<id>`.
+//! 2. On every event and every resync tick, while it leads, it first releases
+//!    what it may ([`crate::handoff::release::owner_may_release`]), then moves
+//!    each owned resource one step along the reference lifecycle
+//!    ([`lifecycle`]), through fenced writes ([`writer`]).
+//!
+//! # Guarantees
+//! - Only the leading replica writes, and only while its last renewal is
+//!   younger than the renew deadline.
+//! - Every status write is fenced on the owner label and on the version the
+//!   decision was made on; a resource being handed off gets no new work, only
+//!   the work in flight is finished before it is released.
+
+pub mod cache;
+pub mod lifecycle;
+pub mod rbac;
+pub mod writer;
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use futures::stream::{BoxStream, SelectAll};
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::watcher;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::OperatorId;
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use crate::handoff::executor::{FlipResult, flip};
+use crate::handoff::fence::FlipGuard;
+use crate::handoff::release::{owner_may_release, phase};
+use crate::handoff::request::{FROM_LABEL, HandoffRequest};
+use crate::lock::{Leadership, LockTiming, OperatorLock};
+use crate::plan::phase::work_in_flight;
+use cache::{Cache, Scope};
+use lifecycle::{Context, next_step};
+use writer::{WriteOutcome, Writer};
+
+/// Kinds the operator reconciles.
+pub const RECONCILED: [CamelKind; 6] = [
+    CamelKind::Integration,
+    CamelKind::IntegrationKit,
+    CamelKind::Build,
+    CamelKind::IntegrationPlatform,
+    CamelKind::Pipe,
+    CamelKind::CamelCatalog,
+];
+/// Kinds the operator only reads.
+pub const READ_ONLY: [CamelKind; 2] = [CamelKind::Kamelet, CamelKind::IntegrationProfile];
+
+/// Configuration of one operator replica.
+#[derive(Clone, Debug)]
+pub struct OperatorConfig {
+    pub id: OperatorId,
+    /// Namespace of the operator's lock Lease.
+    pub lock_namespace: String,
+    /// Namespaces to watch; empty means all.
+    pub namespaces: Vec<String>,
+    /// Identity of this replica in the lock.
+    pub identity: String,
+    pub version: String,
+    /// How long the reference lifecycle's builds take.
+    pub build_time: Duration,
+    pub timing: LockTiming,
+    /// Reconcile everything this often even without events.
+    pub resync: Duration,
+}
+
+/// Source of a watch event: a Camel K kind, or the handoff requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Watched {
+    Camel(CamelKind),
+    Requests,
+}
+
+type Events = BoxStream<
+    'static,
+    (
+        Scope<Watched>,
+        Result<watcher::Event<DynamicObject>, watcher::Error>,
+    ),
+>;
+
+fn lease_resource() -> ApiResource {
+    ApiResource::erase::<Lease>(&())
+}
+
+/// One label-selected watch per kind (and namespace), merged.
+fn watches(client: &Client, cfg: &OperatorConfig) -> SelectAll<Events> {
+    let owner_selector = format!("{OPERATOR_ID_KEY}={}", cfg.id);
+    let request_selector = format!("{FROM_LABEL}={}", cfg.id);
+    let namespaces: Vec<Option<String>> = if cfg.namespaces.is_empty() {
+        vec![None]
+    } else {
+        cfg.namespaces.iter().cloned().map(Some).collect()
+    };
+    let mut sources: Vec<(Watched, ApiResource, String)> = RECONCILED
+        .iter()
+        .chain(READ_ONLY.iter())
+        .map(|k| (Watched::Camel(*k), k.api_resource(), owner_selector.clone()))
+        .collect();
+    sources.push((Watched::Requests, lease_resource(), request_selector));
+    let mut all = SelectAll::new();
+    for ns in &namespaces {
+        for (kind, resource, selector) in &sources {
+            let api: Api<DynamicObject> = match ns {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+                None => Api::all_with(client.clone(), resource),
+            };
+            let scope = Scope {
+                kind: *kind,
+                namespace: ns.clone(),
+            };
+            let stream = watcher(api, watcher::Config::default().labels(selector))
+                .map(move |ev| (scope.clone(), ev))
+                .boxed();
+            all.push(stream);
+        }
+    }
+    all
+}
+
+/// Runs the operator until `shutdown`.
+pub async fn run(client: Client, cfg: OperatorConfig, shutdown: CancellationToken) {
+    let lock = OperatorLock::new(
+        client.clone(),
+        &cfg.lock_namespace,
+        cfg.id.as_str(),
+        &cfg.identity,
+        cfg.timing,
+    );
+    let leadership = lock.leadership();
+    let lock_task = tokio::spawn(lock.run(shutdown.clone()));
+    let mut loops = Loops {
+        cache: Cache::default(),
+        writer: Writer {
+            client: client.clone(),
+            operator_id: cfg.id.to_string(),
+            version: cfg.version.clone(),
+        },
+        client: client.clone(),
+        build_started: HashMap::new(),
+        acted: HashMap::new(),
+        cfg: cfg.clone(),
+    };
+    let mut events = watches(&client, &cfg);
+    let mut tick = tokio::time::interval(cfg.resync);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tracing::info!(id = %cfg.id, namespaces = ?cfg.namespaces, "operator started");
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            Some((scope, event)) = events.next() => match event {
+                Ok(event) => {
+                    loops.cache.apply(&scope, event);
+                    // Drain what is already queued before reconciling.
+                    while let Some(Some((scope, Ok(event)))) = events.next().now_or_never() {
+                        loops.cache.apply(&scope, event);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "watch error; the watcher retries"),
+            },
+            _ = tick.tick() => {}
+        }
+        if leadership.is_leading() {
+            loops.pass(&leadership).await;
+        }
+    }
+    let _ = lock_task.await;
+    tracing::info!(id = %cfg.id, "operator stopped");
+}
+
+struct Loops {
+    cache: Cache<Watched>,
+    writer: Writer,
+    client: Client,
+    cfg: OperatorConfig,
+    /// When this process first saw each Build running (the build timer).
+    build_started: HashMap<(String, String), Instant>,
+    /// Resource version each object had when it was last acted on.
+    acted: HashMap<(CamelKind, String, String), String>,
+}
+
+impl Loops {
+    /// One reconcile pass: releases first, then lifecycle steps.
+    async fn pass(&mut self, leadership: &Leadership) {
+        let pending = self.release(leadership).await;
+        self.lifecycle(leadership, &pending).await;
+    }
+
+    /// Releases every requested resource that has no work in flight; returns
+    /// the requested resources still held.
+    async fn release(&mut self, leadership: &Leadership) -> BTreeSet<(CamelKind, String, String)> {
+        let requests: Vec<HandoffRequest> = self
+            .cache
+            .all(&Watched::Requests)
+            .filter_map(|obj| {
+                let lease: Lease = serde_json::from_value(serde_json::to_value(obj).ok()?).ok()?;
+                HandoffRequest::from_lease(&lease).ok()
+            })
+            .collect();
+        let mut held = BTreeSet::new();
+        for request in requests {
+            for item in &request.spec.items {
+                let Some(obj) =
+                    self.cache
+                        .get(&Watched::Camel(item.kind), &request.namespace, &item.name)
+                else {
+                    continue;
+                };
+                if obj.metadata.uid.as_deref() != Some(item.uid.as_str()) {
+                    continue;
+                }
+                let builds: Vec<&DynamicObject> = self
+                    .cache
+                    .all(&Watched::Camel(CamelKind::Build))
+                    .filter(|b| b.metadata.namespace == obj.metadata.namespace)
+                    .collect();
+                if let Some(reason) = owner_may_release(item.kind, obj, &builds) {
+                    tracing::debug!(resource = %item.name, %reason, "release waits for work in flight");
+                    held.insert((item.kind, request.namespace.clone(), item.name.clone()));
+                    continue;
+                }
+                if !leadership.is_leading() {
+                    return held;
+                }
+                let obj = obj.clone();
+                match flip(
+                    &self.client,
+                    item.kind,
+                    &obj,
+                    self.cfg.id.as_str(),
+                    request.spec.to.as_str(),
+                    &FlipGuard::default(),
+                )
+                .await
+                {
+                    Ok(FlipResult::Flipped(_)) => {
+                        tracing::info!(kind = %item.kind, namespace = %request.namespace, name = %item.name, to = %request.spec.to, "released");
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, name = %item.name, "release failed");
+                        held.insert((item.kind, request.namespace.clone(), item.name.clone()));
+                    }
+                }
+            }
+        }
+        held
+    }
+
+    async fn lifecycle(
+        &mut self,
+        leadership: &Leadership,
+        held: &BTreeSet<(CamelKind, String, String)>,
+    ) {
+        let now = k8s_openapi::jiff::Timestamp::now().to_string();
+        let now_instant = Instant::now();
+        // Start build timers for builds seen running.
+        for b in self.cache.all(&Watched::Camel(CamelKind::Build)) {
+            if phase(b) == Some("Running") {
+                let key = (
+                    b.metadata.namespace.clone().unwrap_or_default(),
+                    b.metadata.name.clone().unwrap_or_default(),
+                );
+                self.build_started.entry(key).or_insert(now_instant);
+            }
+        }
+        let mut steps = Vec::new();
+        for kind in RECONCILED {
+            for obj in self.cache.all(&Watched::Camel(kind)) {
+                let ns = obj.metadata.namespace.clone().unwrap_or_default();
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                let rv = obj.metadata.resource_version.clone().unwrap_or_default();
+                let key = (kind, ns.clone(), name.clone());
+                if self.acted.get(&key) == Some(&rv) {
+                    continue;
+                }
+                // A resource being handed over gets no new work: only work in flight finishes.
+                if held.contains(&key)
+                    && work_in_flight(kind, Some(phase(obj).unwrap_or(""))).is_none()
+                {
+                    continue;
+                }
+                let phase_of = |k: CamelKind| {
+                    let ns = ns.clone();
+                    let cache = &self.cache;
+                    move |n: &str| {
+                        cache
+                            .get(&Watched::Camel(k), &ns, n)
+                            .map(|o| phase(o).map(str::to_string))
+                    }
+                };
+                let kit_phase = phase_of(CamelKind::IntegrationKit);
+                let build_phase = phase_of(CamelKind::Build);
+                let integration_phase = phase_of(CamelKind::Integration);
+                let started = &self.build_started;
+                let running_for = |n: &str| {
+                    started
+                        .get(&(ns.clone(), n.to_string()))
+                        .map(|t| t.elapsed())
+                };
+                let cx = Context {
+                    operator_id: self.cfg.id.as_str(),
+                    version: &self.cfg.version,
+                    build_time: self.cfg.build_time,
+                    kit_phase: &kit_phase,
+                    build_phase: &build_phase,
+                    integration_phase: &integration_phase,
+                    build_running_for: &running_for,
+                    now_rfc3339: &now,
+                };
+                if let Some(step) = next_step(kind, obj, &cx) {
+                    steps.push((kind, obj.clone(), step, key, rv));
+                }
+            }
+        }
+        for (kind, obj, step, key, rv) in steps {
+            if !leadership.is_leading() {
+                return;
+            }
+            match self.writer.perform(kind, &obj, &step).await {
+                Ok(outcome) => {
+                    if outcome == WriteOutcome::Fenced {
+                        tracing::debug!(kind = %kind, name = %key.2, "write fenced");
+                    }
+                    self.acted.insert(key, rv);
+                }
+                Err(e) => tracing::warn!(kind = %kind, name = %key.2, error = %e, "write failed"),
+            }
+        }
+    }
+}

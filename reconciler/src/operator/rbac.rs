@@ -1,0 +1,83 @@
+//! Least-privilege RBAC for an operator and for the coordinator (the
+//! reconciler, or a person running `kubectl camelk move`). Operators never
+//! delete anything; only the coordinator deletes, and only handoff Leases.
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use kube::api::ObjectMeta;
+
+use crate::camel_k::{CamelKind, GROUP};
+
+fn rule(group: &str, resources: &[String], verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![group.to_string()]),
+        resources: Some(resources.to_vec()),
+        verbs: verbs.iter().map(|v| v.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+fn camel_resources(status: bool) -> Vec<String> {
+    CamelKind::ALL
+        .iter()
+        .map(|k| {
+            if status {
+                format!("{}/status", k.plural())
+            } else {
+                k.plural().to_string()
+            }
+        })
+        .collect()
+}
+
+/// What a scoped operator needs: watch and write its Camel K resources and
+/// their status, create kits, builds and Pipe Integrations, apply
+/// Deployments and its Maven settings ConfigMap, hold its lock Lease and
+/// read handoff Leases.
+pub fn operator_cluster_role(name: &str) -> ClusterRole {
+    ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..Default::default()
+        },
+        rules: Some(vec![
+            rule(
+                GROUP,
+                &camel_resources(false),
+                &["get", "list", "watch", "create", "patch"],
+            ),
+            rule(GROUP, &camel_resources(true), &["get", "patch", "update"]),
+            rule(
+                "coordination.k8s.io",
+                &["leases".into()],
+                &["get", "list", "watch", "create", "update"],
+            ),
+            rule("apps", &["deployments".into()], &["get", "create", "patch"]),
+            rule("", &["configmaps".into()], &["get", "create", "patch"]),
+        ]),
+        ..Default::default()
+    }
+}
+
+/// What the coordinator needs: read Camel K resources, patch their owner
+/// keys, and create, mark and delete handoff Leases (and read locks).
+pub fn coordinator_cluster_role(name: &str) -> ClusterRole {
+    ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..Default::default()
+        },
+        rules: Some(vec![
+            rule(
+                GROUP,
+                &camel_resources(false),
+                &["get", "list", "watch", "patch"],
+            ),
+            rule(
+                "coordination.k8s.io",
+                &["leases".into()],
+                &["get", "list", "watch", "create", "patch", "delete"],
+            ),
+        ]),
+        ..Default::default()
+    }
+}

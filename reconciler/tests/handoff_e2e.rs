@@ -1,0 +1,740 @@
+//! End-to-end tests of the scoped operator loops and the handoff protocol on
+//! a real control plane, with real `reconciler operator` processes, each with
+//! its own identity. Every test ends with the audit-log judge: no successful
+//! write to a Camel K resource by an operator that did not own it then.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use camelk_reconciler::api::OperatorId;
+use camelk_reconciler::camel_k::CamelKind;
+use camelk_reconciler::handoff::executor::HandoffError;
+use camelk_reconciler::handoff::release::phase;
+use camelk_reconciler::handoff::request::{FROM_LABEL, STATE_ANNOTATION};
+use camelk_reconciler::handoff::{
+    Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,
+};
+use camelk_reconciler::lock::LockTiming;
+use camelk_reconciler::operator::lifecycle::Step;
+use camelk_reconciler::operator::writer::{WriteOutcome, Writer};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use nix::sys::signal::Signal;
+use serde_json::json;
+use support::*;
+
+fn options(ns: &str, mode: ReleaseMode) -> HandoffOptions {
+    HandoffOptions {
+        coordinator: "e2e-coordinator".into(),
+        mode,
+        drain_timeout: Duration::from_secs(60),
+        force: ForcePolicy::Never,
+        lock_timing: LockTiming::new(LEASE, Duration::from_secs(3), Duration::from_secs(1))
+            .unwrap(),
+        lock_namespaces: BTreeMap::new(),
+        default_lock_namespace: ns.into(),
+        poll: Duration::from_millis(300),
+    }
+}
+
+fn batch(ns: &str, from: &str, to: &str, names: &[&str]) -> MoveBatch {
+    MoveBatch {
+        namespace: ns.into(),
+        from: OperatorId::new(from).unwrap(),
+        to: OperatorId::new(to).unwrap(),
+        resources: names
+            .iter()
+            .map(|n| (CamelKind::Integration, n.to_string()))
+            .collect(),
+    }
+}
+
+async fn coordinator(cluster: &camelk_testkit::TestCluster) -> Coordinator {
+    Coordinator::new(cluster.client_as("reconciler").await)
+}
+
+#[tokio::test]
+async fn operator_sees_and_reconciles_only_its_own_resources() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace("scoped").await;
+    let admin = cluster.admin().await;
+    create_integration(&admin, &ns.name, "mine", Some("operator-1")).await;
+    create_integration(&admin, &ns.name, "theirs", Some("operator-2")).await;
+    create_integration(&admin, &ns.name, "nobodys", None).await;
+    let op1 = start_operator(cluster, "operator-1", &ns.name, "op1-a", "1s");
+
+    let it = wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "mine",
+        Duration::from_secs(60),
+        "running",
+        running_under("operator-1"),
+    )
+    .await;
+    assert_eq!(
+        it.metadata.labels.as_ref().unwrap()["app"],
+        "mine",
+        "user labels kept"
+    );
+    assert_eq!(
+        it.metadata.annotations.as_ref().unwrap()["team"],
+        "shop",
+        "user annotations kept"
+    );
+    assert!(
+        it.data["spec"]["sources"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("timer:mine"),
+        "spec untouched"
+    );
+    for other in ["theirs", "nobodys"] {
+        let o = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+            .get(other)
+            .await
+            .unwrap();
+        assert_eq!(
+            phase(&o),
+            None,
+            "{other} was not reconciled by operator-1:\n{}",
+            op1.log_tail()
+        );
+    }
+    // Its platform and its Maven settings, named after its id.
+    let events = cluster.audit_log().events_in(&ns.name).unwrap();
+    let op1_reads: Vec<_> = events
+        .iter()
+        .filter(|e| e.user.username == "operator-1" && matches!(e.verb.as_str(), "watch" | "list"))
+        .filter(|e| {
+            e.object_ref.as_ref().and_then(|o| o.api_group.as_deref()) == Some("camel.apache.org")
+        })
+        .collect();
+    assert!(
+        !op1_reads.is_empty(),
+        "operator-1 listed and watched Camel K kinds"
+    );
+    for e in &op1_reads {
+        let uri = e.request_uri.replace("%2F", "/").replace("%3D", "=");
+        assert!(
+            uri.contains("labelSelector=camel.apache.org/operator.id=operator-1"),
+            "every list and watch of operator-1 is label-selected: {}",
+            e.request_uri
+        );
+    }
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test]
+async fn handoff_waits_for_building_kit_then_moves() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace("drain").await;
+    let admin = cluster.admin().await;
+    let _op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "6s");
+    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
+    create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "orders",
+        Duration::from_secs(30),
+        "building",
+        in_phase("Building Kit"),
+    )
+    .await;
+
+    let mut coordinator = coordinator(cluster).await;
+    let started = Instant::now();
+    let mut seen_in_flight_owner = Vec::new();
+    let api = camel_api(admin.clone(), CamelKind::Integration, &ns.name);
+    let outcome = coordinator
+        .execute(
+            &batch(&ns.name, "operator-1", "operator-2", &["orders"]),
+            &options(&ns.name, ReleaseMode::Protocol),
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
+    // While it was building, it stayed with operator-1: the move took at least the rest of the build.
+    let obj = api.get("orders").await.unwrap();
+    seen_in_flight_owner.push(owner(&obj));
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "released only after the build finished"
+    );
+    assert_eq!(
+        outcome,
+        HandoffOutcome::Completed {
+            moved: vec!["Integration/orders".into()],
+            already_there: vec![],
+            taken_over: vec![],
+            gone: vec![]
+        }
+    );
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "orders",
+        Duration::from_secs(60),
+        "running under operator-2",
+        running_under("operator-2"),
+    )
+    .await;
+    // The request Lease is gone once done; operator-1's kit is left alone.
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns.name);
+    assert!(
+        leases
+            .list(&ListParams::default().labels(FROM_LABEL))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let old_kit = camel_api(admin.clone(), CamelKind::IntegrationKit, &ns.name)
+        .get("orders-kit-operator-1")
+        .await
+        .unwrap();
+    assert_eq!(owner(&old_kit).as_deref(), Some("operator-1"));
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test]
+async fn killed_owner_is_taken_over_after_its_lease_expires() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace("kill").await;
+    let admin = cluster.admin().await;
+    let op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "1s");
+    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
+    create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
+    create_integration(&admin, &ns.name, "billing", Some("operator-1")).await;
+    for name in ["orders", "billing"] {
+        wait_for(
+            &admin,
+            CamelKind::Integration,
+            &ns.name,
+            name,
+            Duration::from_secs(60),
+            "running",
+            running_under("operator-1"),
+        )
+        .await;
+    }
+    op1.signal(Signal::SIGKILL);
+    let killed_at = Instant::now();
+    let outcome = coordinator(cluster)
+        .await
+        .execute(
+            &batch(&ns.name, "operator-1", "operator-2", &["orders", "billing"]),
+            &options(&ns.name, ReleaseMode::Protocol),
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
+    let HandoffOutcome::Completed { taken_over, .. } = outcome else {
+        panic!("expected completion, got {outcome:?}")
+    };
+    assert_eq!(
+        taken_over,
+        vec![
+            "Integration/billing".to_string(),
+            "Integration/orders".to_string()
+        ]
+    );
+    assert!(
+        killed_at.elapsed() >= LEASE,
+        "takeover waited for the lease to expire as observed locally"
+    );
+    for name in ["orders", "billing"] {
+        wait_for(
+            &admin,
+            CamelKind::Integration,
+            &ns.name,
+            name,
+            Duration::from_secs(60),
+            "running under operator-2",
+            running_under("operator-2"),
+        )
+        .await;
+    }
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test]
+async fn paused_owner_cannot_write_after_it_resumes() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace("pause").await;
+    let admin = cluster.admin().await;
+    let op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "3s");
+    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
+    create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "orders",
+        Duration::from_secs(30),
+        "building",
+        in_phase("Building Kit"),
+    )
+    .await;
+
+    op1.signal(Signal::SIGSTOP);
+    let seen_by_op1 = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+        .get("orders")
+        .await
+        .unwrap();
+    let outcome = coordinator(cluster)
+        .await
+        .execute(
+            &batch(&ns.name, "operator-1", "operator-2", &["orders"]),
+            &options(&ns.name, ReleaseMode::Protocol),
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&outcome, HandoffOutcome::Completed { taken_over, .. } if taken_over.len() == 1),
+        "{outcome:?}"
+    );
+    // Past its build time and its renew deadline: it resumes with writes it had decided on.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    op1.signal(Signal::SIGCONT);
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "orders",
+        Duration::from_secs(60),
+        "running under operator-2",
+        running_under("operator-2"),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let it = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+        .get("orders")
+        .await
+        .unwrap();
+    assert!(
+        running_under("operator-2")(&it),
+        "operator-1 changed nothing after resuming:\n{}",
+        op1.log_tail()
+    );
+    // Whatever operator-1 had decided while it owned the resource is refused now.
+    let late_writer = Writer {
+        client: cluster.client_as("operator-1").await,
+        operator_id: "operator-1".into(),
+        version: "old".into(),
+    };
+    let late_step = Step {
+        effect: None,
+        status: json!({ "phase": "Deploying" }).as_object().unwrap().clone(),
+    };
+    assert_eq!(
+        late_writer
+            .perform(CamelKind::Integration, &seen_by_op1, &late_step)
+            .await
+            .unwrap(),
+        WriteOutcome::Fenced
+    );
+    let refused = cluster
+        .audit_log()
+        .events_in(&ns.name)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.user.username == "operator-1" && e.verb == "patch" && e.code() == Some(422))
+        .count();
+    assert!(
+        refused >= 1,
+        "the API server refused operator-1's late write"
+    );
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test]
+async fn live_owner_that_does_not_release_stalls_with_the_reason() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace("stall").await;
+    let admin = cluster.admin().await;
+    let _op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "120s");
+    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
+    create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "orders",
+        Duration::from_secs(30),
+        "building",
+        in_phase("Building Kit"),
+    )
+    .await;
+    let mut opts = options(&ns.name, ReleaseMode::Protocol);
+    opts.drain_timeout = Duration::from_secs(3);
+    let outcome = coordinator(cluster)
+        .await
+        .execute(
+            &batch(&ns.name, "operator-1", "operator-2", &["orders"]),
+            &opts,
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
+    let HandoffOutcome::Stalled { waiting, moved } = outcome else {
+        panic!("expected a stall, got {outcome:?}")
+    };
+    assert!(moved.is_empty());
+    assert_eq!(waiting.len(), 1);
+    assert!(
+        waiting[0].1.contains("Building Kit"),
+        "the reason names the phase: {waiting:?}"
+    );
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns.name);
+    let requests = leases
+        .list(&ListParams::default().labels(FROM_LABEL))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(
+        requests.len(),
+        1,
+        "the request stays for the owner to honour later"
+    );
+    let state = &requests[0].metadata.annotations.as_ref().unwrap()[STATE_ANNOTATION];
+    assert!(
+        state.contains("Stalled") && state.contains("Building Kit"),
+        "{state}"
+    );
+    let it = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+        .get("orders")
+        .await
+        .unwrap();
+    assert_eq!(
+        owner(&it).as_deref(),
+        Some("operator-1"),
+        "not forced without the policy"
+    );
+
+    // With the force policy, the same move goes through after the drain timeout.
+    opts.force = ForcePolicy::AfterDrainTimeout;
+    let outcome = coordinator(cluster)
+        .await
+        .execute(
+            &batch(&ns.name, "operator-1", "operator-2", &["orders"]),
+            &opts,
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&outcome, HandoffOutcome::Completed { taken_over, .. } if taken_over.len() == 1),
+        "{outcome:?}"
+    );
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test]
+async fn resource_deleted_while_its_handoff_is_pending() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace("delete").await;
+    let admin = cluster.admin().await;
+    let _op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "120s");
+    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
+    create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "orders",
+        Duration::from_secs(30),
+        "building",
+        in_phase("Building Kit"),
+    )
+    .await;
+
+    let api = camel_api(admin.clone(), CamelKind::Integration, &ns.name);
+    let deleter = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        api.delete("orders", &DeleteParams::background())
+            .await
+            .unwrap();
+    });
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(60),
+        coordinator(cluster).await.execute(
+            &batch(&ns.name, "operator-1", "operator-2", &["orders"]),
+            &options(&ns.name, ReleaseMode::Protocol),
+            &mut |_| {},
+        ),
+    )
+    .await
+    .expect("the handoff does not hang")
+    .unwrap();
+    deleter.await.unwrap();
+    assert_eq!(
+        outcome,
+        HandoffOutcome::Completed {
+            moved: vec![],
+            already_there: vec![],
+            taken_over: vec![],
+            gone: vec!["Integration/orders".into()]
+        }
+    );
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns.name);
+    assert!(
+        leases
+            .list(&ListParams::default().labels(FROM_LABEL))
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
+        "no request leaks"
+    );
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test]
+async fn target_dying_mid_handoff_withdraws_the_request() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace("target").await;
+    let admin = cluster.admin().await;
+    let _op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "120s");
+    let mut op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
+    create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "orders",
+        Duration::from_secs(30),
+        "building",
+        in_phase("Building Kit"),
+    )
+    .await;
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        op2.kill();
+    });
+    let outcome = coordinator(cluster)
+        .await
+        .execute(
+            &batch(&ns.name, "operator-1", "operator-2", &["orders"]),
+            &options(&ns.name, ReleaseMode::Protocol),
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
+    killer.await.unwrap();
+    assert_eq!(
+        outcome,
+        HandoffOutcome::TargetDead {
+            moved: vec![],
+            remaining: vec!["Integration/orders".into()]
+        }
+    );
+    let it = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+        .get("orders")
+        .await
+        .unwrap();
+    assert_eq!(
+        owner(&it).as_deref(),
+        Some("operator-1"),
+        "what was not moved stays with its owner"
+    );
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns.name);
+    assert!(
+        leases
+            .list(&ListParams::default().labels(FROM_LABEL))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    // And a move to a dead operator is refused up front.
+    let err = coordinator(cluster)
+        .await
+        .execute(
+            &batch(&ns.name, "operator-1", "operator-2", &["orders"]),
+            &options(&ns.name, ReleaseMode::Protocol),
+            &mut |_| {},
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, HandoffError::TargetNotAlive(..)), "{err}");
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test]
+async fn one_replica_leads_and_another_takes_over_when_it_dies() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace("leader").await;
+    let admin = cluster.admin().await;
+    let mut a = start_operator(cluster, "operator-1", &ns.name, "replica-a", "1s");
+    let mut b = start_operator(cluster, "operator-1", &ns.name, "replica-b", "1s");
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns.name);
+    let holder = || async {
+        leases
+            .get_opt("operator-1-lock")
+            .await
+            .unwrap()
+            .and_then(|l| l.spec?.holder_identity)
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let first = loop {
+        if let Some(h) = holder().await.filter(|h| !h.is_empty()) {
+            break h;
+        }
+        assert!(Instant::now() < deadline, "nobody acquired the lock");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "orders",
+        Duration::from_secs(60),
+        "running",
+        running_under("operator-1"),
+    )
+    .await;
+    let (leader, other) = if first == "replica-a" {
+        (&mut a, "replica-b")
+    } else {
+        (&mut b, "replica-a")
+    };
+    leader.signal(Signal::SIGKILL);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while holder().await.as_deref() != Some(other) {
+        assert!(
+            Instant::now() < deadline,
+            "{other} did not take the lock over"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The new leader reconciles: a new Integration runs.
+    create_integration(&admin, &ns.name, "billing", Some("operator-1")).await;
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "billing",
+        Duration::from_secs(60),
+        "running",
+        running_under("operator-1"),
+    )
+    .await;
+    let writers: std::collections::BTreeSet<String> = cluster
+        .audit_log()
+        .events_in(&ns.name)
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e.is_successful_write()
+                && e.resource() == Some("leases")
+                && e.user.username == "operator-1"
+        })
+        .filter_map(|e| {
+            e.response_object.as_ref()?["spec"]["holderIdentity"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert!(
+        writers.contains(other),
+        "the lock was written by the new leader: {writers:?}"
+    );
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test]
+async fn upstream_owner_is_released_by_the_coordinator_in_a_stable_phase() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace("upstream").await;
+    let admin = cluster.admin().await;
+    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
+    // operator-3 plays a plain upstream operator: it holds its lock (as upstream's leader
+    // election does) but speaks no protocol. Its Integration is deploying.
+    let upstream_lock = tokio_util::sync::CancellationToken::new();
+    let timing = LockTiming::new(LEASE, Duration::from_secs(3), Duration::from_secs(1)).unwrap();
+    tokio::spawn(
+        camelk_reconciler::lock::OperatorLock::new(
+            admin.clone(),
+            &ns.name,
+            "operator-3",
+            "upstream-operator-3",
+            timing,
+        )
+        .run(upstream_lock.clone()),
+    );
+    let it = create_integration(&admin, &ns.name, "legacy", Some("operator-3")).await;
+    let api = camel_api(admin.clone(), CamelKind::Integration, &ns.name);
+    api.patch_status(
+        "legacy",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": { "phase": "Deploying" } })),
+    )
+    .await
+    .unwrap();
+    let promote = tokio::spawn({
+        let api = api.clone();
+        async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let ready = json!({ "status": { "phase": "Running", "conditions": [{ "type": "Ready", "status": "True" }] } });
+            api.patch_status("legacy", &PatchParams::default(), &Patch::Merge(ready))
+                .await
+                .unwrap();
+        }
+    });
+    let started = Instant::now();
+    let outcome = coordinator(cluster)
+        .await
+        .execute(
+            &batch(&ns.name, "operator-3", "operator-2", &["legacy"]),
+            &options(&ns.name, ReleaseMode::Upstream),
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
+    promote.await.unwrap();
+    upstream_lock.cancel();
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "waited while Deploying"
+    );
+    assert!(
+        matches!(&outcome, HandoffOutcome::Completed { moved, .. } if moved == &vec!["Integration/legacy".to_string()]),
+        "{outcome:?}"
+    );
+    let after = api.get("legacy").await.unwrap();
+    assert_eq!(
+        after.metadata.annotations.as_ref().unwrap()["camel.apache.org/operator.id"],
+        "operator-2",
+        "annotation flipped with the label"
+    );
+    assert_eq!(after.metadata.uid, it.metadata.uid);
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "legacy",
+        Duration::from_secs(60),
+        "running under operator-2",
+        running_under("operator-2"),
+    )
+    .await;
+    assert_single_owner(cluster, &ns.name);
+}
