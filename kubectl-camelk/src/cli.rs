@@ -54,6 +54,13 @@ pub enum Command {
     /// Like `plan`, but exit 0 when nothing would change, 1 when something
     /// would, 2 or more on error (as `kubectl diff`).
     Diff(PlanArgs),
+    /// Hand resources over to another operator now, through the guarded
+    /// handoff (for clusters not driven from Git).
+    Move(MoveArgs),
+    /// List Camel K resources with the operator that owns each.
+    Get(GetArgs),
+    /// List operators: their lock, whether they renew it, how much they own.
+    Operators(OperatorsArgs),
     /// Print a shell completion script.
     Completion {
         #[arg(value_enum)]
@@ -164,4 +171,51 @@ pub struct PlanArgs {
     /// Desired owners from this revision's manifest (default: the work tree).
     #[arg(long, value_name = "REV")]
     pub head: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct MoveArgs {
+    /// Resources as KIND/NAME, in the namespace of -n.
+    #[arg(required = true, value_name = "KIND/NAME")]
+    pub resources: Vec<String>,
+    /// The operator to hand them to.
+    #[arg(long, value_name = "OPERATOR")]
+    pub to: String,
+    /// Wait until the handoff ends, showing progress (without it, only the
+    /// request is written and the current owner releases on its own).
+    #[arg(long)]
+    pub wait: bool,
+    /// The current owner is a plain upstream Camel K operator: release for
+    /// it once each resource is in a stable phase.
+    #[arg(long)]
+    pub upstream: bool,
+    /// How long a live owner may take to release before the move stalls.
+    #[arg(long, value_parser = crate::commands::live::duration, default_value = "5m")]
+    pub drain_timeout: std::time::Duration,
+    /// Take resources over after the drain timeout instead of stalling.
+    #[arg(long)]
+    pub force: bool,
+    /// Namespace of the operators' lock Leases (default: found by name).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub operator_namespace: Option<String>,
+    /// Lease duration of the operators' locks, to judge them alive or dead.
+    #[arg(long, value_parser = crate::commands::live::duration, default_value = "15s")]
+    pub lease_duration: std::time::Duration,
+}
+
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    /// Only this kind (integration, it, pipe, ...).
+    #[arg(value_name = "KIND")]
+    pub kind: Option<String>,
+    /// Only resources owned by this operator.
+    #[arg(long, value_name = "ID")]
+    pub operator: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct OperatorsArgs {
+    /// How long to watch the locks for renewals.
+    #[arg(long, value_parser = crate::commands::live::duration, default_value = "3s")]
+    pub observe: std::time::Duration,
 }

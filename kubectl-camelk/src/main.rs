@@ -78,6 +78,9 @@ async fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             });
         }
+        Command::Move(args) => return commands::live::move_(cli, args).await,
+        Command::Get(args) => commands::live::get(cli, args).await?,
+        Command::Operators(args) => commands::live::operators(cli, args).await?,
         Command::Completion { shell } => {
             clap_complete::generate(
                 *shell,

@@ -18,6 +18,7 @@
 pub mod api;
 pub mod camel_k;
 pub mod connect;
+pub mod fleet;
 pub mod git;
 pub mod handoff;
 pub mod inventory;

@@ -2,6 +2,7 @@
 //! prints the result. Shared here: finding the manifest and the cluster.
 
 pub mod edit;
+pub mod live;
 pub mod plan;
 pub mod validate;
 

@@ -90,6 +90,18 @@ impl HandoffOptions {
     }
 }
 
+/// What [`Coordinator::request`] did.
+#[derive(Debug)]
+pub enum Requested {
+    /// Nothing to move (everything is with the target already).
+    Nothing(HandoffOutcome),
+    /// The request Lease is written.
+    Pending {
+        request: HandoffRequest,
+        already_there: Vec<String>,
+    },
+}
+
 /// How a handoff ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HandoffOutcome {
@@ -206,13 +218,32 @@ impl Coordinator {
         }
     }
 
-    /// Moves `batch` (see the flow in the module doc of [`crate::handoff`]).
+    /// Moves `batch` (see the flow in the module doc of [`crate::handoff`]):
+    /// [`request`](Self::request), then [`drive`](Self::drive) to the end.
     pub async fn execute(
         &mut self,
         batch: &MoveBatch,
         opts: &HandoffOptions,
         on_progress: &mut dyn FnMut(&Progress),
     ) -> Result<HandoffOutcome, HandoffError> {
+        match self.request(batch, opts).await? {
+            Requested::Nothing(outcome) => Ok(outcome),
+            Requested::Pending {
+                request,
+                already_there,
+            } => {
+                self.drive(&request, batch, opts, already_there, on_progress)
+                    .await
+            }
+        }
+    }
+
+    /// Checks the resources and the target, and writes the handoff request.
+    pub async fn request(
+        &mut self,
+        batch: &MoveBatch,
+        opts: &HandoffOptions,
+    ) -> Result<Requested, HandoffError> {
         let ns = batch.namespace.as_str();
         let mut items = Vec::new();
         let mut already_there = Vec::new();
@@ -253,12 +284,12 @@ impl Coordinator {
             });
         }
         if items.is_empty() {
-            return Ok(HandoffOutcome::Completed {
+            return Ok(Requested::Nothing(HandoffOutcome::Completed {
                 moved: vec![],
                 already_there,
                 taken_over: vec![],
                 gone: vec![],
-            });
+            }));
         }
         if !self.wait_alive(&batch.to, opts).await? {
             return Err(HandoffError::TargetNotAlive(
@@ -292,7 +323,23 @@ impl Coordinator {
         }
         tracing::info!(request = %request.name, namespace = ns, from = %batch.from, to = %batch.to,
             resources = request.spec.items.len(), "handoff requested");
+        Ok(Requested::Pending {
+            request,
+            already_there,
+        })
+    }
 
+    /// Drives a written request to its end: releases for upstream owners,
+    /// takes over from dead ones, reports a stall, withdraws if the target dies.
+    pub async fn drive(
+        &mut self,
+        request: &HandoffRequest,
+        batch: &MoveBatch,
+        opts: &HandoffOptions,
+        already_there: Vec<String>,
+        on_progress: &mut dyn FnMut(&Progress),
+    ) -> Result<HandoffOutcome, HandoffError> {
+        let request = request.clone();
         let started = Instant::now();
         let total = request.spec.items.len();
         let mut taken_over = BTreeSet::new();

@@ -10,11 +10,9 @@ use std::time::{Duration, Instant};
 
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_reconciler::handoff::release::phase;
-use camelk_reconciler::operator::rbac::{coordinator_cluster_role, operator_cluster_role};
 use camelk_testkit::TestCluster;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
 use kube::Client;
-use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
@@ -23,46 +21,9 @@ pub const OPERATORS: [&str; 3] = ["operator-1", "operator-2", "operator-3"];
 /// Short lock timing so expiry-driven tests take seconds.
 pub const LEASE: Duration = Duration::from_secs(4);
 
-async fn create_or_keep<K>(api: &Api<K>, obj: &K)
-where
-    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    match api.create(&PostParams::default(), obj).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!("creating RBAC: {e}"),
-    }
-}
-
 /// Grants operator-1..3 the operator role and `reconciler` the coordinator role.
 pub async fn grant_rbac(cluster: &TestCluster) {
-    let admin = cluster.admin().await;
-    let roles: Api<ClusterRole> = Api::all(admin.clone());
-    create_or_keep(&roles, &operator_cluster_role("camelk-operator")).await;
-    create_or_keep(&roles, &coordinator_cluster_role("camelk-coordinator")).await;
-    let bindings: Api<ClusterRoleBinding> = Api::all(admin);
-    let mut pairs: Vec<(&str, &str)> = OPERATORS.iter().map(|o| (*o, "camelk-operator")).collect();
-    pairs.push(("reconciler", "camelk-coordinator"));
-    for (user, role) in pairs {
-        let binding = ClusterRoleBinding {
-            metadata: ObjectMeta {
-                name: Some(format!("{role}-{user}")),
-                ..Default::default()
-            },
-            role_ref: RoleRef {
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                kind: "ClusterRole".into(),
-                name: role.into(),
-            },
-            subjects: Some(vec![Subject {
-                kind: "User".into(),
-                name: user.into(),
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                ..Default::default()
-            }]),
-        };
-        create_or_keep(&bindings, &binding).await;
-    }
+    cluster.grant_camelk_roles().await;
 }
 
 /// A running `reconciler operator` process, killed when dropped.

@@ -158,6 +158,48 @@ impl TestCluster {
             .unwrap_or_else(|e| panic!("client for {identity}: {e}"))
     }
 
+    /// Grants the operator identities (`operator-1..3`) the operator role and
+    /// `reconciler` the coordinator role, cluster-wide (idempotent).
+    pub async fn grant_camelk_roles(&self) {
+        use camelk_reconciler::operator::rbac::{coordinator_cluster_role, operator_cluster_role};
+        use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
+        let admin = self.admin().await;
+        let roles: Api<ClusterRole> = Api::all(admin.clone());
+        for role in [
+            operator_cluster_role("camelk-operator"),
+            coordinator_cluster_role("camelk-coordinator"),
+        ] {
+            create_or_keep(&roles, &role).await;
+        }
+        let bindings: Api<ClusterRoleBinding> = Api::all(admin);
+        let pairs = [
+            ("operator-1", "camelk-operator"),
+            ("operator-2", "camelk-operator"),
+            ("operator-3", "camelk-operator"),
+            ("reconciler", "camelk-coordinator"),
+        ];
+        for (user, role) in pairs {
+            let binding = ClusterRoleBinding {
+                metadata: ObjectMeta {
+                    name: Some(format!("{role}-{user}")),
+                    ..Default::default()
+                },
+                role_ref: RoleRef {
+                    api_group: Some("rbac.authorization.k8s.io".into()),
+                    kind: "ClusterRole".into(),
+                    name: role.into(),
+                },
+                subjects: Some(vec![Subject {
+                    kind: "User".into(),
+                    name: user.into(),
+                    api_group: Some("rbac.authorization.k8s.io".into()),
+                    ..Default::default()
+                }]),
+            };
+            create_or_keep(&bindings, &binding).await;
+        }
+    }
+
     /// Creates a namespace with a unique name starting with `prefix`; it is
     /// deleted when the returned guard is dropped.
     pub async fn namespace(&self, prefix: &str) -> TestNamespace {
@@ -179,6 +221,20 @@ impl TestCluster {
             name,
             dir: self.dir.clone(),
         }
+    }
+}
+
+async fn create_or_keep<K>(api: &Api<K>, obj: &K)
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), obj).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!(
+            "creating {}: {e}",
+            obj.meta().name.clone().unwrap_or_default()
+        ),
     }
 }
 

@@ -1,0 +1,376 @@
+//! Commands on the live cluster that need no Git: `move` (the imperative
+//! guarded handoff), `get` (who owns what) and `operators` (who is alive).
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use camelk_reconciler::api::{OperatorId, parse_duration};
+use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use camelk_reconciler::fleet::{self, Renewal};
+use camelk_reconciler::handoff::executor::{Progress, Requested};
+use camelk_reconciler::handoff::{
+    Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,
+};
+use camelk_reconciler::lock::LockTiming;
+use kube::api::{Api, DynamicObject};
+use serde_json::json;
+
+use crate::cli::{Cli, GetArgs, MoveArgs, OperatorsArgs, Output};
+
+/// Parses `KIND/NAME` as kubectl does (`integration/orders`, `it/orders`).
+pub fn parse_resource(text: &str) -> anyhow::Result<(CamelKind, String)> {
+    let Some((kind, name)) = text.split_once('/') else {
+        bail!("`{text}`: expected KIND/NAME, for example integration/orders");
+    };
+    let kind = CamelKind::parse(kind).with_context(|| {
+        format!(
+            "`{kind}` is not a Camel K kind (kinds: {})",
+            CamelKind::ALL.map(CamelKind::kind).join(", ")
+        )
+    })?;
+    Ok((kind, name.to_string()))
+}
+
+pub async fn move_(cli: &Cli, args: &MoveArgs) -> anyhow::Result<ExitCode> {
+    let (client, default_ns) = super::cluster(cli).await?;
+    let ns = cli.namespace.clone().unwrap_or(default_ns);
+    let to = OperatorId::new(args.to.clone()).context("--to")?;
+    let resources = args
+        .resources
+        .iter()
+        .map(|r| parse_resource(r))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+
+    // Group by current owner: one batch (one request Lease) per owner.
+    let mut batches: BTreeMap<String, Vec<(CamelKind, String)>> = BTreeMap::new();
+    for (kind, name) in &resources {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &ns, &kind.api_resource());
+        let obj = api
+            .get_opt(name)
+            .await
+            .with_context(|| format!("reading {kind} {ns}/{name}"))?
+            .with_context(|| format!("{kind} {ns}/{name} not found"))?;
+        let owner = obj
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(OPERATOR_ID_KEY))
+            .cloned()
+            .with_context(|| {
+                format!(
+                    "{kind} {ns}/{name} has no owner yet; assign it in Git (kubectl camelk assign)"
+                )
+            })?;
+        batches
+            .entry(owner)
+            .or_default()
+            .push((*kind, name.clone()));
+    }
+
+    let lock_ns = |id: &str| {
+        let client = client.clone();
+        let id = id.to_string();
+        let given = args.operator_namespace.clone();
+        async move {
+            match given {
+                Some(ns) => Ok::<_, anyhow::Error>(ns),
+                None => Ok(fleet::find_lock(&client, &id)
+                    .await
+                    .context("looking for operator locks")?
+                    .with_context(|| {
+                        format!(
+                            "operator {id} has no lock Lease {id}-lock anywhere: is it running?"
+                        )
+                    })?),
+            }
+        }
+    };
+    let mut lock_namespaces = BTreeMap::new();
+    lock_namespaces.insert(to.to_string(), lock_ns(to.as_str()).await?);
+    let timing = LockTiming::new(
+        args.lease_duration,
+        args.lease_duration * 2 / 3,
+        args.lease_duration / 7,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let mut coordinator = Coordinator::new(client.clone());
+    let mut failed = false;
+    for (from, items) in batches {
+        let from = OperatorId::new(from).context("current owner")?;
+        if from != to {
+            lock_namespaces.insert(
+                from.to_string(),
+                lock_ns(from.as_str()).await.unwrap_or_else(|_| ns.clone()),
+            );
+        }
+        let opts = HandoffOptions {
+            coordinator: "kubectl-camelk".into(),
+            mode: if args.upstream {
+                ReleaseMode::Upstream
+            } else {
+                ReleaseMode::Protocol
+            },
+            drain_timeout: args.drain_timeout,
+            force: if args.force {
+                ForcePolicy::AfterDrainTimeout
+            } else {
+                ForcePolicy::Never
+            },
+            lock_timing: timing,
+            lock_namespaces: lock_namespaces.clone(),
+            default_lock_namespace: ns.clone(),
+            poll: Duration::from_millis(500),
+        };
+        let batch = MoveBatch {
+            namespace: ns.clone(),
+            from: from.clone(),
+            to: to.clone(),
+            resources: items,
+        };
+        eprintln!(
+            "moving {} resource(s) in {ns} from {from} to {to}",
+            batch.resources.len()
+        );
+        let tty = std::io::stderr().is_terminal();
+        let mut last = String::new();
+        let mut show = |p: &Progress| {
+            let line = format!(
+                "  {}/{} moved{}",
+                p.done,
+                p.total,
+                p.waiting_on
+                    .as_ref()
+                    .map(|w| format!(", waiting on {w}"))
+                    .unwrap_or_default()
+            );
+            if line != last {
+                if tty {
+                    eprint!("\r\x1b[2K{line}");
+                } else {
+                    eprintln!("{line}");
+                }
+                last = line;
+            }
+        };
+        let outcome = match coordinator.request(&batch, &opts).await? {
+            Requested::Nothing(outcome) => outcome,
+            Requested::Pending {
+                request,
+                already_there,
+            } if args.wait => {
+                coordinator
+                    .drive(&request, &batch, &opts, already_there, &mut show)
+                    .await?
+            }
+            Requested::Pending { request, .. } => {
+                println!(
+                    "handoff requested: Lease {ns}/{} ({} resource(s), {from} → {to}); {from} releases each when idle \
+                     (follow with kubectl camelk get -n {ns}, or use --wait)",
+                    request.name,
+                    request.spec.items.len()
+                );
+                continue;
+            }
+        };
+        if tty {
+            eprintln!();
+        }
+        failed |= !matches!(outcome, HandoffOutcome::Completed { .. });
+        print_outcome(cli.output, &from, &to, &outcome);
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn print_outcome(output: Output, from: &OperatorId, to: &OperatorId, outcome: &HandoffOutcome) {
+    if output == Output::Json {
+        let value = match outcome {
+            HandoffOutcome::Completed {
+                moved,
+                already_there,
+                taken_over,
+                gone,
+            } => json!({
+                "result": "Completed", "from": from, "to": to, "moved": moved,
+                "alreadyThere": already_there, "takenOver": taken_over, "gone": gone }),
+            HandoffOutcome::Stalled { moved, waiting } => json!({
+                "result": "Stalled", "from": from, "to": to, "moved": moved,
+                "waiting": waiting.iter().map(|(r, why)| json!({ "resource": r, "reason": why })).collect::<Vec<_>>() }),
+            HandoffOutcome::TargetDead { moved, remaining } => json!({
+                "result": "TargetDead", "from": from, "to": to, "moved": moved, "remaining": remaining }),
+        };
+        println!("{}", serde_json::to_string_pretty(&value).expect("json"));
+        return;
+    }
+    match outcome {
+        HandoffOutcome::Completed {
+            moved,
+            already_there,
+            taken_over,
+            gone,
+        } => {
+            for r in moved {
+                println!("{r}: moved {from} → {to}");
+            }
+            for r in taken_over {
+                println!("{r}: taken over from {from} → {to} (owner did not release)");
+            }
+            for r in already_there {
+                println!("{r}: already owned by {to}");
+            }
+            for r in gone {
+                println!("{r}: deleted during the move");
+            }
+        }
+        HandoffOutcome::Stalled { moved, waiting } => {
+            for r in moved {
+                println!("{r}: moved {from} → {to}");
+            }
+            for (r, why) in waiting {
+                println!(
+                    "{r}: Stalled: {why} (still owned by {from}; use --force to take it after the drain timeout)"
+                );
+            }
+        }
+        HandoffOutcome::TargetDead { moved, remaining } => {
+            for r in moved {
+                println!("{r}: moved {from} → {to}");
+            }
+            for r in remaining {
+                println!("{r}: not moved: {to} stopped renewing its lock; still owned by {from}");
+            }
+        }
+    }
+}
+
+pub async fn get(cli: &Cli, args: &GetArgs) -> anyhow::Result<()> {
+    let (client, default_ns) = super::cluster(cli).await?;
+    let namespace = if cli.all_namespaces {
+        None
+    } else {
+        Some(cli.namespace.clone().unwrap_or(default_ns))
+    };
+    let kinds: Vec<CamelKind> = match &args.kind {
+        Some(k) => {
+            vec![CamelKind::parse(k).with_context(|| format!("`{k}` is not a Camel K kind"))?]
+        }
+        None => CamelKind::ALL.to_vec(),
+    };
+    let (rows, _missing) = fleet::resources(
+        &client,
+        &kinds,
+        namespace.as_deref(),
+        args.operator.as_deref(),
+    )
+    .await
+    .context("listing Camel K resources")?;
+    if cli.output == Output::Json {
+        let items: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                json!({ "kind": r.kind, "namespace": r.namespace, "name": r.name,
+                "operator": r.label, "operatorAnnotation": r.annotation, "phase": r.phase })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "items": items })).expect("json")
+        );
+        return Ok(());
+    }
+    let mut table = vec![vec![
+        "NAMESPACE".to_string(),
+        "KIND".into(),
+        "NAME".into(),
+        "OPERATOR".into(),
+        "PHASE".into(),
+    ]];
+    for r in &rows {
+        let owner = match (&r.label, &r.annotation) {
+            (Some(l), Some(a)) if l != a => format!("{l} (annotation: {a})"),
+            (Some(v), _) | (None, Some(v)) => v.clone(),
+            (None, None) => "<none>".into(),
+        };
+        table.push(vec![
+            r.namespace.clone(),
+            r.kind.to_string(),
+            r.name.clone(),
+            owner,
+            r.phase.clone().unwrap_or_default(),
+        ]);
+    }
+    print_table(&table);
+    Ok(())
+}
+
+pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
+    let (client, _) = super::cluster(cli).await?;
+    let ops = fleet::operators(&client, args.observe)
+        .await
+        .context("reading operator locks")?;
+    if cli.output == Output::Json {
+        let items: Vec<_> = ops
+            .iter()
+            .map(|o| {
+                json!({ "id": o.id, "namespace": o.namespace, "holder": o.holder,
+                "renewTime": o.renew_time, "alive": o.renewal == Renewal::Seen, "owned": o.owned })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "items": items })).expect("json")
+        );
+        return Ok(());
+    }
+    let mut table = vec![vec![
+        "OPERATOR".to_string(),
+        "NAMESPACE".into(),
+        "HOLDER".into(),
+        "LAST RENEWAL".into(),
+        "ALIVE".into(),
+        "OWNS".into(),
+    ]];
+    for o in &ops {
+        let alive = match o.renewal {
+            Renewal::Seen => "yes".to_string(),
+            Renewal::Released => "no (released)".to_string(),
+            Renewal::NotSeen => format!("no renewal in {:?}", args.observe),
+        };
+        table.push(vec![
+            o.id.clone(),
+            o.namespace.clone(),
+            o.holder.clone().unwrap_or_else(|| "<none>".into()),
+            o.renew_time.clone().unwrap_or_default(),
+            alive,
+            o.owned.to_string(),
+        ]);
+    }
+    print_table(&table);
+    Ok(())
+}
+
+fn print_table(rows: &[Vec<String>]) {
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        println!("{}", line.join("   ").trim_end());
+    }
+}
+
+/// `--observe` and `--drain-timeout` values.
+pub fn duration(text: &str) -> Result<Duration, String> {
+    parse_duration(text).ok_or_else(|| format!("`{text}` is not a duration (like 500ms, 5s, 2m)"))
+}

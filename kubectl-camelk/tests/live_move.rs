@@ -1,0 +1,217 @@
+//! `kubectl camelk move`, `get` and `operators` against the real control
+//! plane, with the scoped operator loops of operator-1 and operator-2
+//! running (in-process, each with its own identity and lock).
+
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use camelk_reconciler::api::OperatorId;
+use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use camelk_reconciler::handoff::release::phase;
+use camelk_reconciler::lock::LockTiming;
+use camelk_reconciler::operator::{self, OperatorConfig};
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+fn start_operator(client: kube::Client, id: &str, ns: &str, stop: &CancellationToken) {
+    let cfg = OperatorConfig {
+        id: OperatorId::new(id).unwrap(),
+        lock_namespace: ns.into(),
+        namespaces: vec![ns.into()],
+        identity: format!("{id}-test"),
+        version: "test".into(),
+        build_time: Duration::from_millis(500),
+        timing: LockTiming::new(
+            Duration::from_secs(4),
+            Duration::from_secs(3),
+            Duration::from_secs(1),
+        )
+        .unwrap(),
+        resync: Duration::from_millis(300),
+    };
+    tokio::spawn(operator::run(client, cfg, stop.clone()));
+}
+
+fn camelk(kubeconfig: &std::path::Path, ns: &str, args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-camelk"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--context", "reconciler", "-n", ns])
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+async fn wait_running(api: &Api<DynamicObject>, name: &str, owner: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let obj = api.get(name).await.unwrap();
+        let labelled = obj
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(OPERATOR_ID_KEY))
+            .map(String::as_str);
+        if phase(&obj) == Some("Running") && labelled == Some(owner) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} not running under {owner}: {:?}",
+            phase(&obj)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn move_get_and_operators_on_a_live_cluster() {
+    let cluster = camelk_testkit::shared();
+    cluster.grant_camelk_roles().await;
+    let ns = cluster.namespace("move").await;
+    let stop = CancellationToken::new();
+    start_operator(
+        cluster.client_as("operator-1").await,
+        "operator-1",
+        &ns.name,
+        &stop,
+    );
+    start_operator(
+        cluster.client_as("operator-2").await,
+        "operator-2",
+        &ns.name,
+        &stop,
+    );
+    let admin = cluster.admin().await;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(admin, &ns.name, &CamelKind::Integration.api_resource());
+    for name in ["orders", "billing"] {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": CamelKind::Integration.api_version(), "kind": "Integration",
+            "metadata": { "name": name, "labels": { OPERATOR_ID_KEY: "operator-1" }, "annotations": { OPERATOR_ID_KEY: "operator-1" } },
+            "spec": {}
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &obj).await.unwrap();
+        wait_running(&api, name, "operator-1").await;
+    }
+    let kubeconfig = cluster.kubeconfig();
+
+    let out = camelk(
+        &kubeconfig,
+        &ns.name,
+        &[
+            "move",
+            "integration/orders",
+            "--to",
+            "operator-2",
+            "--wait",
+            "-o",
+            "json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "move failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["result"], "Completed");
+    assert_eq!(result["moved"], json!(["Integration/orders"]));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("1/1 moved"),
+        "progress is shown on stderr"
+    );
+    wait_running(&api, "orders", "operator-2").await;
+
+    let out = camelk(&kubeconfig, &ns.name, &["get", "integration", "-o", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let owners: Vec<(String, String)> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["name"].as_str().unwrap().to_string(),
+                i["operator"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        owners,
+        vec![
+            ("billing".into(), "operator-1".into()),
+            ("orders".into(), "operator-2".into())
+        ]
+    );
+    let out = camelk(&kubeconfig, &ns.name, &["get", "--operator", "operator-2"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("orders") && !table.contains("billing"),
+        "{table}"
+    );
+
+    let out = camelk(
+        &kubeconfig,
+        &ns.name,
+        &["operators", "--observe", "2500ms", "-o", "json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ops: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for id in ["operator-1", "operator-2"] {
+        let op = ops["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["id"] == id && o["namespace"] == ns.name.as_str())
+            .unwrap_or_else(|| panic!("{id} listed: {ops}"));
+        assert_eq!(op["alive"], true, "{id} renews its lock");
+        assert_eq!(op["holder"], format!("{id}-test"));
+    }
+
+    // Without --wait only the request is written; the owner releases by itself.
+    let out = camelk(
+        &kubeconfig,
+        &ns.name,
+        &["move", "it/billing", "--to", "operator-2"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("handoff requested"));
+    wait_running(&api, "billing", "operator-2").await;
+
+    // Bad input: a kind that is not Camel K's, and a move to an operator that runs nowhere.
+    let out = camelk(
+        &kubeconfig,
+        &ns.name,
+        &["move", "deployment/x", "--to", "operator-2"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a Camel K kind"));
+    let out = camelk(
+        &kubeconfig,
+        &ns.name,
+        &["move", "integration/orders", "--to", "operator-7"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("operator-7 has no lock"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stop.cancel();
+}

@@ -1,0 +1,176 @@
+//! The live fleet: which operators exist (their `<id>-lock` Leases), whether
+//! they are seen renewing, and which Camel K resources each owns. Read-only;
+//! resources are read with metadata-only lists unless their phase is asked for.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams};
+
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use crate::handoff::release::phase;
+
+/// Whether an operator's lock was seen renewing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Renewal {
+    /// Its resourceVersion changed while we watched.
+    Seen,
+    /// It has no holder: the operator released it (stopped cleanly).
+    Released,
+    /// Not renewed while we watched (a short window cannot tell dead from slow).
+    NotSeen,
+}
+
+/// One operator as its lock shows it.
+#[derive(Clone, Debug)]
+pub struct OperatorView {
+    pub id: String,
+    pub namespace: String,
+    pub holder: Option<String>,
+    /// `spec.renewTime` as the holder wrote it (its clock, not ours).
+    pub renew_time: Option<String>,
+    pub lease_duration_seconds: Option<i32>,
+    pub renewal: Renewal,
+    /// Camel K resources whose owner label names it.
+    pub owned: usize,
+}
+
+/// Namespace of the lock of operator `id`, if one exists anywhere.
+pub async fn find_lock(client: &Client, id: &str) -> Result<Option<String>, kube::Error> {
+    let name = crate::lock::lock_name(id);
+    let leases: Api<Lease> = Api::all(client.clone());
+    let list = leases
+        .list(&ListParams::default().fields(&format!("metadata.name={name}")))
+        .await?;
+    Ok(list.items.into_iter().find_map(|l| l.metadata.namespace))
+}
+
+/// Every operator with a lock, watched for `observe` to see which renew.
+pub async fn operators(
+    client: &Client,
+    observe: Duration,
+) -> Result<Vec<OperatorView>, kube::Error> {
+    let leases: Api<Lease> = Api::all(client.clone());
+    let locks = |list: Vec<Lease>| -> BTreeMap<(String, String), Lease> {
+        list.into_iter()
+            .filter_map(|l| {
+                let name = l.metadata.name.clone()?;
+                let id = name.strip_suffix("-lock")?.to_string();
+                Some(((id, l.metadata.namespace.clone().unwrap_or_default()), l))
+            })
+            .collect()
+    };
+    let before = locks(leases.list(&ListParams::default()).await?.items);
+    tokio::time::sleep(observe).await;
+    let after = locks(leases.list(&ListParams::default()).await?.items);
+    let owned = owned_counts(client).await?;
+    Ok(after
+        .into_iter()
+        .map(|((id, namespace), lease)| {
+            let spec = lease.spec.clone().unwrap_or_default();
+            let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+            let changed = before
+                .get(&(id.clone(), namespace.clone()))
+                .is_none_or(|b| b.metadata.resource_version != lease.metadata.resource_version);
+            let renewal = match (&holder, changed) {
+                (None, _) => Renewal::Released,
+                (Some(_), true) => Renewal::Seen,
+                (Some(_), false) => Renewal::NotSeen,
+            };
+            OperatorView {
+                owned: owned.get(&id).copied().unwrap_or(0),
+                id,
+                namespace,
+                holder,
+                renew_time: spec.renew_time.map(|t| t.0.to_string()),
+                lease_duration_seconds: spec.lease_duration_seconds,
+                renewal,
+            }
+        })
+        .collect())
+}
+
+/// Owned resources per operator id, from metadata-only lists of every kind.
+pub async fn owned_counts(client: &Client) -> Result<BTreeMap<String, usize>, kube::Error> {
+    let mut counts = BTreeMap::new();
+    for kind in CamelKind::ALL {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.api_resource());
+        let list = match api
+            .list_metadata(&ListParams::default().labels(OPERATOR_ID_KEY))
+            .await
+        {
+            Ok(list) => list,
+            Err(kube::Error::Api(s)) if s.code == 404 => continue,
+            Err(e) => return Err(e),
+        };
+        for item in list.items {
+            if let Some(id) = item
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(OPERATOR_ID_KEY))
+            {
+                *counts.entry(id.clone()).or_default() += 1;
+            }
+        }
+    }
+    Ok(counts)
+}
+
+/// One Camel K resource and its owner keys.
+#[derive(Clone, Debug)]
+pub struct ResourceView {
+    pub kind: CamelKind,
+    pub namespace: String,
+    pub name: String,
+    pub label: Option<String>,
+    pub annotation: Option<String>,
+    pub phase: Option<String>,
+}
+
+/// Resources of `kinds` in `namespace` (all when `None`), owned by `operator`
+/// when given; kinds whose CRD is missing are skipped and returned apart.
+pub async fn resources(
+    client: &Client,
+    kinds: &[CamelKind],
+    namespace: Option<&str>,
+    operator: Option<&str>,
+) -> Result<(Vec<ResourceView>, Vec<CamelKind>), kube::Error> {
+    let params = match operator {
+        Some(id) => ListParams::default().labels(&format!("{OPERATOR_ID_KEY}={id}")),
+        None => ListParams::default(),
+    };
+    let mut rows = Vec::new();
+    let mut missing = Vec::new();
+    for kind in kinds {
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &kind.api_resource()),
+            None => Api::all_with(client.clone(), &kind.api_resource()),
+        };
+        let list = match api.list(&params).await {
+            Ok(list) => list,
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                missing.push(*kind);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        for obj in list.items {
+            let get = |m: &Option<BTreeMap<String, String>>| {
+                m.as_ref().and_then(|m| m.get(OPERATOR_ID_KEY)).cloned()
+            };
+            rows.push(ResourceView {
+                kind: *kind,
+                namespace: obj.metadata.namespace.clone().unwrap_or_default(),
+                name: obj.metadata.name.clone().unwrap_or_default(),
+                label: get(&obj.metadata.labels),
+                annotation: get(&obj.metadata.annotations),
+                phase: phase(&obj).map(str::to_string),
+            });
+        }
+    }
+    rows.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
+    Ok((rows, missing))
+}
