@@ -1,0 +1,182 @@
+//! The reference Camel K lifecycle of the scoped operator loops, on a real
+//! control plane with three operator processes sharing one namespace: each
+//! reconciles only its own Integrations, Pipes and IntegrationPlatforms.
+
+mod support;
+
+use std::time::Duration;
+
+use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use camelk_reconciler::handoff::release::phase;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::json;
+use support::*;
+
+async fn create(client: &kube::Client, ns: &str, kind: CamelKind, name: &str, owner: &str) {
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": kind.api_version(), "kind": kind.kind(),
+        "metadata": { "name": name, "labels": { OPERATOR_ID_KEY: owner }, "annotations": { OPERATOR_ID_KEY: owner } },
+        "spec": {}
+    }))
+    .unwrap();
+    camel_api(client.clone(), kind, ns)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("creating {kind} {name}: {e}"));
+}
+
+#[tokio::test]
+async fn three_operators_each_run_only_their_own_work() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace("three").await;
+    let admin = cluster.admin().await;
+    let _ops: Vec<_> = OPERATORS
+        .iter()
+        .map(|id| start_operator(cluster, id, &ns.name, id, "1s"))
+        .collect();
+    for id in OPERATORS {
+        create(
+            &admin,
+            &ns.name,
+            CamelKind::Integration,
+            &format!("it-{id}"),
+            id,
+        )
+        .await;
+        create(&admin, &ns.name, CamelKind::IntegrationPlatform, id, id).await;
+    }
+    for id in OPERATORS {
+        wait_for(
+            &admin,
+            CamelKind::Integration,
+            &ns.name,
+            &format!("it-{id}"),
+            Duration::from_secs(60),
+            "running",
+            running_under(id),
+        )
+        .await;
+        wait_for(
+            &admin,
+            CamelKind::IntegrationPlatform,
+            &ns.name,
+            id,
+            Duration::from_secs(30),
+            "ready",
+            in_phase("Ready"),
+        )
+        .await;
+    }
+    // Several platforms share the namespace; each operator keeps its Maven settings under its id.
+    let config_maps: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns.name);
+    for id in OPERATORS {
+        let cm = config_maps
+            .get(&format!("{id}-maven-settings"))
+            .await
+            .unwrap();
+        assert_eq!(cm.metadata.labels.unwrap()[OPERATOR_ID_KEY], id);
+    }
+    // Secondary objects carry their creator's id; the Deployment its operator's id and version.
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), &ns.name);
+    for id in OPERATORS {
+        let kit = camel_api(admin.clone(), CamelKind::IntegrationKit, &ns.name)
+            .get(&format!("it-{id}-kit-{id}"))
+            .await
+            .unwrap();
+        assert_eq!(owner(&kit).as_deref(), Some(id));
+        let build = camel_api(admin.clone(), CamelKind::Build, &ns.name)
+            .get(&format!("it-{id}-kit-{id}"))
+            .await
+            .unwrap();
+        assert_eq!(
+            (owner(&build).as_deref(), phase(&build)),
+            (Some(id), Some("Succeeded"))
+        );
+        let d = deployments.get(&format!("it-{id}")).await.unwrap();
+        assert_eq!(d.metadata.labels.as_ref().unwrap()[OPERATOR_ID_KEY], id);
+        assert!(
+            d.metadata
+                .annotations
+                .as_ref()
+                .unwrap()
+                .contains_key("camelk.dev/operator-version")
+        );
+        let owner_ref = &d.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner_ref.kind.as_str(), owner_ref.name.as_str()),
+            ("Integration", format!("it-{id}").as_str())
+        );
+    }
+    // Each operator wrote only its own objects.
+    let events = cluster.audit_log().events_in(&ns.name).unwrap();
+    for e in events
+        .iter()
+        .filter(|e| e.is_successful_write() && e.stage == "ResponseComplete")
+    {
+        let user = e.user.username.as_str();
+        if !OPERATORS.contains(&user) {
+            continue;
+        }
+        let name = e
+            .object_ref
+            .as_ref()
+            .and_then(|o| o.name.clone())
+            .unwrap_or_default();
+        assert!(
+            name.contains(user),
+            "{user} wrote {:?} {name}",
+            e.resource()
+        );
+    }
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test]
+async fn pipe_creates_its_integration_under_the_same_operator() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace("pipe").await;
+    let admin = cluster.admin().await;
+    let _op = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
+    create(
+        &admin,
+        &ns.name,
+        CamelKind::Pipe,
+        "orders-pipe",
+        "operator-2",
+    )
+    .await;
+    let pipe = wait_for(
+        &admin,
+        CamelKind::Pipe,
+        &ns.name,
+        "orders-pipe",
+        Duration::from_secs(60),
+        "ready",
+        in_phase("Ready"),
+    )
+    .await;
+    let it = wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "orders-pipe",
+        Duration::from_secs(5),
+        "running",
+        running_under("operator-2"),
+    )
+    .await;
+    let owner_ref = &it.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner_ref.kind.as_str(), owner_ref.uid.as_str()),
+        ("Pipe", pipe.metadata.uid.as_deref().unwrap())
+    );
+    assert_eq!(
+        it.metadata.annotations.as_ref().unwrap()[OPERATOR_ID_KEY],
+        "operator-2"
+    );
+    assert_single_owner(cluster, &ns.name);
+}
