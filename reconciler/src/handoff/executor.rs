@@ -344,7 +344,11 @@ impl Coordinator {
         let total = request.spec.items.len();
         let mut taken_over = BTreeSet::new();
         loop {
-            let remaining = self.remaining(&request).await?;
+            // Phases are needed only to release for upstream owners and to say
+            // why a move stalls; otherwise metadata-only lists keep polling cheap.
+            let need_phase =
+                opts.mode == ReleaseMode::Upstream || started.elapsed() >= opts.drain_timeout;
+            let remaining = self.remaining(&request, need_phase).await?;
             on_progress(&Progress {
                 total,
                 done: total - remaining.len(),
@@ -429,13 +433,15 @@ impl Coordinator {
         })
     }
 
-    /// Items of the request still labelled with the old owner (one list per kind).
+    /// Items of the request still labelled with the old owner (one list per
+    /// kind; `full` objects, or metadata only).
     async fn remaining(
         &self,
         request: &HandoffRequest,
+        full: bool,
     ) -> Result<Vec<(CamelKind, DynamicObject)>, HandoffError> {
         let selector = format!("{OPERATOR_ID_KEY}={}", request.spec.from);
-        self.items_matching(request, &selector).await
+        self.items_matching(request, &selector, full).await
     }
 
     async fn with_owner(
@@ -445,7 +451,7 @@ impl Coordinator {
     ) -> Result<Vec<String>, HandoffError> {
         let selector = format!("{OPERATOR_ID_KEY}={owner}");
         Ok(self
-            .items_matching(request, &selector)
+            .items_matching(request, &selector, false)
             .await?
             .iter()
             .map(|(k, o)| format!("{k}/{}", o.metadata.name.as_deref().unwrap_or_default()))
@@ -456,6 +462,7 @@ impl Coordinator {
         &self,
         request: &HandoffRequest,
         selector: &str,
+        full: bool,
     ) -> Result<Vec<(CamelKind, DynamicObject)>, HandoffError> {
         let kinds: BTreeSet<CamelKind> = request.spec.items.iter().map(|i| i.kind).collect();
         let mut out = Vec::new();
@@ -465,11 +472,24 @@ impl Coordinator {
                 &request.namespace,
                 &kind.api_resource(),
             );
-            let list = api
-                .list(&ListParams::default().labels(selector))
-                .await
-                .map_err(api_err(format!("listing {kind} in {}", request.namespace)))?;
-            for obj in list.items {
+            let params = ListParams::default().labels(selector);
+            let context = format!("listing {kind} in {}", request.namespace);
+            let objects = if full {
+                api.list(&params).await.map_err(api_err(context))?.items
+            } else {
+                api.list_metadata(&params)
+                    .await
+                    .map_err(api_err(context))?
+                    .items
+                    .into_iter()
+                    .map(|m| DynamicObject {
+                        types: m.types,
+                        metadata: m.metadata,
+                        data: serde_json::Value::Null,
+                    })
+                    .collect()
+            };
+            for obj in objects {
                 let name = obj.metadata.name.clone().unwrap_or_default();
                 let uid = obj.metadata.uid.clone().unwrap_or_default();
                 if request.covers(kind, &name, &uid) {

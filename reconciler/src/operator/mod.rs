@@ -212,6 +212,12 @@ impl Loops {
             .collect();
         let mut held = BTreeSet::new();
         for request in requests {
+            let builds: Vec<&DynamicObject> = self
+                .cache
+                .all(&Watched::Camel(CamelKind::Build))
+                .filter(|b| b.metadata.namespace.as_deref() == Some(request.namespace.as_str()))
+                .collect();
+            let mut releasable = Vec::new();
             for item in &request.spec.items {
                 let Some(obj) =
                     self.cache
@@ -222,37 +228,37 @@ impl Loops {
                 if obj.metadata.uid.as_deref() != Some(item.uid.as_str()) {
                     continue;
                 }
-                let builds: Vec<&DynamicObject> = self
-                    .cache
-                    .all(&Watched::Camel(CamelKind::Build))
-                    .filter(|b| b.metadata.namespace == obj.metadata.namespace)
-                    .collect();
-                if let Some(reason) = owner_may_release(item.kind, obj, &builds) {
-                    tracing::debug!(resource = %item.name, %reason, "release waits for work in flight");
-                    held.insert((item.kind, request.namespace.clone(), item.name.clone()));
-                    continue;
+                match owner_may_release(item.kind, obj, &builds) {
+                    Some(reason) => {
+                        tracing::debug!(resource = %item.name, %reason, "release waits for work in flight");
+                        held.insert((item.kind, request.namespace.clone(), item.name.clone()));
+                    }
+                    None => releasable.push((item.kind, obj.clone())),
                 }
+            }
+            for (kind, obj) in releasable {
                 if !leadership.is_leading() {
                     return held;
                 }
-                let obj = obj.clone();
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                let to = request.spec.to.as_str();
                 match flip(
                     &self.client,
-                    item.kind,
+                    kind,
                     &obj,
                     self.cfg.id.as_str(),
-                    request.spec.to.as_str(),
+                    to,
                     &FlipGuard::default(),
                 )
                 .await
                 {
                     Ok(FlipResult::Flipped(_)) => {
-                        tracing::info!(kind = %item.kind, namespace = %request.namespace, name = %item.name, to = %request.spec.to, "released");
+                        tracing::info!(%kind, namespace = %request.namespace, %name, %to, "released");
                     }
                     Ok(_) => {}
                     Err(e) => {
-                        tracing::warn!(error = %e, name = %item.name, "release failed");
-                        held.insert((item.kind, request.namespace.clone(), item.name.clone()));
+                        tracing::warn!(error = %e, %name, "release failed");
+                        held.insert((kind, request.namespace.clone(), name));
                     }
                 }
             }
