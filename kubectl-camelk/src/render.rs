@@ -23,7 +23,7 @@ pub fn manifest_diff(path: &str, old: &str, new: &str, colour: bool) -> String {
     let diff = similar::TextDiff::from_lines(old, new)
         .unified_diff()
         .context_radius(3)
-        .header(&format!("a/{path}"), &format!("b/{path}"))
+        .header(&prefixed("a", path), &prefixed("b", path))
         .to_string();
     if !colour {
         return diff;
@@ -37,6 +37,16 @@ pub fn manifest_diff(path: &str, old: &str, new: &str, colour: bool) -> String {
         })
         .map(|l| l + "\n")
         .collect()
+}
+
+/// `a/path` as Git writes it for a path in the repository; an absolute
+/// path (a file outside any repository) stays as it is.
+fn prefixed(side: &str, path: &str) -> String {
+    if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("{side}/{path}")
+    }
 }
 
 fn table(header: &[&str], rows: &[Vec<String>]) -> String {

@@ -26,3 +26,5 @@ pub mod lock;
 pub mod manifest;
 pub mod operator;
 pub mod plan;
+pub mod source;
+pub mod sync;

@@ -155,13 +155,12 @@ async fn finish(
         println!("{}: nothing to change", location.display);
         return Ok(());
     }
-    let after = Manifest::parse(&location.display, edited.text.clone())?;
     let change = Change {
         old: manifest.text.clone(),
         new: edited.text,
         title,
         details: edited.changes,
-        manifests: Some((manifest, after)),
+        manifests: Some((manifest, edited.manifest)),
         named,
     };
     record(cli, args, location, change, verb).await

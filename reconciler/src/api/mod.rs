@@ -64,14 +64,26 @@ pub struct OperatorAssignmentSpec {
     /// Owner of every resource in scope that no pin or rule assigns.
     pub default_operator: OperatorId,
     /// Ordered rules; the first that matches a resource decides its owner.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub rules: Vec<Rule>,
     /// Single resources assigned explicitly; a pin beats every rule.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub pins: Vec<Pin>,
     /// Moves of every resource of one operator (optionally a selected part)
     /// to another, in steps.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub staged_moves: Vec<StagedMove>,
     /// How moves are batched and gated.
     #[serde(default)]
@@ -111,10 +123,18 @@ pub enum Protocol {
 #[serde(rename_all = "camelCase")]
 pub struct Scope {
     /// Namespaces governed; empty means every namespace.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub namespaces: Vec<String>,
     /// Kinds governed; empty means every Camel K kind.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub kinds: Vec<CamelKind>,
 }
 
@@ -149,12 +169,24 @@ pub struct Rule {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Match {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub kinds: Vec<CamelKind>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub namespaces: Vec<String>,
     /// Name globs: `*` matches any run of characters, `?` one character.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub names: Vec<String>,
     /// A Kubernetes label selector on the resource's labels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,7 +214,11 @@ pub struct StagedMove {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<LabelSelector>,
     /// Steps of this move; absent: `rollout.steps`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub steps: Vec<Step>,
 }
 
@@ -192,7 +228,11 @@ pub struct StagedMove {
 pub struct RolloutSettings {
     /// Cumulative targets: `10%` or a count of resources moved by the end of
     /// the step. A last step of `100%` is implied.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub steps: Vec<Step>,
     /// What must hold of the moved resources before the next step starts.
     #[serde(default)]
@@ -301,6 +341,52 @@ pub struct OperatorAssignmentStatus {
     /// Resources per current owner.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counts: BTreeMap<String, u64>,
+    /// Where the rollout of the last attempted revision stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+    /// The last migrations, newest first (bounded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<MigrationRecord>,
+}
+
+/// Progress of the staged rollout of one revision, as `reconciler sync`
+/// records it after every step (it keeps no other state).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// Commit the rollout executes.
+    pub revision: String,
+    /// Steps of the rollout's plan.
+    pub total_steps: u32,
+    /// Step being executed or waited on (from 1; 0 before the first).
+    pub current_step: u32,
+    /// Last step whose moves were all done and found healthy.
+    pub completed_steps: u32,
+    /// `Progressing`, `WaitingForHealth`, `Pausing`, `Paused`, `Complete`.
+    pub state: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Moved resources that failed the health gate, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failing: Vec<String>,
+    /// When the last step passed its health gate (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_completed_at: Option<String>,
+}
+
+/// One revision's migration, for `status.history`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationRecord {
+    pub revision: String,
+    pub started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    pub moves: u64,
+    pub first_assignments: u64,
+    pub steps: u32,
+    /// `Succeeded`, `Paused`, `Superseded`.
+    pub result: String,
 }
 
 /// The generated CustomResourceDefinition of `OperatorAssignment`.
@@ -308,6 +394,16 @@ pub fn crd()
 -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
     use kube::CustomResourceExt;
     OperatorAssignment::crd()
+}
+
+/// A list that may be written empty as `key:` (null), which Kubernetes
+/// treats as absent.
+fn list<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// The generated CRD as YAML, as `reconciler crds` prints it.

@@ -29,6 +29,9 @@ enum Command {
     Crds,
     /// Run the scoped operator loops of one operator id.
     Operator(Box<OperatorArgs>),
+    /// Sync the OperatorAssignment manifest from Git: validate, plan, and
+    /// execute the migration step by step through guarded handoffs.
+    Sync(Box<SyncArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -86,6 +89,51 @@ struct OperatorArgs {
     connection: Connection,
 }
 
+#[derive(Args, Debug)]
+struct SyncArgs {
+    /// Git repository: a path, file://, https:// or ssh:// URL.
+    #[arg(long)]
+    repo: String,
+    /// Branch to follow.
+    #[arg(long, default_value = "main")]
+    branch: String,
+    /// Path of the manifest inside the repository.
+    #[arg(long, default_value = "operator-assignment.yaml")]
+    path: String,
+    /// How often the branch is fetched.
+    #[arg(long, value_parser = duration, default_value = "30s")]
+    interval: Duration,
+    /// Directory of the cache clone (default: a directory under the system temp dir).
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+    /// Namespace of the OperatorAssignment object.
+    #[arg(long, short = 'n', env = "POD_NAMESPACE", default_value = "default")]
+    namespace: String,
+    /// Namespace of the reconciler's lock `camelk-reconciler-lock` (default: --namespace).
+    #[arg(long)]
+    lock_namespace: Option<String>,
+    /// Identity of this replica (default: host name and process id).
+    #[arg(long)]
+    identity: Option<String>,
+    /// The reconciler's lock lease duration.
+    #[arg(long, value_parser = duration, default_value = "15s")]
+    lease_duration: Duration,
+    /// The reconciler's lock renew deadline.
+    #[arg(long, value_parser = duration, default_value = "10s")]
+    renew_deadline: Duration,
+    /// The reconciler's lock retry period.
+    #[arg(long, value_parser = duration, default_value = "2s")]
+    retry_period: Duration,
+    /// Lease duration of the operators' locks, to judge them alive or dead.
+    #[arg(long, value_parser = duration, default_value = "15s")]
+    operator_lease_duration: Duration,
+    /// How often handoffs and health gates are polled.
+    #[arg(long, value_parser = duration, default_value = "500ms")]
+    poll: Duration,
+    #[command(flatten)]
+    connection: Connection,
+}
+
 fn duration(text: &str) -> Result<Duration, String> {
     parse_duration(text).ok_or_else(|| format!("`{text}` is not a duration (like 500ms, 5s, 2m)"))
 }
@@ -108,8 +156,91 @@ fn main() -> ExitCode {
         Command::Version => println!("reconciler {}", env!("CARGO_PKG_VERSION")),
         Command::Crds => print!("{}", camelk_reconciler::api::crd_yaml()),
         Command::Operator(args) => return run_operator(*args),
+        Command::Sync(args) => return run_sync(*args),
     }
     ExitCode::SUCCESS
+}
+
+fn identity(given: Option<String>) -> String {
+    given.unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    })
+}
+
+/// Cancelled on SIGTERM or Ctrl-C.
+fn on_signal() -> CancellationToken {
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        token.cancel();
+    });
+    shutdown
+}
+
+async fn client(connection: &Connection) -> Result<kube::Client, String> {
+    let config = camelk_reconciler::connect::config(
+        connection.kubeconfig.as_deref(),
+        connection.context.as_deref(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    kube::Client::try_from(config).map_err(|e| format!("creating a Kubernetes client: {e}"))
+}
+
+fn run_sync(args: SyncArgs) -> ExitCode {
+    use camelk_reconciler::source::GitSource;
+    use camelk_reconciler::sync::{self, SyncConfig};
+    init_logs(args.connection.log_format);
+    let timing = |lease, renew, retry| {
+        LockTiming::new(lease, renew, retry).map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        })
+    };
+    let lock_timing = match timing(args.lease_duration, args.renew_deadline, args.retry_period) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let operator_lock_timing = LockTiming {
+        lease_duration: args.operator_lease_duration,
+        ..LockTiming::DEFAULT
+    };
+    let identity = identity(args.identity.clone());
+    let cache = args.cache_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("camelk-reconciler-cache-{identity}"))
+    });
+    let source = GitSource::new(&args.repo, &args.branch, &args.path, &cache);
+    let cfg = SyncConfig {
+        lock_namespace: args
+            .lock_namespace
+            .clone()
+            .unwrap_or_else(|| args.namespace.clone()),
+        namespace: args.namespace.clone(),
+        identity,
+        lock_timing,
+        operator_lock_timing,
+        interval: args.interval,
+        poll: args.poll,
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    runtime.block_on(async move {
+        let client = match client(&args.connection).await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        sync::run(client, source, cfg, on_signal()).await;
+        ExitCode::SUCCESS
+    })
 }
 
 fn run_operator(args: OperatorArgs) -> ExitCode {

@@ -42,9 +42,11 @@ pub enum EditError {
 }
 
 /// What one edit did, in words for the commit message.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Edited {
     pub text: String,
+    /// The edited manifest, already validated (no need to parse it again).
+    pub manifest: Manifest,
     /// One line per change, e.g. `Integration shop/orders: operator-1 -> operator-2`.
     pub changes: Vec<String>,
 }
@@ -182,6 +184,7 @@ pub fn rollout(
             if expected.staged_moves[index] == staged {
                 return Ok(Edited {
                     text: manifest.text.clone(),
+                    manifest: manifest.clone(),
                     changes: Vec::new(),
                 });
             }
@@ -366,5 +369,9 @@ fn finish(
             file: manifest.file.clone(),
         });
     }
-    Ok(Edited { text, changes })
+    Ok(Edited {
+        text,
+        manifest: edited,
+        changes,
+    })
 }

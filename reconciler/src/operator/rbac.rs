@@ -59,7 +59,9 @@ pub fn operator_cluster_role(name: &str) -> ClusterRole {
 }
 
 /// What the coordinator needs: read Camel K resources, patch their owner
-/// keys, and create, mark and delete handoff Leases (and read locks).
+/// keys, and create, mark and delete handoff Leases (and read locks). As
+/// `reconciler sync` it also holds its own lock (update), applies the
+/// `OperatorAssignment` object and its status, and records Events.
 pub fn coordinator_cluster_role(name: &str) -> ClusterRole {
     ClusterRole {
         metadata: ObjectMeta {
@@ -75,8 +77,21 @@ pub fn coordinator_cluster_role(name: &str) -> ClusterRole {
             rule(
                 "coordination.k8s.io",
                 &["leases".into()],
-                &["get", "list", "watch", "create", "patch", "delete"],
+                &[
+                    "get", "list", "watch", "create", "update", "patch", "delete",
+                ],
             ),
+            rule(
+                crate::api::GROUP,
+                &["operatorassignments".into()],
+                &["get", "list", "watch", "create", "patch"],
+            ),
+            rule(
+                crate::api::GROUP,
+                &["operatorassignments/status".into()],
+                &["get", "patch", "update"],
+            ),
+            rule("events.k8s.io", &["events".into()], &["create", "patch"]),
         ]),
         ..Default::default()
     }

@@ -195,3 +195,244 @@ pub fn running_under(id: &str) -> impl Fn(&DynamicObject) -> bool + '_ {
                 .is_some_and(|k| k.ends_with(&format!("-kit-{id}")))
     }
 }
+
+/// Installs the `OperatorAssignment` CRD (server-side apply, idempotent) and
+/// waits until it is served.
+pub async fn install_assignment_crd(cluster: &TestCluster) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Patch, PatchParams};
+    let admin = cluster.admin().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    let crd = camelk_reconciler::api::crd();
+    let name = crd.metadata.name.clone().unwrap();
+    crds.patch(
+        &name,
+        &PatchParams::apply("camelk-e2e").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .expect("applying the OperatorAssignment CRD");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let api: Api<camelk_reconciler::api::OperatorAssignment> = Api::all(admin);
+    while api.list(&Default::default()).await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "OperatorAssignment CRD not served"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Starts `reconciler sync` as the `reconciler` identity, following branch
+/// `main` of `repo`, its object and lock in `namespace`.
+pub fn start_sync(
+    cluster: &TestCluster,
+    namespace: &str,
+    repo: &std::path::Path,
+    identity: &str,
+    cache: &std::path::Path,
+) -> OperatorProcess {
+    let log = std::env::temp_dir().join(format!("camelk-e2e-{namespace}-{identity}.log"));
+    let out = File::create(&log).expect("sync log");
+    let child = Command::new(env!("CARGO_BIN_EXE_reconciler"))
+        .arg("sync")
+        .arg("--repo")
+        .arg(format!("file://{}", repo.display()))
+        .args(["--branch", "main", "--path", "operator-assignment.yaml"])
+        .args(["--interval", "1s", "--poll", "300ms"])
+        .args(["--namespace", namespace, "--identity", identity])
+        .arg("--cache-dir")
+        .arg(cache)
+        .args([
+            "--lease-duration",
+            "4s",
+            "--renew-deadline",
+            "3s",
+            "--retry-period",
+            "1s",
+            "--operator-lease-duration",
+            "4s",
+        ])
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig())
+        .args(["--context", "reconciler"])
+        .env("RUST_LOG", "info,camelk_reconciler=debug")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("start reconciler sync");
+    OperatorProcess {
+        id: "reconciler".into(),
+        child,
+        log,
+    }
+}
+
+/// A Git remote (bare) and a clone that commits and pushes to it.
+pub struct GitRemote {
+    pub dir: tempfile::TempDir,
+    work: git2::Repository,
+}
+
+impl GitRemote {
+    pub fn new() -> GitRemote {
+        let dir = tempfile::tempdir().unwrap();
+        git2::Repository::init_bare(dir.path().join("remote.git")).unwrap();
+        let work = git2::Repository::init(dir.path().join("work")).unwrap();
+        work.remote("origin", dir.path().join("remote.git").to_str().unwrap())
+            .unwrap();
+        GitRemote { dir, work }
+    }
+
+    /// The bare repository the reconciler follows.
+    pub fn url(&self) -> std::path::PathBuf {
+        self.dir.path().join("remote.git")
+    }
+
+    /// A directory for a reconciler's cache clone.
+    pub fn cache(&self, name: &str) -> std::path::PathBuf {
+        self.dir.path().join(format!("cache-{name}"))
+    }
+
+    /// Commits `text` as `operator-assignment.yaml` on `main` and pushes it; returns the SHA.
+    pub fn push(&self, text: &str, message: &str) -> String {
+        let sig = git2::Signature::now("e2e", "e2e@example.com").unwrap();
+        let path = self
+            .work
+            .workdir()
+            .unwrap()
+            .join("operator-assignment.yaml");
+        std::fs::write(&path, text).unwrap();
+        let mut index = self.work.index().unwrap();
+        index
+            .add_path(std::path::Path::new("operator-assignment.yaml"))
+            .unwrap();
+        index.write().unwrap();
+        let tree = self.work.find_tree(index.write_tree().unwrap()).unwrap();
+        let parent = self
+            .work
+            .refname_to_id("refs/heads/main")
+            .ok()
+            .map(|id| self.work.find_commit(id).unwrap());
+        let parents: Vec<&git2::Commit> = parent.iter().collect();
+        let id = self
+            .work
+            .commit(
+                Some("refs/heads/main"),
+                &sig,
+                &sig,
+                message,
+                &tree,
+                &parents,
+            )
+            .unwrap();
+        let mut remote = self.work.find_remote("origin").unwrap();
+        remote
+            .push(&["refs/heads/main:refs/heads/main"], None)
+            .unwrap();
+        id.to_string()
+    }
+}
+
+/// The `OperatorAssignment` in `namespace`.
+pub async fn assignment(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Option<camelk_reconciler::api::OperatorAssignment> {
+    Api::<camelk_reconciler::api::OperatorAssignment>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .unwrap()
+}
+
+/// Polls the `OperatorAssignment` until `check` holds of its status, or
+/// panics after `timeout` with `what` and the sync's log.
+pub async fn wait_status(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    timeout: Duration,
+    what: &str,
+    sync: &OperatorProcess,
+    check: impl Fn(&camelk_reconciler::api::OperatorAssignmentStatus) -> bool,
+) -> camelk_reconciler::api::OperatorAssignmentStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let status = assignment(client, namespace, name)
+            .await
+            .and_then(|o| o.status);
+        if let Some(s) = &status
+            && check(s)
+        {
+            return s.clone();
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "status of {namespace}/{name}: not {what} after {timeout:?}; last: {status:#?}\nsync log:\n{}",
+                sync.log_tail()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// One change of a Camel K resource's owner label, as the audit log shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnerChange {
+    /// Plural of the kind (`integrations`).
+    pub resource: String,
+    pub name: String,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    /// The resourceVersion the change produced (etcd's commit order).
+    pub resource_version: u64,
+}
+
+/// Changes of owner label of Camel K resources in `namespace`, from the audit
+/// log, in commit order.
+pub fn owner_changes(cluster: &TestCluster, namespace: &str) -> Vec<OwnerChange> {
+    let mut writes: Vec<(u64, String, String, Option<String>)> = cluster
+        .audit_log()
+        .events_in(namespace)
+        .unwrap()
+        .into_iter()
+        .filter(|e| {
+            e.stage == "ResponseComplete"
+                && e.is_successful_write()
+                && e.object_ref.as_ref().and_then(|o| o.api_group.as_deref())
+                    == Some("camel.apache.org")
+        })
+        .filter_map(|e| {
+            let response = e.response_object.as_ref()?;
+            let rv: u64 = response["metadata"]["resourceVersion"]
+                .as_str()?
+                .parse()
+                .ok()?;
+            let name = response["metadata"]["name"].as_str()?.to_string();
+            let owner = response["metadata"]["labels"][OPERATOR_ID_KEY]
+                .as_str()
+                .map(str::to_string);
+            Some((rv, e.resource()?.to_string(), name, owner))
+        })
+        .collect();
+    writes.sort();
+    let mut last: std::collections::HashMap<(String, String), Option<String>> = Default::default();
+    let mut changes = Vec::new();
+    for (rv, resource, name, owner) in writes {
+        let key = (resource.clone(), name.clone());
+        match last.get(&key) {
+            Some(previous) if *previous != owner => changes.push(OwnerChange {
+                resource,
+                name,
+                from: previous.clone(),
+                to: owner.clone(),
+                resource_version: rv,
+            }),
+            _ => {}
+        }
+        last.insert(key, owner);
+    }
+    changes
+}

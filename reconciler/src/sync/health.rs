@@ -1,0 +1,203 @@
+//! The health gate between rollout steps: every resource moved in a step
+//! must be healthy under its new owner before the next step starts.
+//!
+//! Contract:
+//! - Healthy ([`judge`], pure): the owner label names the new owner, and an
+//!   Integration is `Running` with `Ready=True` (the condition only when the
+//!   gate requires it); a Pipe or KameletBinding is `Ready`; other kinds only
+//!   need the owner.
+//! - Fresh: right after a handoff an Integration still carries the status its
+//!   old owner wrote. For resources moved in this round ([`Watch::fresh`]),
+//!   a status seen healthy at the start of the gate counts only once the
+//!   object has changed since (the new owner has reconciled it). Pipes are
+//!   judged on their phase alone.
+//! - [`wait`] polls until every resource is healthy or the timeout passes,
+//!   and then names each failing resource with the reason.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use tokio_util::sync::CancellationToken;
+
+use crate::api::OperatorId;
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use crate::handoff::release::{condition, phase};
+use crate::inventory::ResourceRef;
+
+/// One moved resource the gate watches.
+#[derive(Clone, Debug)]
+pub struct Watch {
+    pub resource: ResourceRef,
+    pub owner: OperatorId,
+    /// Moved in this round: a status that was already healthy must be rewritten.
+    pub fresh: bool,
+}
+
+/// Why the gate could not pass.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error("reading {resource}: {source}")]
+    Read {
+        resource: ResourceRef,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// Whether `object` is healthy under `owner`, or why not.
+pub fn judge(
+    kind: CamelKind,
+    object: &DynamicObject,
+    owner: &OperatorId,
+    require_ready: bool,
+) -> Result<(), String> {
+    let label = object
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(OPERATOR_ID_KEY));
+    if label.map(String::as_str) != Some(owner.as_str()) {
+        return Err(format!(
+            "owned by {}, not {owner}",
+            label.map(String::as_str).unwrap_or("nobody")
+        ));
+    }
+    let p = phase(object).unwrap_or("");
+    match kind {
+        CamelKind::Integration => {
+            if p != "Running" {
+                return Err(format!("phase `{p}`, not Running, under {owner}"));
+            }
+            if require_ready && condition(object, "Ready") != Some("True") {
+                return Err(format!("Running but not Ready under {owner}"));
+            }
+            Ok(())
+        }
+        CamelKind::Pipe | CamelKind::KameletBinding if p != "Ready" => {
+            Err(format!("phase `{p}`, not Ready, under {owner}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Waits until every watched resource is healthy, up to `timeout`. Returns
+/// the failing resources, each with its reason (empty: the gate passed).
+pub async fn wait(
+    client: &Client,
+    watches: &[Watch],
+    require_ready: bool,
+    timeout: Duration,
+    poll: Duration,
+    cancel: &CancellationToken,
+) -> Result<Vec<String>, GateError> {
+    let deadline = Instant::now() + timeout;
+    // resourceVersion at the start for fresh resources already looking healthy.
+    let mut stale: HashMap<usize, String> = HashMap::new();
+    let mut pending: Vec<usize> = (0..watches.len()).collect();
+    let mut first = true;
+    loop {
+        let mut failing = Vec::new();
+        let mut still = Vec::new();
+        for &i in &pending {
+            let w = &watches[i];
+            let id = &w.resource;
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), &id.namespace, &id.kind.api_resource());
+            let object = api
+                .get_opt(&id.name)
+                .await
+                .map_err(|source| GateError::Read {
+                    resource: id.clone(),
+                    source,
+                })?;
+            let Some(object) = object else {
+                continue; // deleted: nothing to wait for
+            };
+            let rv = object.metadata.resource_version.clone().unwrap_or_default();
+            let verdict = judge(id.kind, &object, &w.owner, require_ready);
+            let verdict = match verdict {
+                Ok(()) if w.fresh && id.kind == CamelKind::Integration => {
+                    if first {
+                        stale.insert(i, rv.clone());
+                    }
+                    match stale.get(&i) {
+                        Some(seen) if *seen == rv => Err(format!(
+                            "status not yet reconciled by {} since the move",
+                            w.owner
+                        )),
+                        _ => Ok(()),
+                    }
+                }
+                other => other,
+            };
+            if let Err(why) = verdict {
+                failing.push(format!("{id}: {why}"));
+                still.push(i);
+            }
+        }
+        first = false;
+        pending = still;
+        if pending.is_empty() || Instant::now() >= deadline {
+            return Ok(failing);
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return Err(GateError::Cancelled),
+            _ = tokio::time::sleep(poll) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(kind: &str, owner: &str, status: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "camel.apache.org/v1", "kind": kind,
+            "metadata": { "name": "x", "namespace": "n", "labels": { OPERATOR_ID_KEY: owner } },
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn integrations_need_running_and_ready_under_the_new_owner() {
+        let op2 = OperatorId::new("operator-2").unwrap();
+        let ready =
+            json!({ "phase": "Running", "conditions": [{ "type": "Ready", "status": "True" }] });
+        let i = CamelKind::Integration;
+        assert!(
+            judge(
+                i,
+                &obj("Integration", "operator-2", ready.clone()),
+                &op2,
+                true
+            )
+            .is_ok()
+        );
+        let err = judge(i, &obj("Integration", "operator-1", ready), &op2, true).unwrap_err();
+        assert!(err.contains("owned by operator-1"), "{err}");
+        let building = obj(
+            "Integration",
+            "operator-2",
+            json!({ "phase": "Building Kit" }),
+        );
+        assert!(
+            judge(i, &building, &op2, true)
+                .unwrap_err()
+                .contains("Building Kit")
+        );
+        let not_ready = obj("Integration", "operator-2", json!({ "phase": "Running" }));
+        assert!(judge(i, &not_ready, &op2, true).is_err());
+        assert!(judge(i, &not_ready, &op2, false).is_ok());
+        let pipe = obj("Pipe", "operator-2", json!({ "phase": "Creating" }));
+        assert!(judge(CamelKind::Pipe, &pipe, &op2, true).is_err());
+        let pipe = obj("Pipe", "operator-2", json!({ "phase": "Ready" }));
+        assert!(judge(CamelKind::Pipe, &pipe, &op2, true).is_ok());
+    }
+}

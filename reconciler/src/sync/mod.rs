@@ -1,0 +1,1003 @@
+//! `reconciler sync`: continuous GitOps sync of the `OperatorAssignment`
+//! manifest, executing the planned migration through the handoff protocol.
+//!
+//! # Expected flow of one round ([`Syncer::round`])
+//! 1. Fetch the tracked branch ([`crate::source`]).
+//! 2. Validate the manifest ([`crate::manifest`]). An invalid revision is
+//!    never acted on: the status names it as last attempted, with every
+//!    `file:line:column` diagnostic, and the round ends (the cluster keeps
+//!    the last good revision).
+//! 3. Apply the manifest's object server-side (spec only), so the object in
+//!    the cluster carries what Git says and the status below.
+//! 4. Read live ownership ([`crate::inventory::cluster`], metadata only) and
+//!    give unowned resources their owner (fenced first assignment,
+//!    [`crate::handoff::fence::assign`]).
+//! 5. Plan the revision against the last applied one ([`rollout::plan`], the
+//!    plan a pull request shows) and find the first step not done
+//!    ([`rollout::position`]).
+//! 6. Step by step: hand the step's pending moves over through
+//!    [`Coordinator`] (one request per namespace, source and target; requests
+//!    a killed predecessor left are driven to their end first), then the
+//!    health gate ([`health`]), then the manifest's `pause`. A gate that
+//!    fails, a stalled handoff or a dead target pauses the rollout with the
+//!    reason; the next round retries from the same position.
+//! 7. Record: `lastAppliedRevision` once every step is done and healthy.
+//!
+//! # Guarantees
+//! - Owner keys change only through the handoff library and the fenced first
+//!   assignment; nothing else of a user's resource is written.
+//! - Only the replica that holds the Lease `camelk-reconciler-lock` acts; it
+//!   checks before every step.
+//! - No local state: the position comes from live owners, the revision and
+//!   the status (`rollout.completedSteps`), so a restarted reconciler neither
+//!   repeats nor skips a step.
+//!
+//! # Limits
+//! - Each round re-lists the Camel K kinds (metadata only) instead of
+//!   following watches; steady-state traffic is one list per kind per interval.
+//! - A rollout in progress waits while the branch head is invalid.
+
+pub mod health;
+pub mod rollout;
+pub mod status;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{
+    self, ForcePolicy as ManifestForce, MigrationRecord, OperatorAssignment,
+    OperatorAssignmentSpec, OperatorAssignmentStatus, Protocol, RolloutStatus, parse_duration,
+};
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use crate::handoff::executor::HandoffError;
+use crate::handoff::request::{FROM_LABEL, HandoffRequest, TO_LABEL};
+use crate::handoff::{
+    Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode, fence,
+};
+use crate::inventory::cluster::{self, ClusterReadError};
+use crate::inventory::{Inventory, ResourceRef};
+use crate::lock::{Leadership, LockTiming, OperatorLock};
+use crate::manifest::{FieldPath, Manifest, ManifestError, Tree, tree};
+use crate::plan::{self, Actual, Batch};
+use crate::source::{GitSource, Revision, SourceError, short_sha};
+use rollout::LiveOwners;
+use status::{FIELD_MANAGER, READY, RECONCILING, STALLED, set_condition};
+
+/// Operator id of the reconciler's own lock: its Lease is `camelk-reconciler-lock`.
+pub const LOCK_ID: &str = "camelk-reconciler";
+
+/// How the sync runs (the manifest decides everything about the rollout).
+#[derive(Clone, Debug)]
+pub struct SyncConfig {
+    /// Namespace of the `OperatorAssignment` object.
+    pub namespace: String,
+    /// This replica, in the reconciler's lock and in Events.
+    pub identity: String,
+    /// Namespace of the reconciler's lock; also the default of operators' locks.
+    pub lock_namespace: String,
+    /// Timing of the reconciler's own lock.
+    pub lock_timing: LockTiming,
+    /// Lease timing of the operators' locks, to judge them alive or dead.
+    pub operator_lock_timing: LockTiming,
+    /// How often the branch is fetched.
+    pub interval: Duration,
+    /// How often handoffs and health gates are polled.
+    pub poll: Duration,
+}
+
+/// Why a round failed (it is retried at the next interval).
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error("applying OperatorAssignment {name}: {source}")]
+    Apply {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("writing the status of OperatorAssignment {name}: {source}")]
+    Status {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(transparent)]
+    Inventory(#[from] ClusterReadError),
+    #[error("assigning {resource}: {source}")]
+    Assign {
+        resource: ResourceRef,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("listing handoff requests in {namespace}: {source}")]
+    Requests {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(transparent)]
+    Handoff(#[from] HandoffError),
+    #[error(transparent)]
+    Gate(#[from] health::GateError),
+    #[error("this replica no longer leads")]
+    NotLeading,
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// Runs the sync until `shutdown`: leader election, then a round every interval.
+pub async fn run(client: Client, source: GitSource, cfg: SyncConfig, shutdown: CancellationToken) {
+    let lock = OperatorLock::new(
+        client.clone(),
+        &cfg.lock_namespace,
+        LOCK_ID,
+        &cfg.identity,
+        cfg.lock_timing,
+    );
+    let leadership = lock.leadership();
+    let lock_task = tokio::spawn(lock.run(shutdown.clone()));
+    let mut syncer = Syncer::new(client, source, cfg);
+    tracing::info!(url = %syncer.source.url(), path = %syncer.source.path(), "sync started");
+    loop {
+        if leadership.is_leading() {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                result = syncer.round(&leadership, &shutdown) => {
+                    if let Err(e) = result {
+                        tracing::warn!(error = %e, "sync round failed; retrying at the next interval");
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(syncer.cfg.interval) => {}
+        }
+    }
+    let _ = lock_task.await;
+    tracing::info!("sync stopped");
+}
+
+/// How a step's handoffs ended.
+enum StepResult {
+    /// Everything pending moved; these were moved by this round.
+    Moved(BTreeSet<(String, String)>),
+    /// A handoff could not finish; the reason.
+    Paused(String),
+}
+
+/// One sync loop's working parts; it keeps no rollout state between rounds.
+pub struct Syncer {
+    client: Client,
+    source: GitSource,
+    cfg: SyncConfig,
+    coordinator: Coordinator,
+    recorder: Recorder,
+    /// Name of the object of the last valid revision, to report an invalid one.
+    last_name: Option<String>,
+}
+
+impl Syncer {
+    pub fn new(client: Client, source: GitSource, cfg: SyncConfig) -> Syncer {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: LOCK_ID.into(),
+                instance: Some(cfg.identity.clone()),
+            },
+        );
+        Syncer {
+            coordinator: Coordinator::new(client.clone()),
+            client,
+            source,
+            cfg,
+            recorder,
+            last_name: None,
+        }
+    }
+
+    /// One round (see the module doc).
+    pub async fn round(
+        &mut self,
+        leading: &Leadership,
+        cancel: &CancellationToken,
+    ) -> Result<(), SyncError> {
+        let fetched = tokio::task::block_in_place(|| self.source.fetch());
+        let rev = match fetched {
+            Ok(rev) => rev,
+            Err(e) => {
+                self.report_unavailable(&e).await;
+                return Err(e.into());
+            }
+        };
+        let manifest = match Manifest::parse(&rev.file, rev.text.clone()) {
+            Ok(m) => m,
+            Err(e) => return self.report_invalid(&rev, &e).await,
+        };
+        let name = manifest
+            .assignment
+            .metadata
+            .name
+            .clone()
+            .unwrap_or_default();
+        self.last_name = Some(name.clone());
+        let object = self.apply(&name, &manifest).await?;
+        if rev.rewound {
+            tracing::warn!(revision = %rev.short(), "branch rewound or force-pushed; its new head is the truth");
+            self.event(
+                &object,
+                EventType::Warning,
+                "BranchRewound",
+                format!(
+                    "the branch was rewound or force-pushed; following its new head {}",
+                    rev.short()
+                ),
+            )
+            .await;
+        }
+        let mut status = object.status.clone().unwrap_or_default();
+        let generation = object.metadata.generation;
+        status.observed_generation = generation;
+        status.last_attempted_revision = Some(rev.sha.clone());
+        let head = &manifest.assignment.spec;
+        let base = self.base(&status, &rev);
+        let reach = Reach::of(head, base.as_ref());
+
+        let mut inventory = self.read(&reach).await?;
+        let first = plan::plan(head, Actual::OwnerKeys, &inventory).first_assignments;
+        let assigned = self.assign(&first).await?;
+        if assigned > 0 {
+            self.event(
+                &object,
+                EventType::Normal,
+                "Assigned",
+                format!("gave {assigned} unowned resources their operator"),
+            )
+            .await;
+            inventory = self.read(&reach).await?;
+        }
+        let plan = rollout::plan(head, base.as_ref(), &inventory);
+        let live = LiveOwners::new(&inventory);
+        let position = rollout::position(&plan, &live);
+        status.counts = live.counts(head);
+
+        let mut ro = match status.rollout.take() {
+            Some(r) if r.revision == rev.sha => r,
+            _ => {
+                if let Some(prev) = status.history.first_mut()
+                    && prev.finished_at.is_none()
+                {
+                    prev.result = "Superseded".into();
+                    prev.finished_at = Some(status::now());
+                }
+                status::record_history(
+                    &mut status,
+                    MigrationRecord {
+                        revision: rev.sha.clone(),
+                        started_at: status::now(),
+                        finished_at: None,
+                        moves: plan.move_count() as u64,
+                        first_assignments: assigned as u64,
+                        steps: plan.batches.len() as u32,
+                        result: "Progressing".into(),
+                    },
+                );
+                if plan.move_count() > 0 {
+                    tracing::info!(revision = %rev.short(), moves = plan.move_count(), steps = plan.batches.len(), "new rollout");
+                    self.event(
+                        &object,
+                        EventType::Normal,
+                        "RolloutStarted",
+                        format!(
+                            "revision {}: {} moves in {} steps",
+                            rev.short(),
+                            plan.move_count(),
+                            plan.batches.len()
+                        ),
+                    )
+                    .await;
+                }
+                RolloutStatus {
+                    revision: rev.sha.clone(),
+                    ..Default::default()
+                }
+            }
+        };
+        ro.total_steps = plan.batches.len() as u32;
+
+        let rollout_cfg = &head.rollout;
+        let gate_timeout =
+            parse_duration(&rollout_cfg.health_gate.timeout).unwrap_or(Duration::from_secs(600));
+        let require_ready = rollout_cfg.health_gate.require_ready;
+        let pause = parse_duration(&rollout_cfg.pause).unwrap_or(Duration::ZERO);
+
+        // Steps done (by this or an earlier process) but not yet found healthy.
+        if (ro.completed_steps as usize) < position.done {
+            let watches = watches(
+                &plan.batches[ro.completed_steps as usize..position.done],
+                &BTreeSet::new(),
+            );
+            ro.current_step = position.done as u32;
+            ro.state = "WaitingForHealth".into();
+            ro.message = format!("checking the health of {} moved resources", watches.len());
+            status.rollout = Some(ro.clone());
+            self.write(&name, &status).await?;
+            let failing = health::wait(
+                &self.client,
+                &watches,
+                require_ready,
+                gate_timeout,
+                self.cfg.poll,
+                cancel,
+            )
+            .await?;
+            if !failing.is_empty() {
+                return self
+                    .pause_on_health(&object, &name, status, ro, failing, gate_timeout)
+                    .await;
+            }
+            ro.completed_steps = position.done as u32;
+            ro.step_completed_at = Some(status::now());
+            ro.failing.clear();
+        }
+
+        for (i, batch) in plan.batches.iter().enumerate().skip(position.done) {
+            if i > 0 && !pause.is_zero() {
+                let waited = ro
+                    .step_completed_at
+                    .as_deref()
+                    .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+                    .map(|t| {
+                        let elapsed = k8s_openapi::jiff::Timestamp::now().duration_since(t);
+                        Duration::try_from(elapsed).unwrap_or(Duration::ZERO)
+                    })
+                    .unwrap_or(Duration::ZERO);
+                if let Some(rest) = pause.checked_sub(waited) {
+                    ro.state = "Pausing".into();
+                    ro.message = format!("pause of {} before step {}", rollout_cfg.pause, i + 1);
+                    status.rollout = Some(ro.clone());
+                    self.write(&name, &status).await?;
+                    tokio::select! {
+                        _ = cancel.cancelled() => return Err(SyncError::Cancelled),
+                        _ = tokio::time::sleep(rest) => {}
+                    }
+                }
+            }
+            if !leading.is_leading() {
+                return Err(SyncError::NotLeading);
+            }
+            let live = LiveOwners::new(&self.read(&reach).await?);
+            ro.current_step = (i + 1) as u32;
+            ro.state = "Progressing".into();
+            ro.message = format!(
+                "step {} of {}: moving {} resources",
+                i + 1,
+                plan.batches.len(),
+                batch.moves.len()
+            );
+            status.rollout = Some(ro.clone());
+            set_condition(
+                &mut status,
+                RECONCILING,
+                true,
+                "Progressing",
+                &ro.message,
+                generation,
+            );
+            set_condition(
+                &mut status,
+                READY,
+                false,
+                "Progressing",
+                &ro.message,
+                generation,
+            );
+            set_condition(&mut status, STALLED, false, "Progressing", "", generation);
+            self.write(&name, &status).await?;
+            tracing::info!(revision = %rev.short(), step = i + 1, of = plan.batches.len(), moves = batch.moves.len(), "step started");
+
+            let moved = match self.execute(head, batch, &live).await? {
+                StepResult::Moved(moved) => moved,
+                StepResult::Paused(reason) => {
+                    return self
+                        .pause_on_handoff(&object, &name, status, ro, reason)
+                        .await;
+                }
+            };
+            self.event(
+                &object,
+                EventType::Normal,
+                "StepMoved",
+                format!(
+                    "step {} of {}: {} resources handed over",
+                    i + 1,
+                    plan.batches.len(),
+                    moved.len()
+                ),
+            )
+            .await;
+            ro.state = "WaitingForHealth".into();
+            ro.message = format!(
+                "step {} of {}: waiting for {} moved resources to be healthy",
+                i + 1,
+                plan.batches.len(),
+                batch.moves.len()
+            );
+            status.rollout = Some(ro.clone());
+            self.write(&name, &status).await?;
+            let watches = watches(std::slice::from_ref(batch), &moved);
+            let failing = health::wait(
+                &self.client,
+                &watches,
+                require_ready,
+                gate_timeout,
+                self.cfg.poll,
+                cancel,
+            )
+            .await?;
+            if !failing.is_empty() {
+                return self
+                    .pause_on_health(&object, &name, status, ro, failing, gate_timeout)
+                    .await;
+            }
+            ro.completed_steps = (i + 1) as u32;
+            ro.step_completed_at = Some(status::now());
+            ro.failing.clear();
+            status.counts = LiveOwners::new(&self.read(&reach).await?).counts(head);
+            status.rollout = Some(ro.clone());
+            self.write(&name, &status).await?;
+            tracing::info!(revision = %rev.short(), step = i + 1, "step done and healthy");
+        }
+
+        // Every step done and healthy: the revision is applied.
+        let newly_applied = status.last_applied_revision.as_deref() != Some(rev.sha.as_str());
+        status.last_applied_revision = Some(rev.sha.clone());
+        ro.current_step = ro.total_steps;
+        ro.state = "Complete".into();
+        ro.message = format!("revision {} applied", rev.short());
+        status.rollout = Some(ro);
+        if let Some(record) = status.history.iter_mut().find(|r| r.revision == rev.sha)
+            && record.finished_at.is_none()
+        {
+            record.finished_at = Some(status::now());
+            record.result = "Succeeded".into();
+        }
+        let message = format!("applied revision {}", rev.short());
+        set_condition(
+            &mut status,
+            READY,
+            true,
+            "ReconciliationSucceeded",
+            &message,
+            generation,
+        );
+        set_condition(
+            &mut status,
+            RECONCILING,
+            false,
+            "ReconciliationSucceeded",
+            &message,
+            generation,
+        );
+        set_condition(
+            &mut status,
+            STALLED,
+            false,
+            "ReconciliationSucceeded",
+            "",
+            generation,
+        );
+        self.write(&name, &status).await?;
+        if newly_applied {
+            tracing::info!(revision = %rev.short(), "revision applied");
+            self.event(
+                &object,
+                EventType::Normal,
+                "ReconciliationSucceeded",
+                message,
+            )
+            .await;
+        }
+        Ok(())
+    }
+
+    /// The manifest of the last applied revision, when it differs from `rev`.
+    fn base(
+        &self,
+        status: &OperatorAssignmentStatus,
+        rev: &Revision,
+    ) -> Option<OperatorAssignmentSpec> {
+        let sha = status
+            .last_applied_revision
+            .as_deref()
+            .filter(|s| *s != rev.sha)?;
+        let text = match tokio::task::block_in_place(|| self.source.read_at(sha)) {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::warn!(error = %e, "last applied revision unreadable; planning against live owners");
+                return None;
+            }
+        };
+        Manifest::parse(&format!("{}@{}", rev.file, short_sha(sha)), text)
+            .ok()
+            .map(|m| m.assignment.spec)
+    }
+
+    /// Live resources of the kinds and namespaces `reach` covers (metadata only).
+    async fn read(&self, reach: &Reach) -> Result<Inventory, SyncError> {
+        match &reach.namespaces {
+            None => Ok(cluster::read(&self.client, &reach.kinds, None)
+                .await?
+                .inventory),
+            Some(namespaces) => {
+                let mut all = Inventory::default();
+                for ns in namespaces {
+                    let part = cluster::read(&self.client, &reach.kinds, Some(ns)).await?;
+                    all.resources.extend(part.inventory.resources);
+                }
+                Ok(all)
+            }
+        }
+    }
+
+    /// Server-side apply of the manifest's object (spec only).
+    async fn apply(
+        &self,
+        name: &str,
+        manifest: &Manifest,
+    ) -> Result<OperatorAssignment, SyncError> {
+        let api: Api<OperatorAssignment> =
+            Api::namespaced(self.client.clone(), &self.cfg.namespace);
+        let meta = &manifest.assignment.metadata;
+        let body = json!({
+            "apiVersion": format!("{}/{}", api::GROUP, api::VERSION),
+            "kind": api::KIND,
+            "metadata": { "name": name, "labels": meta.labels, "annotations": meta.annotations },
+            "spec": manifest.assignment.spec,
+        });
+        api.patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .map_err(|source| SyncError::Apply {
+            name: name.to_string(),
+            source,
+        })
+    }
+
+    async fn write(&self, name: &str, status: &OperatorAssignmentStatus) -> Result<(), SyncError> {
+        status::write(&self.client, &self.cfg.namespace, name, status)
+            .await
+            .map_err(|source| SyncError::Status {
+                name: name.to_string(),
+                source,
+            })
+    }
+
+    /// Fenced first assignments; returns how many were written.
+    async fn assign(&self, first: &[plan::Assignment]) -> Result<usize, SyncError> {
+        let mut written = 0;
+        for a in first {
+            let id = &a.resource;
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &id.namespace, &id.kind.api_resource());
+            let err = |source| SyncError::Assign {
+                resource: id.clone(),
+                source,
+            };
+            let Some(object) = api.get_opt(&id.name).await.map_err(err)? else {
+                continue;
+            };
+            if object
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(OPERATOR_ID_KEY))
+            {
+                continue;
+            }
+            let patch = fence::assign(&object, a.to.as_str());
+            match api
+                .patch(&id.name, &PatchParams::default(), &Patch::<()>::Json(patch))
+                .await
+            {
+                Ok(_) => {
+                    written += 1;
+                    tracing::info!(resource = %id, to = %a.to, because = %a.because, "assigned");
+                }
+                // Changed since it was read: the next round decides again.
+                Err(kube::Error::Api(s)) if matches!(s.code, 404 | 409 | 422) => {}
+                Err(e) => return Err(err(e)),
+            }
+        }
+        Ok(written)
+    }
+
+    fn options(&self, spec: &OperatorAssignmentSpec, from: &api::OperatorId) -> HandoffOptions {
+        let protocol = spec
+            .operators
+            .iter()
+            .find(|o| &o.id == from)
+            .map(|o| o.protocol)
+            .unwrap_or_default();
+        let drain = parse_duration(&spec.handoff.drain_timeout).unwrap_or(Duration::from_secs(300));
+        let (drain_timeout, force) = match spec.handoff.force {
+            ManifestForce::Never => (drain, ForcePolicy::Never),
+            ManifestForce::AfterTimeout => {
+                let after = spec
+                    .handoff
+                    .force_after
+                    .as_deref()
+                    .and_then(parse_duration)
+                    .unwrap_or(Duration::ZERO);
+                (drain + after, ForcePolicy::AfterDrainTimeout)
+            }
+        };
+        HandoffOptions {
+            coordinator: format!("{LOCK_ID}/{}", self.cfg.identity),
+            mode: match protocol {
+                Protocol::Handoff => ReleaseMode::Protocol,
+                Protocol::Upstream => ReleaseMode::Upstream,
+            },
+            drain_timeout,
+            force,
+            lock_timing: self.cfg.operator_lock_timing,
+            lock_namespaces: spec
+                .operators
+                .iter()
+                .map(|o| (o.id.to_string(), o.namespace.clone()))
+                .collect(),
+            default_lock_namespace: self.cfg.lock_namespace.clone(),
+            poll: self.cfg.poll,
+        }
+    }
+
+    /// Hands a step's pending moves over, one request per namespace, source
+    /// and target; a request left by a killed predecessor is driven first.
+    async fn execute(
+        &mut self,
+        spec: &OperatorAssignmentSpec,
+        batch: &Batch,
+        live: &LiveOwners,
+    ) -> Result<StepResult, SyncError> {
+        let mut moved = BTreeSet::new();
+        for group in rollout::handoffs(batch, live) {
+            let opts = self.options(spec, &group.from);
+            let leases: Api<Lease> = Api::namespaced(self.client.clone(), &group.namespace);
+            let selector = format!("{FROM_LABEL}={},{TO_LABEL}={}", group.from, group.to);
+            let left = leases
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(|source| SyncError::Requests {
+                    namespace: group.namespace.clone(),
+                    source,
+                })?;
+            let mut outcomes = Vec::new();
+            for lease in left.items {
+                let Ok(request) = HandoffRequest::from_lease(&lease) else {
+                    continue;
+                };
+                tracing::info!(request = %request.name, "resuming a handoff request left by an earlier run");
+                let resumed = MoveBatch {
+                    namespace: group.namespace.clone(),
+                    from: group.from.clone(),
+                    to: group.to.clone(),
+                    resources: request
+                        .spec
+                        .items
+                        .iter()
+                        .map(|i| (i.kind, i.name.clone()))
+                        .collect(),
+                };
+                outcomes.push(
+                    self.coordinator
+                        .drive(&request, &resumed, &opts, vec![], &mut |_| {})
+                        .await,
+                );
+            }
+            outcomes.push(self.coordinator.execute(&group, &opts, &mut |p| {
+                tracing::debug!(done = p.done, total = p.total, waiting_on = ?p.waiting_on, "handoff progress");
+            }).await);
+            for outcome in outcomes {
+                match outcome {
+                    Ok(HandoffOutcome::Completed {
+                        moved: m,
+                        taken_over,
+                        ..
+                    }) => {
+                        for r in m.into_iter().chain(taken_over) {
+                            moved.insert((group.namespace.clone(), r));
+                        }
+                    }
+                    Ok(HandoffOutcome::Stalled { waiting, .. }) => {
+                        let why: Vec<String> = waiting
+                            .iter()
+                            .map(|(r, why)| format!("{}/{r}: {why}", group.namespace))
+                            .collect();
+                        return Ok(StepResult::Paused(format!(
+                            "handoff from {} to {} stalled: {}",
+                            group.from,
+                            group.to,
+                            why.join("; ")
+                        )));
+                    }
+                    Ok(HandoffOutcome::TargetDead { remaining, .. }) => {
+                        return Ok(StepResult::Paused(format!(
+                            "target operator {} stopped renewing its lock; handoff withdrawn, still with {}: {}",
+                            group.to,
+                            group.from,
+                            remaining.join(", ")
+                        )));
+                    }
+                    Err(e @ HandoffError::TargetNotAlive(..)) => {
+                        return Ok(StepResult::Paused(e.to_string()));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(StepResult::Moved(moved))
+    }
+
+    async fn pause_on_health(
+        &self,
+        object: &OperatorAssignment,
+        name: &str,
+        mut status: OperatorAssignmentStatus,
+        mut ro: RolloutStatus,
+        failing: Vec<String>,
+        timeout: Duration,
+    ) -> Result<(), SyncError> {
+        let generation = object.metadata.generation;
+        ro.state = "Paused".into();
+        ro.message = format!(
+            "step {} of {}: {} moved resources not healthy within {timeout:?}; rollout paused",
+            ro.current_step,
+            ro.total_steps,
+            failing.len()
+        );
+        ro.failing = failing.clone();
+        let message = format!("{}: {}", ro.message, failing.join("; "));
+        status.rollout = Some(ro);
+        set_condition(
+            &mut status,
+            READY,
+            false,
+            "HealthCheckFailed",
+            &message,
+            generation,
+        );
+        set_condition(
+            &mut status,
+            RECONCILING,
+            false,
+            "HealthCheckFailed",
+            &message,
+            generation,
+        );
+        set_condition(
+            &mut status,
+            STALLED,
+            true,
+            "HealthCheckFailed",
+            &message,
+            generation,
+        );
+        self.write(name, &status).await?;
+        tracing::warn!(%message, "health gate failed");
+        self.event(object, EventType::Warning, "HealthCheckFailed", message)
+            .await;
+        Ok(())
+    }
+
+    async fn pause_on_handoff(
+        &self,
+        object: &OperatorAssignment,
+        name: &str,
+        mut status: OperatorAssignmentStatus,
+        mut ro: RolloutStatus,
+        reason: String,
+    ) -> Result<(), SyncError> {
+        let generation = object.metadata.generation;
+        ro.state = "Paused".into();
+        ro.message = format!("step {} of {}: {reason}", ro.current_step, ro.total_steps);
+        let message = ro.message.clone();
+        status.rollout = Some(ro);
+        set_condition(
+            &mut status,
+            READY,
+            false,
+            "HandoffStalled",
+            &message,
+            generation,
+        );
+        set_condition(
+            &mut status,
+            RECONCILING,
+            false,
+            "HandoffStalled",
+            &message,
+            generation,
+        );
+        set_condition(
+            &mut status,
+            STALLED,
+            true,
+            "HandoffStalled",
+            &message,
+            generation,
+        );
+        self.write(name, &status).await?;
+        tracing::warn!(%message, "handoff did not finish");
+        self.event(object, EventType::Warning, "HandoffStalled", message)
+            .await;
+        Ok(())
+    }
+
+    /// An invalid revision: status and an Event, nothing else.
+    async fn report_invalid(
+        &mut self,
+        rev: &Revision,
+        error: &ManifestError,
+    ) -> Result<(), SyncError> {
+        let message = format!(
+            "revision {} is invalid; nothing was changed:\n{error}",
+            rev.short()
+        );
+        tracing::warn!(revision = %rev.short(), %error, "invalid revision not acted on");
+        let named = Tree::parse(&rev.text).ok().and_then(|t| {
+            match &t.get(&FieldPath::parse("metadata.name"))?.value {
+                tree::Value::Scalar(name) if !name.is_empty() => Some(name.clone()),
+                _ => None,
+            }
+        });
+        let Some(name) = named.or_else(|| self.last_name.clone()) else {
+            return Ok(());
+        };
+        let api: Api<OperatorAssignment> =
+            Api::namespaced(self.client.clone(), &self.cfg.namespace);
+        let Some(object) = api
+            .get_opt(&name)
+            .await
+            .map_err(|source| SyncError::Status {
+                name: name.clone(),
+                source,
+            })?
+        else {
+            tracing::warn!(%name, "no OperatorAssignment object to report the invalid revision on");
+            return Ok(());
+        };
+        let generation = object.metadata.generation;
+        let mut status = object.status.clone().unwrap_or_default();
+        status.last_attempted_revision = Some(rev.sha.clone());
+        set_condition(
+            &mut status,
+            READY,
+            false,
+            "ValidationFailed",
+            &message,
+            generation,
+        );
+        set_condition(
+            &mut status,
+            RECONCILING,
+            false,
+            "ValidationFailed",
+            &message,
+            generation,
+        );
+        set_condition(
+            &mut status,
+            STALLED,
+            true,
+            "ValidationFailed",
+            &message,
+            generation,
+        );
+        self.write(&name, &status).await?;
+        self.event(&object, EventType::Warning, "ValidationFailed", message)
+            .await;
+        Ok(())
+    }
+
+    /// The source could not be read: the last good state stays, the condition says why.
+    async fn report_unavailable(&self, error: &SourceError) {
+        let Some(name) = self.last_name.clone() else {
+            return;
+        };
+        let api: Api<OperatorAssignment> =
+            Api::namespaced(self.client.clone(), &self.cfg.namespace);
+        let Ok(Some(object)) = api.get_opt(&name).await else {
+            return;
+        };
+        let generation = object.metadata.generation;
+        let mut status = object.status.clone().unwrap_or_default();
+        let message = format!("{error}; keeping the last applied revision");
+        set_condition(
+            &mut status,
+            READY,
+            false,
+            "FetchFailed",
+            &message,
+            generation,
+        );
+        if let Err(e) = self.write(&name, &status).await {
+            tracing::warn!(error = %e, "could not report the fetch failure");
+        }
+    }
+
+    async fn event(
+        &self,
+        object: &OperatorAssignment,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        let reference = object.object_ref(&());
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "Sync".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %e, reason, "event not recorded");
+        }
+    }
+}
+
+/// The kinds and namespaces the head and base manifests govern: what the
+/// round reads.
+struct Reach {
+    kinds: Vec<CamelKind>,
+    /// `None`: every namespace.
+    namespaces: Option<Vec<String>>,
+}
+
+impl Reach {
+    fn of(head: &OperatorAssignmentSpec, base: Option<&OperatorAssignmentSpec>) -> Reach {
+        let specs: Vec<&OperatorAssignmentSpec> = std::iter::once(head).chain(base).collect();
+        let kinds = CamelKind::ALL
+            .into_iter()
+            .filter(|k| specs.iter().any(|s| s.scope.covers_kind(*k)))
+            .collect();
+        let namespaces = specs
+            .iter()
+            .all(|s| !s.scope.namespaces.is_empty())
+            .then(|| {
+                let set: BTreeSet<String> = specs
+                    .iter()
+                    .flat_map(|s| s.scope.namespaces.iter().cloned())
+                    .collect();
+                set.into_iter().collect()
+            });
+        Reach { kinds, namespaces }
+    }
+}
+
+/// The gate's watches for `batches`: every move; fresh if moved in this round.
+fn watches(batches: &[Batch], moved_now: &BTreeSet<(String, String)>) -> Vec<health::Watch> {
+    batches
+        .iter()
+        .flat_map(|b| &b.moves)
+        .map(|m| health::Watch {
+            resource: m.resource.clone(),
+            owner: m.to.clone(),
+            fresh: moved_now.contains(&(
+                m.resource.namespace.clone(),
+                format!("{}/{}", m.resource.kind, m.resource.name),
+            )),
+        })
+        .collect()
+}

@@ -1,0 +1,531 @@
+//! End-to-end tests of `reconciler sync` on a real control plane and a real
+//! Git remote: real `reconciler operator` and `reconciler sync` processes,
+//! each with its own identity. Every test ends with the audit-log judge: no
+//! successful write to a Camel K resource by an operator that did not own it.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use camelk_reconciler::api::OperatorAssignmentStatus;
+use camelk_reconciler::camel_k::CamelKind;
+use camelk_reconciler::inventory::cluster;
+use camelk_reconciler::manifest::Manifest;
+use camelk_reconciler::plan::{self, Actual};
+use nix::sys::signal::Signal;
+use support::*;
+
+const NAME: &str = "camel-k";
+
+/// A manifest for operators locked in `ns`; `staged` adds a move of
+/// everything from operator-1 to operator-2 in those steps.
+fn manifest(ns: &str, staged: Option<&str>, gate_timeout: &str, pause: &str) -> String {
+    let staged = staged
+        .map(|steps| {
+            format!(
+                "  stagedMoves:\n    - from: operator-1\n      to: operator-2\n      steps: [{steps}]\n"
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "apiVersion: camelk.dev/v1alpha1
+kind: OperatorAssignment
+metadata:
+  name: {NAME}
+spec:
+  operators:
+    - id: operator-1
+      namespace: {ns}
+    - id: operator-2
+      namespace: {ns}
+  scope:
+    namespaces: [{ns}]
+    kinds: [Integration]
+  defaultOperator: operator-1
+{staged}  rollout:
+    healthGate:
+      timeout: {gate_timeout}
+    pause: {pause}
+  handoff:
+    drainTimeout: 2m
+"
+    )
+}
+
+fn applied(sha: &str) -> impl Fn(&OperatorAssignmentStatus) -> bool + '_ {
+    move |s| s.last_applied_revision.as_deref() == Some(sha)
+}
+
+fn condition<'a>(
+    s: &'a OperatorAssignmentStatus,
+    type_: &str,
+) -> Option<(&'a str, &'a str, &'a str)> {
+    s.conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
+}
+
+/// Starts operators 1 and 2, creates `names` under operator-1, waits until
+/// they run, and applies a first revision without moves.
+async fn setup(
+    cluster: &'static camelk_testkit::TestCluster,
+    ns: &str,
+    names: &[String],
+    op2_build_time: &str,
+    git: &GitRemote,
+    gate_timeout: &str,
+    pause: &str,
+) -> (OperatorProcess, OperatorProcess, OperatorProcess, String) {
+    grant_rbac(cluster).await;
+    install_assignment_crd(cluster).await;
+    let admin = cluster.admin().await;
+    let op1 = start_operator(cluster, "operator-1", ns, "op1", "1s");
+    let op2 = start_operator(cluster, "operator-2", ns, "op2", op2_build_time);
+    for name in names {
+        create_integration(&admin, ns, name, Some("operator-1")).await;
+    }
+    for name in names {
+        wait_for(
+            &admin,
+            CamelKind::Integration,
+            ns,
+            name,
+            Duration::from_secs(90),
+            "running",
+            running_under("operator-1"),
+        )
+        .await;
+    }
+    let rev1 = git.push(&manifest(ns, None, gate_timeout, pause), "operators");
+    let sync = start_sync(cluster, ns, &git.url(), "sync-a", &git.cache("sync-a"));
+    wait_status(
+        &admin,
+        ns,
+        NAME,
+        Duration::from_secs(60),
+        "applied",
+        &sync,
+        applied(&rev1),
+    )
+    .await;
+    (op1, op2, sync, rev1)
+}
+
+fn names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("it-{i:02}")).collect()
+}
+
+/// Owner changes of Integrations as (name, from, to), with their resourceVersion.
+fn integration_moves(
+    cluster: &camelk_testkit::TestCluster,
+    ns: &str,
+) -> Vec<(String, String, String, u64)> {
+    owner_changes(cluster, ns)
+        .into_iter()
+        .filter(|c| c.resource == "integrations")
+        .map(|c| {
+            (
+                c.name,
+                c.from.unwrap_or_default(),
+                c.to.unwrap_or_default(),
+                c.resource_version,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-push").await;
+    let git = GitRemote::new();
+    let all = names(10);
+    let (_op1, _op2, sync, rev1) = setup(cluster, &ns.name, &all, "1s", &git, "90s", "0s").await;
+    let admin = cluster.admin().await;
+
+    // What `kubectl camelk plan --base rev1 --head rev2` shows for the push.
+    let head_text = manifest(&ns.name, Some("\"20%\", \"60%\", \"100%\""), "90s", "0s");
+    let head = Manifest::parse("operator-assignment.yaml", head_text.clone()).unwrap();
+    let base = Manifest::parse(
+        "operator-assignment.yaml",
+        manifest(&ns.name, None, "90s", "0s"),
+    )
+    .unwrap();
+    let mut inventory = cluster::read(&admin, &[CamelKind::Integration], Some(&ns.name))
+        .await
+        .unwrap()
+        .inventory;
+    let spec = &head.assignment.spec;
+    let candidates: Vec<_> = plan::plan(spec, Actual::Manifest(&base.assignment.spec), &inventory)
+        .moves()
+        .map(|m| m.resource.clone())
+        .collect();
+    cluster::fill_phases(&admin, &mut inventory, &candidates)
+        .await
+        .unwrap();
+    let expected = plan::plan(spec, Actual::Manifest(&base.assignment.spec), &inventory);
+    assert_eq!(expected.move_count(), 10);
+    assert!(expected.blocked.is_empty() && expected.errors.is_empty());
+    assert_eq!(
+        expected
+            .batches
+            .iter()
+            .map(|b| b.moves.len())
+            .collect::<Vec<_>>(),
+        vec![2, 4, 4]
+    );
+
+    let rev2 = git.push(&head_text, "rollout operator-1 -> operator-2");
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(180),
+        "applied",
+        &sync,
+        applied(&rev2),
+    )
+    .await;
+
+    // The executed moves are the planned ones, each once, step after step.
+    let moves = integration_moves(cluster, &ns.name);
+    let executed: Vec<(String, String, String)> = moves
+        .iter()
+        .map(|(n, f, t, _)| (n.clone(), f.clone(), t.clone()))
+        .collect();
+    let mut planned: Vec<(String, String, String)> = expected
+        .moves()
+        .map(|m| {
+            (
+                m.resource.name.clone(),
+                m.from.to_string(),
+                m.to.to_string(),
+            )
+        })
+        .collect();
+    let mut sorted = executed.clone();
+    sorted.sort();
+    planned.sort();
+    assert_eq!(
+        sorted, planned,
+        "executed moves are the planned moves, each exactly once"
+    );
+    let rv_of: BTreeMap<&str, u64> = moves
+        .iter()
+        .map(|(n, _, _, rv)| (n.as_str(), *rv))
+        .collect();
+    for pair in expected.batches.windows(2) {
+        let last_of_step = pair[0]
+            .moves
+            .iter()
+            .map(|m| rv_of[m.resource.name.as_str()])
+            .max()
+            .unwrap();
+        let first_of_next = pair[1]
+            .moves
+            .iter()
+            .map(|m| rv_of[m.resource.name.as_str()])
+            .min()
+            .unwrap();
+        assert!(
+            last_of_step < first_of_next,
+            "step {} finished before step {} began",
+            pair[0].step,
+            pair[1].step
+        );
+    }
+
+    // Status as Flux users read it.
+    assert_eq!(
+        condition(&status, "Ready").map(|c| (c.0, c.1)),
+        Some(("True", "ReconciliationSucceeded"))
+    );
+    assert_eq!(condition(&status, "Stalled").map(|c| c.0), Some("False"));
+    assert_eq!(
+        status.last_attempted_revision.as_deref(),
+        Some(rev2.as_str())
+    );
+    assert_eq!(status.counts.get("operator-2"), Some(&10));
+    let rollout = status.rollout.as_ref().unwrap();
+    assert_eq!(
+        (
+            rollout.total_steps,
+            rollout.completed_steps,
+            rollout.state.as_str()
+        ),
+        (3, 3, "Complete")
+    );
+    assert_eq!(status.history[0].revision, rev2);
+    assert_eq!(
+        (status.history[0].moves, status.history[0].result.as_str()),
+        (10, "Succeeded")
+    );
+    assert_eq!(status.history[1].revision, rev1);
+    let object = assignment(&admin, &ns.name, NAME).await.unwrap();
+    assert_eq!(status.observed_generation, object.metadata.generation);
+    assert_eq!(
+        object.spec.staged_moves.len(),
+        1,
+        "the object carries the revision's spec"
+    );
+    for name in &all {
+        wait_for(
+            &admin,
+            CamelKind::Integration,
+            &ns.name,
+            name,
+            Duration::from_secs(60),
+            "running",
+            running_under("operator-2"),
+        )
+        .await;
+    }
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_invalid_revision_moves_nothing_and_status_says_where() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-invalid").await;
+    let git = GitRemote::new();
+    let all = names(3);
+    let (_op1, _op2, sync, rev1) = setup(cluster, &ns.name, &all, "1s", &git, "60s", "0s").await;
+    let admin = cluster.admin().await;
+
+    let bad = manifest(&ns.name, Some("\"100%\""), "60s", "0s")
+        .replace("to: operator-2", "to: operator-9");
+    let line = bad.lines().position(|l| l.contains("operator-9")).unwrap() + 1;
+    let rev2 = git.push(&bad, "a typo");
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(60),
+        "attempted",
+        &sync,
+        |s| s.last_attempted_revision.as_deref() == Some(rev2.as_str()),
+    )
+    .await;
+    let (ready, reason, message) = condition(&status, "Ready").unwrap();
+    assert_eq!((ready, reason), ("False", "ValidationFailed"));
+    assert!(
+        message.contains(&format!("operator-assignment.yaml:{line}:")),
+        "{message}"
+    );
+    assert!(message.contains("operator-9"), "{message}");
+    assert_eq!(condition(&status, "Stalled").map(|c| c.0), Some("True"));
+    assert_eq!(
+        status.last_applied_revision.as_deref(),
+        Some(rev1.as_str()),
+        "the last good revision stays"
+    );
+    // A few more rounds: still nothing moves, and the object keeps the good spec.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        integration_moves(cluster, &ns.name).is_empty(),
+        "nothing moved"
+    );
+    let object = assignment(&admin, &ns.name, NAME).await.unwrap();
+    assert!(
+        object.spec.staged_moves.is_empty(),
+        "the invalid spec was not applied"
+    );
+
+    // Fixed in the next push: acted on.
+    let rev3 = git.push(&manifest(&ns.name, Some("\"100%\""), "60s", "0s"), "fix");
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(120),
+        "applied",
+        &sync,
+        applied(&rev3),
+    )
+    .await;
+    assert_eq!(condition(&status, "Ready").map(|c| c.0), Some("True"));
+    assert_eq!(integration_moves(cluster, &ns.name).len(), 3);
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_health_gate_pauses_the_rollout_and_names_the_resources() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-gate").await;
+    let git = GitRemote::new();
+    let all = names(4);
+    let (_op1, op2, sync, _rev1) = setup(cluster, &ns.name, &all, "3s", &git, "5s", "0s").await;
+    let admin = cluster.admin().await;
+
+    let rev2 = git.push(&manifest(&ns.name, Some("\"50%\""), "5s", "0s"), "rollout");
+    // Step 1 moves it-00 and it-01; the target is stopped before it can run them.
+    for name in ["it-00", "it-01"] {
+        wait_for(
+            &admin,
+            CamelKind::Integration,
+            &ns.name,
+            name,
+            Duration::from_secs(60),
+            "moved",
+            |o| owner(o).as_deref() == Some("operator-2"),
+        )
+        .await;
+    }
+    op2.signal(Signal::SIGSTOP);
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(60),
+        "paused",
+        &sync,
+        |s| s.rollout.as_ref().is_some_and(|r| r.state == "Paused"),
+    )
+    .await;
+    let rollout = status.rollout.as_ref().unwrap();
+    assert_eq!((rollout.current_step, rollout.completed_steps), (1, 0));
+    let failing = rollout.failing.join("\n");
+    assert!(
+        failing.contains(&format!("Integration {}/it-00", ns.name)),
+        "{failing}"
+    );
+    assert!(
+        failing.contains(&format!("Integration {}/it-01", ns.name)),
+        "{failing}"
+    );
+    let (stalled, reason, message) = condition(&status, "Stalled").unwrap();
+    assert_eq!((stalled, reason), ("True", "HealthCheckFailed"));
+    assert!(message.contains("it-00"), "{message}");
+    assert_ne!(status.last_applied_revision.as_deref(), Some(rev2.as_str()));
+    // Step 2 does not start while paused.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for name in ["it-02", "it-03"] {
+        let it = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+            .get(name)
+            .await
+            .unwrap();
+        assert_eq!(
+            owner(&it).as_deref(),
+            Some("operator-1"),
+            "{name} stays while paused"
+        );
+    }
+
+    // The target comes back: the gate passes on a later round and the rollout finishes.
+    op2.signal(Signal::SIGCONT);
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(120),
+        "applied",
+        &sync,
+        applied(&rev2),
+    )
+    .await;
+    assert_eq!(condition(&status, "Stalled").map(|c| c.0), Some("False"));
+    assert_eq!(integration_moves(cluster, &ns.name).len(), 4);
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reconciler_killed_mid_rollout_finishes_after_restart_without_repeating_a_step() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-kill").await;
+    let git = GitRemote::new();
+    let all = names(9);
+    let (_op1, _op2, mut sync, _rev1) =
+        setup(cluster, &ns.name, &all, "1s", &git, "90s", "4s").await;
+    let admin = cluster.admin().await;
+
+    let rev2 = git.push(
+        &manifest(&ns.name, Some("\"33%\", \"66%\", \"100%\""), "90s", "4s"),
+        "rollout",
+    );
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(120),
+        "pausing after step 1",
+        &sync,
+        |s| {
+            s.rollout.as_ref().is_some_and(|r| {
+                r.revision == rev2 && r.completed_steps == 1 && r.state == "Pausing"
+            })
+        },
+    )
+    .await;
+    sync.signal(Signal::SIGKILL);
+    sync.kill();
+    let before = integration_moves(cluster, &ns.name).len();
+    assert_eq!(before, 3, "killed after step 1");
+
+    // Another replica takes the reconciler's lock over once it expires.
+    let sync = start_sync(
+        cluster,
+        &ns.name,
+        &git.url(),
+        "sync-b",
+        &git.cache("sync-b"),
+    );
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(180),
+        "applied",
+        &sync,
+        applied(&rev2),
+    )
+    .await;
+    let moves = integration_moves(cluster, &ns.name);
+    let mut moved: Vec<&str> = moves.iter().map(|m| m.0.as_str()).collect();
+    moved.sort();
+    assert_eq!(
+        moved,
+        all.iter().map(String::as_str).collect::<Vec<_>>(),
+        "each moved exactly once"
+    );
+    assert!(
+        moves
+            .iter()
+            .all(|m| m.1 == "operator-1" && m.2 == "operator-2")
+    );
+    let rollout = status.rollout.as_ref().unwrap();
+    assert_eq!((rollout.completed_steps, rollout.total_steps), (3, 3));
+    assert_eq!(
+        status.history.iter().filter(|h| h.revision == rev2).count(),
+        1
+    );
+    assert_eq!(status.history[0].result, "Succeeded");
+    // One handoff request per step, none repeated.
+    let requests = cluster
+        .audit_log()
+        .events_in(&ns.name)
+        .unwrap()
+        .into_iter()
+        .filter(|e| {
+            e.user.username == "reconciler"
+                && e.verb == "create"
+                && e.resource() == Some("leases")
+                && e.is_successful_write()
+                && e.stage == "ResponseComplete"
+                && e.object_ref
+                    .as_ref()
+                    .and_then(|o| o.name.as_deref())
+                    .is_none_or(|n| n.starts_with("camelk-handoff"))
+        })
+        .filter(|e| {
+            e.response_object.as_ref().is_some_and(|o| {
+                o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("camelk-handoff"))
+            })
+        })
+        .count();
+    assert_eq!(requests, 3, "one request per step");
+    assert_single_owner(cluster, &ns.name);
+}
