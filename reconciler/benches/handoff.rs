@@ -54,22 +54,10 @@ async fn bench() {
     let cluster = camelk_testkit::shared();
     let n = env_usize("BENCH_MOVES", 1000);
     let m = env_usize("BENCH_MEMORY_OBJECTS", 10_000);
+    let rounds = env_usize("BENCH_ROUNDS", 3);
     let admin = cluster.admin().await;
     cluster.grant_camelk_roles().await;
     let locks = cluster.namespace("bench-locks").await;
-    let moved_ns = cluster.namespace("bench-handoff").await;
-    let plain_ns = cluster.namespace("bench-plain").await;
-
-    println!("handoff benchmark: {n} Integrations, local control plane");
-    let t = Instant::now();
-    create_settled(&admin, &moved_ns.name, n, |_| "operator-1").await;
-    create_settled(&admin, &plain_ns.name, n, |_| "operator-1").await;
-    println!(
-        "  setup: created {} Integrations in {:.1}s",
-        2 * n,
-        t.elapsed().as_secs_f64()
-    );
-
     let timing = LockTiming::new(
         Duration::from_secs(15),
         Duration::from_secs(10),
@@ -87,113 +75,35 @@ async fn bench() {
         )
         .run(stop_lock.clone()),
     );
-    let mut op1 = Command::new(env!("CARGO_BIN_EXE_reconciler"))
-        .args([
-            "operator",
-            "--id",
-            "operator-1",
-            "--namespace",
-            &moved_ns.name,
-            "--lock-namespace",
-            &locks.name,
-        ])
-        .args(["--identity", "bench-op1", "--resync", "1s"])
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig())
-        .args(["--context", "operator-1"])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
 
-    let mut coordinator = Coordinator::new(cluster.client_as("reconciler").await);
-    let opts = HandoffOptions {
-        coordinator: "bench".into(),
-        mode: ReleaseMode::Protocol,
-        drain_timeout: Duration::from_secs(600),
-        force: ForcePolicy::Never,
-        lock_timing: timing,
-        lock_namespaces: BTreeMap::new(),
-        default_lock_namespace: locks.name.clone(),
-        poll: Duration::from_millis(200),
-    };
-    // Wait until both operators are seen alive, outside the measurement.
-    for id in ["operator-1", "operator-2"] {
-        assert!(
-            coordinator
-                .wait_alive(&OperatorId::new(id).unwrap(), &opts)
-                .await
-                .unwrap()
+    println!(
+        "handoff benchmark: {n} Integrations moved by the protocol vs {n} relabelled by plain patches, {rounds} rounds"
+    );
+    let mut ratios = Vec::new();
+    for round in 1..=rounds {
+        let r = measure_round(cluster, &locks.name, n, timing, round % 2 == 0).await;
+        let ratio = r.handoff.as_secs_f64() / r.plain.as_secs_f64();
+        ratios.push(ratio);
+        println!(
+            "  round {round}: handoff {:>7.3}s, plain {:>7.3}s, ratio {ratio:.2}; API writes {} = {:.3} per move ({} owner flips + {} per batch)",
+            r.handoff.as_secs_f64(),
+            r.plain.as_secs_f64(),
+            r.writes,
+            r.writes as f64 / n as f64,
+            r.flips,
+            r.writes - r.flips
         );
     }
-    let batch = MoveBatch {
-        namespace: moved_ns.name.clone(),
-        from: OperatorId::new("operator-1").unwrap(),
-        to: OperatorId::new("operator-2").unwrap(),
-        resources: (0..n).map(|i| (CamelKind::Integration, name(i))).collect(),
-    };
-    let t = Instant::now();
-    let outcome = coordinator
-        .execute(&batch, &opts, &mut |_| {})
-        .await
-        .unwrap();
-    let handoff = t.elapsed();
-    let HandoffOutcome::Completed { moved, .. } = outcome else {
-        panic!("handoff did not complete: {outcome:?}")
-    };
-    assert_eq!(moved.len(), n);
-
-    let api = Api::<DynamicObject>::namespaced_with(
-        admin.clone(),
-        &plain_ns.name,
-        &CamelKind::Integration.api_resource(),
-    );
-    let t = Instant::now();
-    for i in 0..n {
-        let patch = json!({ "metadata": {
-            "labels": { OPERATOR_ID_KEY: "operator-2" },
-            "annotations": { OPERATOR_ID_KEY: "operator-2" } } });
-        api.patch(&name(i), &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .unwrap();
-    }
-    let plain = t.elapsed();
-    let _ = op1.kill();
-    let _ = op1.wait();
     stop_lock.cancel();
-
-    let events = cluster.audit_log().events_in(&moved_ns.name).unwrap();
-    let writes = events
-        .iter()
-        .filter(|e| e.stage == "ResponseComplete" && e.is_successful_write())
-        .filter(|e| e.user.username != "admin")
-        .count();
-    let flips = events
-        .iter()
-        .filter(|e| {
-            e.stage == "ResponseComplete"
-                && e.is_successful_write()
-                && e.resource() == Some("integrations")
-        })
-        .filter(|e| e.user.username == "operator-1")
-        .count();
+    ratios.sort_by(f64::total_cmp);
     println!(
-        "  handoff (protocol):  {:>8.3}s  for {n} moves",
-        handoff.as_secs_f64()
+        "  median ratio handoff/plain: {:.2} (min {:.2}, max {:.2})",
+        ratios[ratios.len() / 2],
+        ratios[0],
+        ratios[ratios.len() - 1]
     );
-    println!(
-        "  plain label patch:   {:>8.3}s  for {n} objects",
-        plain.as_secs_f64()
-    );
-    println!(
-        "  ratio handoff/plain: {:>8.2}",
-        handoff.as_secs_f64() / plain.as_secs_f64()
-    );
-    println!(
-        "  API writes: {writes} for {n} moves = {:.3} per moved resource ({flips} owner flips + {} per batch)",
-        writes as f64 / n as f64,
-        writes - flips
-    );
+    let locks_name = locks.name.clone();
+    let admin = cluster.admin().await;
 
     // Memory: a label-selected cache against an unfiltered one.
     let mem_ns = cluster.namespace("bench-memory").await;
@@ -250,7 +160,7 @@ async fn bench() {
             "--namespace",
             &mem_ns.name,
             "--lock-namespace",
-            &locks.name,
+            &locks_name,
         ])
         .args(["--identity", "bench-mem", "--resync", "5s"])
         .args(["--kubeconfig", &kubeconfig, "--context", "operator-1"])
@@ -266,6 +176,127 @@ async fn bench() {
         filtered.0,
         mib(op_rss)
     );
+}
+
+struct Round {
+    handoff: Duration,
+    plain: Duration,
+    writes: usize,
+    flips: usize,
+}
+
+/// One side-by-side measurement in fresh namespaces; `plain_first` alternates the order.
+async fn measure_round(
+    cluster: &camelk_testkit::TestCluster,
+    locks: &str,
+    n: usize,
+    timing: LockTiming,
+    plain_first: bool,
+) -> Round {
+    let admin = cluster.admin().await;
+    let moved_ns = cluster.namespace("bench-handoff").await;
+    let plain_ns = cluster.namespace("bench-plain").await;
+    create_settled(&admin, &moved_ns.name, n, |_| "operator-1").await;
+    create_settled(&admin, &plain_ns.name, n, |_| "operator-1").await;
+    let mut op1 = Command::new(env!("CARGO_BIN_EXE_reconciler"))
+        .args([
+            "operator",
+            "--id",
+            "operator-1",
+            "--namespace",
+            &moved_ns.name,
+            "--lock-namespace",
+            locks,
+        ])
+        .args(["--identity", "bench-op1", "--resync", "1s"])
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig())
+        .args(["--context", "operator-1"])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut coordinator = Coordinator::new(cluster.client_as("reconciler").await);
+    let opts = HandoffOptions {
+        coordinator: "bench".into(),
+        mode: ReleaseMode::Protocol,
+        drain_timeout: Duration::from_secs(600),
+        force: ForcePolicy::Never,
+        lock_timing: timing,
+        lock_namespaces: BTreeMap::new(),
+        default_lock_namespace: locks.to_string(),
+        poll: Duration::from_millis(200),
+    };
+    // Both operators seen alive (and operator-1's cache filled) outside the measurement.
+    for id in ["operator-1", "operator-2"] {
+        assert!(
+            coordinator
+                .wait_alive(&OperatorId::new(id).unwrap(), &opts)
+                .await
+                .unwrap()
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let batch = MoveBatch {
+        namespace: moved_ns.name.clone(),
+        from: OperatorId::new("operator-1").unwrap(),
+        to: OperatorId::new("operator-2").unwrap(),
+        resources: (0..n).map(|i| (CamelKind::Integration, name(i))).collect(),
+    };
+    let api = Api::<DynamicObject>::namespaced_with(
+        admin.clone(),
+        &plain_ns.name,
+        &CamelKind::Integration.api_resource(),
+    );
+    let plain_relabel = || async {
+        let t = Instant::now();
+        for i in 0..n {
+            let patch = json!({ "metadata": {
+                "labels": { OPERATOR_ID_KEY: "operator-2" },
+                "annotations": { OPERATOR_ID_KEY: "operator-2" } } });
+            api.patch(&name(i), &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .unwrap();
+        }
+        t.elapsed()
+    };
+    let mut plain = Duration::ZERO;
+    if plain_first {
+        plain = plain_relabel().await;
+    }
+    let t = Instant::now();
+    let outcome = coordinator
+        .execute(&batch, &opts, &mut |_| {})
+        .await
+        .unwrap();
+    let handoff = t.elapsed();
+    if !plain_first {
+        plain = plain_relabel().await;
+    }
+    let HandoffOutcome::Completed { moved, .. } = outcome else {
+        panic!("handoff did not complete: {outcome:?}")
+    };
+    assert_eq!(moved.len(), n);
+    let _ = op1.kill();
+    let _ = op1.wait();
+
+    let events = cluster.audit_log().events_in(&moved_ns.name).unwrap();
+    let successful: Vec<_> = events
+        .iter()
+        .filter(|e| {
+            e.stage == "ResponseComplete" && e.is_successful_write() && e.user.username != "admin"
+        })
+        .collect();
+    let flips = successful
+        .iter()
+        .filter(|e| e.resource() == Some("integrations") && e.user.username == "operator-1")
+        .count();
+    Round {
+        handoff,
+        plain,
+        writes: successful.len(),
+        flips,
+    }
 }
 
 fn mib(bytes: u64) -> f64 {
