@@ -70,7 +70,26 @@ async fn three_operators_each_run_only_their_own_work() {
         )
         .await;
     }
-    // Several platforms share the namespace; each operator keeps its Maven settings under its id.
+    // Several platforms share the namespace; each operator uses its own, and keeps its Maven
+    // settings under its id. (Integrations created after the platforms are Ready.)
+    for id in OPERATORS {
+        let name = format!("late-{id}");
+        create(&admin, &ns.name, CamelKind::Integration, &name, id).await;
+        let it = wait_for(
+            &admin,
+            CamelKind::Integration,
+            &ns.name,
+            &name,
+            Duration::from_secs(60),
+            "running",
+            running_under(id),
+        )
+        .await;
+        assert_eq!(
+            it.data["status"]["platform"], id,
+            "{name} uses its operator's platform"
+        );
+    }
     let config_maps: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns.name);
     for id in OPERATORS {
         let cm = config_maps

@@ -56,6 +56,9 @@ pub struct Context<'a> {
     pub build_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
     /// Phase of an Integration this operator owns, by name.
     pub integration_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
+    /// The IntegrationPlatform this operator owns in the resource's namespace:
+    /// the only one it uses, even when others share the namespace.
+    pub platform: Option<&'a str>,
     /// How long a Build has been seen running by this process.
     pub build_running_for: &'a dyn Fn(&str) -> Option<Duration>,
     pub now_rfc3339: &'a str,
@@ -142,7 +145,7 @@ fn integration(name: &str, object: &DynamicObject, p: &str, cx: &Context<'_>) ->
     match p {
         "" => step(
             None,
-            json!({ "phase": "Initialization", "lastInitTimestamp": cx.now_rfc3339 }),
+            json!({ "phase": "Initialization", "lastInitTimestamp": cx.now_rfc3339, "platform": cx.platform }),
         ),
         "Initialization" => step(
             Some(Effect::CreateKit {
@@ -223,6 +226,7 @@ mod tests {
             kit_phase: &kit_phase,
             build_phase: &none,
             integration_phase: &none,
+            platform: Some("operator-1"),
             build_running_for: &never,
             now_rfc3339: "2026-12-02T00:00:00Z",
         };
@@ -234,6 +238,7 @@ mod tests {
         with_kit(Some("Ready"), |cx| {
             let s = next_step(CamelKind::Integration, &it(json!({})), cx).unwrap();
             assert_eq!(s.status["phase"], "Initialization");
+            assert_eq!(s.status["platform"], "operator-1");
             let s = next_step(
                 CamelKind::Integration,
                 &it(json!({ "phase": "Initialization" })),

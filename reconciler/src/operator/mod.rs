@@ -317,6 +317,11 @@ impl Loops {
                         .get(&(ns.clone(), n.to_string()))
                         .map(|t| t.elapsed())
                 };
+                let platform = self
+                    .cache
+                    .all(&Watched::Camel(CamelKind::IntegrationPlatform))
+                    .find(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
+                    .and_then(|p| p.metadata.name.clone());
                 let cx = Context {
                     operator_id: self.cfg.id.as_str(),
                     version: &self.cfg.version,
@@ -324,6 +329,7 @@ impl Loops {
                     kit_phase: &kit_phase,
                     build_phase: &build_phase,
                     integration_phase: &integration_phase,
+                    platform: platform.as_deref(),
                     build_running_for: &running_for,
                     now_rfc3339: &now,
                 };
