@@ -1,0 +1,50 @@
+//! kubectl finds the plugin on PATH (`kubectl plugin list`) and runs it as
+//! `kubectl camelk`.
+
+use std::process::Command;
+
+fn kubectl(path: &std::ffi::OsStr, home: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new("kubectl")
+        .args(args)
+        .env("PATH", path)
+        .env("HOME", home)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("kubectl is installed")
+}
+
+#[test]
+fn kubectl_plugin_list_finds_the_binary_and_runs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_kubectl-camelk"),
+        bin.join("kubectl-camelk"),
+    )
+    .unwrap();
+    let system_path = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::env::join_paths(
+        std::iter::once(bin.clone()).chain(std::env::split_paths(&system_path)),
+    )
+    .unwrap();
+
+    let list = kubectl(&path, dir.path(), &["plugin", "list"]);
+    let stdout = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        stdout.contains(&bin.join("kubectl-camelk").display().to_string()),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+
+    let version = kubectl(&path, dir.path(), &["camelk", "version"]);
+    assert!(
+        version.status.success(),
+        "{}",
+        String::from_utf8_lossy(&version.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout),
+        format!("kubectl-camelk {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
