@@ -30,3 +30,10 @@ local-cluster-down:
 
 local-cluster-status:
 	cargo run --quiet --locked -p camelk-testkit --bin local-cluster -- status
+
+## The demo: a local control plane, two operators, `reconciler sync` following a
+## local Git repository, and a rollout operator-1 -> operator-2 in three steps.
+.PHONY: demo
+demo: control-plane
+	cargo build --quiet --locked -p camelk-reconciler -p kubectl-camelk --bins
+	cargo run --quiet --locked -p camelk-testkit --bin demo

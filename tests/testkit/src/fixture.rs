@@ -133,6 +133,15 @@ fn spawn_watchdog(
 use std::os::unix::process::CommandExt;
 
 impl TestCluster {
+    /// A control plane this process started itself with [`cluster::start`]
+    /// (the demo's): no watchdog, the caller stops it with [`cluster::stop`].
+    pub fn attach(dir: ClusterDir) -> TestCluster {
+        TestCluster {
+            dir,
+            _watchdog: None,
+        }
+    }
+
     pub fn dir(&self) -> &ClusterDir {
         &self.dir
     }
