@@ -47,7 +47,11 @@ pub fn did_you_mean<'a>(
             )
         })
         .filter(|(score, _)| *score >= 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
+        // On a tie the earlier candidate (declaration order) wins.
+        .fold(None, |best: Option<(f64, &str)>, (score, c)| match best {
+            Some((top, _)) if top >= score => best,
+            _ => Some((score, c)),
+        })
         .map(|(_, c)| c)
 }
 

@@ -1,0 +1,262 @@
+//! The plan engine on small, readable scenarios: each test states one rule of
+//! the engine's contract (see `camelk_reconciler::plan`).
+
+use std::collections::BTreeMap;
+
+use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use camelk_reconciler::inventory::{Inventory, Resource, ResourceRef};
+use camelk_reconciler::manifest::Manifest;
+use camelk_reconciler::plan::{self, Actual, BlockReason, Reason};
+
+fn spec(body: &str) -> camelk_reconciler::api::OperatorAssignmentSpec {
+    let text = format!(
+        "apiVersion: camelk.dev/v1alpha1\nkind: OperatorAssignment\nmetadata:\n  name: t\nspec:\n  operators:\n    - id: op-1\n      namespace: a\n    - id: op-2\n      namespace: a\n{body}"
+    );
+    Manifest::parse("t.yaml", text)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .assignment
+        .spec
+}
+
+fn res(
+    kind: CamelKind,
+    name: &str,
+    owner: Option<&str>,
+    phase: Option<&str>,
+    labels: &[(&str, &str)],
+) -> Resource {
+    let mut map: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    if let Some(o) = owner {
+        map.insert(OPERATOR_ID_KEY.into(), o.into());
+    }
+    Resource {
+        id: ResourceRef {
+            kind,
+            namespace: "shop".into(),
+            name: name.into(),
+        },
+        labels: map,
+        owner_annotation: owner.map(str::to_string),
+        phase: phase.map(str::to_string),
+    }
+}
+
+fn names<'a>(items: impl Iterator<Item = &'a ResourceRef>) -> Vec<&'a str> {
+    items.map(|r| r.name.as_str()).collect()
+}
+
+#[test]
+fn a_staged_move_batches_by_its_own_steps() {
+    let spec = spec(
+        "  defaultOperator: op-1\n  stagedMoves:\n    - from: op-1\n      to: op-2\n      steps: [1, 3]\n  rollout:\n    steps: [\"50%\"]\n",
+    );
+    let inventory = Inventory {
+        resources: ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|n| {
+                res(
+                    CamelKind::Integration,
+                    n,
+                    Some("op-1"),
+                    Some("Running"),
+                    &[],
+                )
+            })
+            .collect(),
+    };
+    let planned = plan::plan(&spec, Actual::OwnerKeys, &inventory);
+    let sizes: Vec<(usize, usize)> = planned
+        .batches
+        .iter()
+        .map(|b| (b.step, b.moves.len()))
+        .collect();
+    assert_eq!(sizes, vec![(1, 1), (2, 2), (3, 2)]);
+    assert!(
+        planned
+            .moves()
+            .all(|m| m.because == Reason::StagedMove { index: 0 })
+    );
+    assert_eq!(
+        names(planned.moves().map(|m| &m.resource)),
+        vec!["a", "b", "c", "d", "e"]
+    );
+}
+
+#[test]
+fn a_staged_move_never_overrides_a_pin_and_honours_its_selector() {
+    let spec = spec(
+        "  defaultOperator: op-1\n  pins:\n    - {kind: Integration, namespace: shop, name: pinned, operator: op-1}\n  stagedMoves:\n    - from: op-1\n      to: op-2\n      selector:\n        matchLabels: {wave: \"1\"}\n",
+    );
+    let inventory = Inventory {
+        resources: vec![
+            res(
+                CamelKind::Integration,
+                "pinned",
+                Some("op-1"),
+                None,
+                &[("wave", "1")],
+            ),
+            res(
+                CamelKind::Integration,
+                "wave-1",
+                Some("op-1"),
+                None,
+                &[("wave", "1")],
+            ),
+            res(
+                CamelKind::Integration,
+                "wave-2",
+                Some("op-1"),
+                None,
+                &[("wave", "2")],
+            ),
+        ],
+    };
+    let planned = plan::plan(&spec, Actual::OwnerKeys, &inventory);
+    assert_eq!(names(planned.moves().map(|m| &m.resource)), vec!["wave-1"]);
+    assert_eq!(planned.unchanged.total, 2);
+}
+
+#[test]
+fn work_in_flight_blocks_the_move_and_says_why() {
+    let spec = spec("  defaultOperator: op-2\n");
+    let inventory = Inventory {
+        resources: vec![
+            res(
+                CamelKind::Build,
+                "build-1",
+                Some("op-1"),
+                Some("Running"),
+                &[],
+            ),
+            res(
+                CamelKind::Build,
+                "build-2",
+                Some("op-1"),
+                Some("Succeeded"),
+                &[],
+            ),
+            res(
+                CamelKind::Integration,
+                "it",
+                Some("op-1"),
+                Some("Deploying"),
+                &[],
+            ),
+            res(CamelKind::Pipe, "pipe", Some("op-1"), None, &[]),
+        ],
+    };
+    let planned = plan::plan(&spec, Actual::OwnerKeys, &inventory);
+    assert_eq!(
+        names(planned.moves().map(|m| &m.resource)),
+        vec!["build-2", "pipe"]
+    );
+    let blocked: Vec<(&str, &BlockReason)> = planned
+        .blocked
+        .iter()
+        .map(|b| (b.change.resource.name.as_str(), &b.why))
+        .collect();
+    assert_eq!(blocked.len(), 2);
+    assert_eq!(blocked[0].0, "it");
+    assert_eq!(blocked[1].0, "build-1");
+    assert_eq!(
+        blocked[0].1.to_string(),
+        "phase `Deploying`: the workload is being rolled out"
+    );
+}
+
+#[test]
+fn owner_keys_decide_between_first_assignment_error_and_move() {
+    let spec = spec("  defaultOperator: op-2\n");
+    let mut label_only = res(
+        CamelKind::Integration,
+        "label-only",
+        Some("op-1"),
+        None,
+        &[],
+    );
+    label_only.owner_annotation = None;
+    let mut conflict = res(CamelKind::Integration, "conflict", Some("op-1"), None, &[]);
+    conflict.owner_annotation = Some("op-2".into());
+    let mut invalid = res(CamelKind::Integration, "invalid", None, None, &[]);
+    invalid.owner_annotation = Some("not valid!".into());
+    let inventory = Inventory {
+        resources: vec![
+            label_only,
+            conflict,
+            invalid,
+            res(CamelKind::Integration, "nobody", None, None, &[]),
+        ],
+    };
+    let planned = plan::plan(&spec, Actual::OwnerKeys, &inventory);
+    assert_eq!(
+        names(planned.moves().map(|m| &m.resource)),
+        vec!["label-only"]
+    );
+    assert_eq!(
+        names(planned.first_assignments.iter().map(|a| &a.resource)),
+        vec!["nobody"]
+    );
+    assert_eq!(
+        names(planned.errors.iter().map(|e| &e.resource)),
+        vec!["conflict", "invalid"]
+    );
+    assert!(
+        planned.errors[0]
+            .message
+            .contains("label says `op-1` but its annotation says `op-2`")
+    );
+}
+
+#[test]
+fn resources_outside_the_scope_are_counted_and_never_touched() {
+    let spec = spec("  scope:\n    kinds: [Pipe]\n  defaultOperator: op-2\n");
+    let inventory = Inventory {
+        resources: vec![
+            res(CamelKind::Integration, "it", Some("op-1"), None, &[]),
+            res(CamelKind::Pipe, "pipe", Some("op-1"), None, &[]),
+        ],
+    };
+    let planned = plan::plan(&spec, Actual::OwnerKeys, &inventory);
+    assert_eq!(planned.unchanged.out_of_scope, 1);
+    assert_eq!(names(planned.moves().map(|m| &m.resource)), vec!["pipe"]);
+}
+
+#[test]
+fn planning_between_revisions_ignores_the_owner_keys() {
+    let base = spec("  defaultOperator: op-1\n");
+    let head = spec(
+        "  defaultOperator: op-1\n  rules:\n    - match: {names: [\"b*\"]}\n      operator: op-2\n",
+    );
+    // The live keys say op-2 for everything; a pull request's plan is about the manifests.
+    let inventory = Inventory {
+        resources: ["alpha", "beta"]
+            .iter()
+            .map(|n| res(CamelKind::Integration, n, Some("op-2"), None, &[]))
+            .collect(),
+    };
+    let planned = plan::plan(&head, Actual::Manifest(&base), &inventory);
+    let moves: Vec<_> = planned
+        .moves()
+        .map(|m| (m.resource.name.as_str(), m.from.as_str(), m.to.as_str()))
+        .collect();
+    assert_eq!(moves, vec![("beta", "op-1", "op-2")]);
+    assert_eq!(
+        planned.unchanged.by_operator.get(&"op-1".parse().unwrap()),
+        Some(&1)
+    );
+}
+
+#[test]
+fn pins_of_missing_resources_are_noted() {
+    let spec = spec(
+        "  defaultOperator: op-1\n  pins:\n    - {kind: Pipe, namespace: shop, name: later, operator: op-2}\n",
+    );
+    let planned = plan::plan(&spec, Actual::OwnerKeys, &Inventory::default());
+    assert_eq!(planned.notes.len(), 1);
+    assert!(planned.notes[0].contains("Pipe shop/later, which does not exist"));
+    assert!(!planned.has_changes());
+}

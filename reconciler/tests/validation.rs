@@ -1,0 +1,91 @@
+//! Validation beyond the malformed corpus of the plugin: warnings (which do
+//! not reject a manifest) and the checks that need several fields at once.
+
+use camelk_reconciler::manifest::{Manifest, Severity};
+
+fn check(body: &str) -> Result<Manifest, Vec<String>> {
+    let text = format!(
+        "apiVersion: camelk.dev/v1alpha1\nkind: OperatorAssignment\nmetadata:\n  name: t\nspec:\n  operators:\n    - id: op-1\n      namespace: a\n    - id: op-2\n      namespace: a\n{body}"
+    );
+    Manifest::parse("t.yaml", text)
+        .map_err(|e| e.diagnostics().iter().map(ToString::to_string).collect())
+}
+
+fn warnings(body: &str) -> Vec<String> {
+    let manifest = check(body).unwrap_or_else(|e| panic!("{e:?}"));
+    assert!(
+        manifest
+            .warnings
+            .iter()
+            .all(|w| w.severity == Severity::Warning)
+    );
+    manifest.warnings.iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn rules_that_can_never_match_are_warnings() {
+    assert_eq!(
+        warnings(
+            "  scope:\n    kinds: [Pipe]\n  defaultOperator: op-1\n  rules:\n    - match: {kinds: [Integration]}\n      operator: op-2\n"
+        ),
+        vec![
+            "t.yaml:15:7: warning: this rule can never match: none of its kinds is in spec.scope.kinds"
+        ]
+    );
+    assert_eq!(
+        warnings(
+            "  scope:\n    namespaces: [shop]\n  defaultOperator: op-1\n  rules:\n    - match: {namespaces: [billing]}\n      operator: op-2\n"
+        ),
+        vec![
+            "t.yaml:15:7: warning: this rule can never match: none of its namespaces is in spec.scope.namespaces"
+        ]
+    );
+    assert_eq!(
+        warnings(
+            "  defaultOperator: op-1\n  rules:\n    - match: {kinds: [Integration]}\n      operator: op-2\n    - match: {kinds: [Integration], names: [\"a*\"]}\n      operator: op-1\n"
+        ),
+        vec![
+            "t.yaml:15:7: warning: this rule can never match: spec.rules[0] matches every resource it matches, and comes first"
+        ]
+    );
+    // A later rule with a narrower glob is reachable when the earlier one is narrower still.
+    assert!(
+        warnings("  defaultOperator: op-1\n  rules:\n    - match: {names: [\"ab*\"]}\n      operator: op-2\n    - match: {names: [\"a*\"]}\n      operator: op-1\n")
+            .is_empty()
+    );
+}
+
+#[test]
+fn settings_without_effect_are_warnings() {
+    assert_eq!(
+        warnings("  defaultOperator: op-1\n  handoff:\n    force: Never\n    forceAfter: 10m\n"),
+        vec!["t.yaml:14:17: warning: `forceAfter` has no effect while `force` is `Never`"]
+    );
+}
+
+#[test]
+fn every_error_is_reported_not_only_the_first() {
+    let errors = check(
+        "  defaultOperator: op-9\n  pins:\n    - {kind: Integration, namespace: shop, name: a, operator: op-8}\n  rollout:\n    steps: [\"0%\", \"120%\"]\n    pause: soon\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        errors,
+        vec![
+            "t.yaml:11:20: error: unknown operator `op-9`; did you mean `op-1`?; declared operators: op-1, op-2",
+            "t.yaml:13:63: error: unknown operator `op-8`; did you mean `op-1`?; declared operators: op-1, op-2",
+            "t.yaml:15:13: error: empty rollout step `0%`: a step must move at least one resource",
+            "t.yaml:15:19: error: rollout step `120%` is over 100%",
+            "t.yaml:16:12: error: `soon` is not a duration; write for example `30s`, `5m` or `1h30m`",
+        ]
+    );
+}
+
+#[test]
+fn the_crd_and_the_checks_agree_on_field_names() {
+    // Every field the types know is accepted (nothing is reported unknown).
+    let manifest = check(
+        "  scope: {namespaces: [shop], kinds: [Integration]}\n  defaultOperator: op-1\n  rules:\n    - name: r\n      match:\n        kinds: [Integration]\n        namespaces: [shop]\n        names: [\"*\"]\n        selector: {matchLabels: {a: b}, matchExpressions: [{key: c, operator: Exists}]}\n      operator: op-2\n  pins:\n    - {kind: Integration, namespace: shop, name: x, operator: op-1}\n  stagedMoves:\n    - {from: op-1, to: op-2, selector: {matchLabels: {w: \"1\"}}, steps: [1, \"100%\"]}\n  rollout:\n    steps: [\"10%\"]\n    healthGate: {requireReady: false, timeout: 1m}\n    pause: 30s\n  handoff: {drainTimeout: 1m, force: AfterTimeout, forceAfter: 5m}\n",
+    );
+    assert!(manifest.is_ok(), "{manifest:?}");
+}
