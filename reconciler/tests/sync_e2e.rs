@@ -529,3 +529,129 @@ async fn a_reconciler_killed_mid_rollout_finishes_after_restart_without_repeatin
     assert_eq!(requests, 3, "one request per step");
     assert_single_owner(cluster, &ns.name);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreachable_remote_keeps_the_last_good_state_and_says_so() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-remote").await;
+    let git = GitRemote::new();
+    let all = names(2);
+    let (_op1, _op2, sync, rev1) = setup(cluster, &ns.name, &all, "1s", &git, "60s", "0s").await;
+    let admin = cluster.admin().await;
+
+    let moved_away = git.dir.path().join("gone.git");
+    std::fs::rename(git.url(), &moved_away).unwrap();
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(60),
+        "reporting the fetch failure",
+        &sync,
+        |s| condition(s, "Ready").is_some_and(|c| c.1 == "FetchFailed"),
+    )
+    .await;
+    let (ready, _, message) = condition(&status, "Ready").unwrap();
+    assert_eq!(ready, "False");
+    assert!(
+        message.contains("keeping the last applied revision"),
+        "{message}"
+    );
+    assert_eq!(status.last_applied_revision.as_deref(), Some(rev1.as_str()));
+    for name in &all {
+        let it = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+            .get(name)
+            .await
+            .unwrap();
+        assert_eq!(owner(&it).as_deref(), Some("operator-1"));
+    }
+
+    // Reachable again: the next revision is acted on.
+    std::fs::rename(&moved_away, git.url()).unwrap();
+    let rev2 = git.push(
+        &manifest(&ns.name, Some("\"100%\""), "60s", "0s"),
+        "rollout",
+    );
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(120),
+        "applied",
+        &sync,
+        applied(&rev2),
+    )
+    .await;
+    assert_eq!(condition(&status, "Ready").map(|c| c.0), Some("True"));
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_replicas_elect_one_leader_and_the_other_takes_over_when_it_dies() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-replicas").await;
+    let git = GitRemote::new();
+    let all = names(4);
+    let (_op1, _op2, sync_a, _rev1) = setup(cluster, &ns.name, &all, "1s", &git, "60s", "0s").await;
+    let sync_b = start_sync(
+        cluster,
+        &ns.name,
+        &git.url(),
+        "sync-b",
+        &git.cache("sync-b"),
+    );
+    let admin = cluster.admin().await;
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(admin.clone(), &ns.name);
+    let holder = || async {
+        leases
+            .get_opt("camelk-reconciler-lock")
+            .await
+            .unwrap()
+            .and_then(|l| l.spec?.holder_identity)
+    };
+    assert_eq!(
+        holder().await.as_deref(),
+        Some("sync-a"),
+        "the first replica leads"
+    );
+
+    let mut replicas = [(sync_a, "sync-a"), (sync_b, "sync-b")];
+    replicas[0].0.signal(Signal::SIGKILL);
+    replicas[0].0.kill();
+    let rev2 = git.push(&manifest(&ns.name, Some("\"50%\""), "60s", "0s"), "rollout");
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(120),
+        "applied by the other replica",
+        &replicas[1].0,
+        applied(&rev2),
+    )
+    .await;
+    assert_eq!(holder().await.as_deref(), Some(replicas[1].1));
+    assert_eq!(status.rollout.as_ref().map(|r| r.completed_steps), Some(2));
+    let moves = integration_moves(cluster, &ns.name);
+    assert_eq!(moves.len(), 4, "each moved once: {moves:?}");
+    // The reconciler's lock was held by sync-a, then by sync-b.
+    let writers: std::collections::BTreeSet<String> = cluster
+        .audit_log()
+        .events_in(&ns.name)
+        .unwrap()
+        .iter()
+        .filter(|e| e.is_successful_write() && e.resource() == Some("leases"))
+        .filter_map(|e| {
+            e.response_object.as_ref()?["spec"]["holderIdentity"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .filter(|h| h.starts_with("sync-"))
+        .collect();
+    assert_eq!(
+        writers,
+        ["sync-a", "sync-b"].map(String::from).into(),
+        "the lock changed hands"
+    );
+    assert_single_owner(cluster, &ns.name);
+}
