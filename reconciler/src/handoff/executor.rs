@@ -5,9 +5,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+use futures::stream::SelectAll;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::watcher;
 use serde_json::json;
 
 use super::fence::{self, FlipGuard};
@@ -18,6 +22,7 @@ use super::request::{
 use crate::api::OperatorId;
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use crate::lock::{LeaseObserver, Liveness, LockTiming, lock_name};
+use crate::operator::cache::{Cache, Scope};
 use crate::plan::phase::work_in_flight;
 
 /// Result of one fenced flip.
@@ -343,20 +348,69 @@ impl Coordinator {
         let started = Instant::now();
         let total = request.spec.items.len();
         let mut taken_over = BTreeSet::new();
+        // Progress comes from metadata-only watches of the old owner's label:
+        // an item leaves them when it is flipped or deleted. No re-listing.
+        let kinds: BTreeSet<CamelKind> = request.spec.items.iter().map(|i| i.kind).collect();
+        let selector = format!("{OPERATOR_ID_KEY}={}", request.spec.from);
+        let mut watches = SelectAll::new();
+        for kind in &kinds {
+            let api: Api<PartialObjectMeta<DynamicObject>> = Api::namespaced_with(
+                self.client.clone(),
+                &request.namespace,
+                &kind.api_resource(),
+            );
+            let kind = *kind;
+            watches.push(
+                watcher(api, watcher::Config::default().labels(&selector))
+                    .map(move |event| (kind, event))
+                    .boxed(),
+            );
+        }
+        let mut view: Cache<CamelKind> = Cache::default();
+        let mut synced = BTreeSet::new();
+        let mut tick = tokio::time::interval(opts.poll);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            // Phases are needed only to release for upstream owners and to say
-            // why a move stalls; otherwise metadata-only lists keep polling cheap.
-            let need_phase =
-                opts.mode == ReleaseMode::Upstream || started.elapsed() >= opts.drain_timeout;
-            let remaining = self.remaining(&request, need_phase).await?;
+            let ticked = tokio::select! {
+                Some((kind, event)) = watches.next() => {
+                    match event {
+                        Ok(event) => {
+                            if matches!(event, watcher::Event::InitDone) {
+                                synced.insert(kind);
+                            }
+                            let scope = Scope { kind, namespace: Some(request.namespace.clone()) };
+                            view.apply(&scope, metadata_event(event));
+                        }
+                        Err(e) => tracing::warn!(error = %e, "handoff progress watch failed; retrying"),
+                    }
+                    false
+                }
+                _ = tick.tick() => true,
+            };
+            if synced.len() < kinds.len() {
+                continue;
+            }
+            let watched = covered(&request, &view);
             on_progress(&Progress {
                 total,
-                done: total - remaining.len(),
-                waiting_on: remaining.first().map(|(k, o)| describe(*k, o)),
+                done: total - watched.len(),
+                waiting_on: watched.first().map(|(k, o)| describe(*k, o)),
             });
-            if remaining.is_empty() {
+            if watched.is_empty() {
                 break;
             }
+            if !ticked {
+                continue;
+            }
+            // Phases are needed only to release for upstream owners and to say
+            // why a move stalls; otherwise the watched metadata is enough.
+            let need_phase =
+                opts.mode == ReleaseMode::Upstream || started.elapsed() >= opts.drain_timeout;
+            let remaining = if need_phase {
+                self.remaining(&request, true).await?
+            } else {
+                watched
+            };
             if let Liveness::Expired { .. } = self.liveness(&batch.to, opts).await? {
                 self.withdraw(&request).await?;
                 let moved = self.with_owner(&request, &batch.to).await?;
@@ -411,7 +465,6 @@ impl Coordinator {
                 let moved = self.with_owner(&request, &batch.to).await?;
                 return Ok(HandoffOutcome::Stalled { moved, waiting });
             }
-            tokio::time::sleep(opts.poll).await;
         }
         self.withdraw(&request).await?;
         let moved = self.with_owner(&request, &batch.to).await?;
@@ -482,11 +535,7 @@ impl Coordinator {
                     .map_err(api_err(context))?
                     .items
                     .into_iter()
-                    .map(|m| DynamicObject {
-                        types: m.types,
-                        metadata: m.metadata,
-                        data: serde_json::Value::Null,
-                    })
+                    .map(metadata_only)
                     .collect()
             };
             for obj in objects {
@@ -533,6 +582,44 @@ impl Coordinator {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(api_err(format!("marking {} stalled", request.name))(e)),
         }
+    }
+}
+
+/// The request's items among `view`'s objects (uid-checked), in order.
+fn covered(request: &HandoffRequest, view: &Cache<CamelKind>) -> Vec<(CamelKind, DynamicObject)> {
+    let kinds: BTreeSet<CamelKind> = request.spec.items.iter().map(|i| i.kind).collect();
+    let mut out = Vec::new();
+    for kind in kinds {
+        for o in view.all(&kind) {
+            let name = o.metadata.name.as_deref().unwrap_or_default();
+            let uid = o.metadata.uid.as_deref().unwrap_or_default();
+            if request.covers(kind, name, uid) {
+                out.push((kind, o.clone()));
+            }
+        }
+    }
+    out
+}
+
+fn metadata_event(
+    event: watcher::Event<PartialObjectMeta<DynamicObject>>,
+) -> watcher::Event<DynamicObject> {
+    use watcher::Event;
+    match event {
+        Event::Apply(m) => Event::Apply(metadata_only(m)),
+        Event::Delete(m) => Event::Delete(metadata_only(m)),
+        Event::Init => Event::Init,
+        Event::InitApply(m) => Event::InitApply(metadata_only(m)),
+        Event::InitDone => Event::InitDone,
+    }
+}
+
+/// A metadata-only read as a [`DynamicObject`] without data.
+fn metadata_only(m: PartialObjectMeta<DynamicObject>) -> DynamicObject {
+    DynamicObject {
+        types: m.types,
+        metadata: m.metadata,
+        data: serde_json::Value::Null,
     }
 }
 
