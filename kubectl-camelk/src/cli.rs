@@ -16,10 +16,11 @@ pub struct Cli {
     /// The kubeconfig context to use.
     #[arg(long, global = true, value_name = "NAME")]
     pub context: Option<String>,
-    /// Namespace (default: the context's namespace).
+    /// Namespace: of the resources named by assign/unassign (default: the
+    /// context's namespace); the only one read by plan/diff (default: all).
     #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
-    /// Every namespace (for `plan` and `diff` against the cluster).
+    /// Every namespace (plan and diff read every namespace unless -n is given).
     #[arg(short = 'A', long, global = true)]
     pub all_namespaces: bool,
     /// Output format.

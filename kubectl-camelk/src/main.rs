@@ -52,6 +52,13 @@ fn main() -> ExitCode {
             {
                 // Each line already says `file:line:column: error: ...`.
                 eprintln!("{invalid}");
+            } else if let Some(ManifestError::Read { source, .. }) =
+                error.downcast_ref::<ManifestError>()
+                && source.kind() == std::io::ErrorKind::NotFound
+            {
+                eprintln!(
+                    "error: {error:#}\nhint: create one with `kubectl camelk init`, or name it with --file"
+                );
             } else {
                 eprintln!("error: {error:#}");
             }

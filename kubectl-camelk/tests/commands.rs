@@ -446,3 +446,24 @@ fn validate_reports_warnings_and_json() {
     assert_eq!(value["valid"], true);
     assert_eq!(value["diagnostics"][0]["line"], 18);
 }
+
+#[test]
+fn a_missing_manifest_points_to_init() {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    camelk(dir.path())
+        .args([
+            "assign",
+            "integration/orders",
+            "--to",
+            "operator-2",
+            "-n",
+            "shop",
+        ])
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("cannot read operator-assignment.yaml")
+                .and(predicate::str::contains("kubectl camelk init")),
+        );
+}
