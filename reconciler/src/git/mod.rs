@@ -14,10 +14,10 @@
 //! never overwritten. [`Checkout::push`] reports a rejection by the remote as
 //! an error (a refused push is not a success).
 //!
-//! Credentials for pushing, tried in this order as the remote allows:
-//! a token in `CAMELK_GIT_TOKEN` (HTTPS), the ssh-agent (SSH), Git's
-//! credential helper (HTTPS), then the transport's default. They are handed
-//! to libgit2 and never logged.
+//! Credentials for pushing, as the remote asks for them: over HTTPS a token
+//! in `CAMELK_GIT_TOKEN`, else Git's credential helper (`credential.helper`);
+//! over SSH the keys of the ssh-agent; otherwise the transport's default.
+//! They are handed to libgit2 and never logged.
 
 use std::path::{Path, PathBuf};
 
