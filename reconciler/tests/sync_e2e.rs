@@ -75,8 +75,8 @@ async fn setup(
     names: &[String],
     op2_build_time: &str,
     git: &GitRemote,
-    gate_timeout: &str,
-    pause: &str,
+    (gate_timeout, pause): (&str, &str),
+    sync_args: &[&str],
 ) -> (OperatorProcess, OperatorProcess, OperatorProcess, String) {
     grant_rbac(cluster).await;
     install_assignment_crd(cluster).await;
@@ -99,7 +99,14 @@ async fn setup(
         .await;
     }
     let rev1 = git.push(&manifest(ns, None, gate_timeout, pause), "operators");
-    let sync = start_sync(cluster, ns, &git.url(), "sync-a", &git.cache("sync-a"));
+    let sync = start_sync_with(
+        cluster,
+        ns,
+        &git.url(),
+        "sync-a",
+        &git.cache("sync-a"),
+        sync_args,
+    );
     wait_status(
         &admin,
         ns,
@@ -142,7 +149,8 @@ async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
     let ns = cluster.namespace("sync-push").await;
     let git = GitRemote::new();
     let all = names(10);
-    let (_op1, _op2, sync, rev1) = setup(cluster, &ns.name, &all, "1s", &git, "90s", "0s").await;
+    let (_op1, _op2, sync, rev1) =
+        setup(cluster, &ns.name, &all, "1s", &git, ("90s", "0s"), &[]).await;
     let admin = cluster.admin().await;
 
     // What `kubectl camelk plan --base rev1 --head rev2` shows for the push.
@@ -291,7 +299,8 @@ async fn an_invalid_revision_moves_nothing_and_status_says_where() {
     let ns = cluster.namespace("sync-invalid").await;
     let git = GitRemote::new();
     let all = names(3);
-    let (_op1, _op2, sync, rev1) = setup(cluster, &ns.name, &all, "1s", &git, "60s", "0s").await;
+    let (_op1, _op2, sync, rev1) =
+        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
     let admin = cluster.admin().await;
 
     let bad = manifest(&ns.name, Some("\"100%\""), "60s", "0s")
@@ -356,7 +365,8 @@ async fn a_failing_health_gate_pauses_the_rollout_and_names_the_resources() {
     let ns = cluster.namespace("sync-gate").await;
     let git = GitRemote::new();
     let all = names(4);
-    let (_op1, op2, sync, _rev1) = setup(cluster, &ns.name, &all, "3s", &git, "5s", "0s").await;
+    let (_op1, op2, sync, _rev1) =
+        setup(cluster, &ns.name, &all, "3s", &git, ("5s", "0s"), &[]).await;
     let admin = cluster.admin().await;
 
     let rev2 = git.push(&manifest(&ns.name, Some("\"50%\""), "5s", "0s"), "rollout");
@@ -437,7 +447,7 @@ async fn a_reconciler_killed_mid_rollout_finishes_after_restart_without_repeatin
     let git = GitRemote::new();
     let all = names(9);
     let (_op1, _op2, mut sync, _rev1) =
-        setup(cluster, &ns.name, &all, "1s", &git, "90s", "4s").await;
+        setup(cluster, &ns.name, &all, "1s", &git, ("90s", "4s"), &[]).await;
     let admin = cluster.admin().await;
 
     let rev2 = git.push(
@@ -536,7 +546,8 @@ async fn an_unreachable_remote_keeps_the_last_good_state_and_says_so() {
     let ns = cluster.namespace("sync-remote").await;
     let git = GitRemote::new();
     let all = names(2);
-    let (_op1, _op2, sync, rev1) = setup(cluster, &ns.name, &all, "1s", &git, "60s", "0s").await;
+    let (_op1, _op2, sync, rev1) =
+        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
     let admin = cluster.admin().await;
 
     let moved_away = git.dir.path().join("gone.git");
@@ -592,7 +603,8 @@ async fn two_replicas_elect_one_leader_and_the_other_takes_over_when_it_dies() {
     let ns = cluster.namespace("sync-replicas").await;
     let git = GitRemote::new();
     let all = names(4);
-    let (_op1, _op2, sync_a, _rev1) = setup(cluster, &ns.name, &all, "1s", &git, "60s", "0s").await;
+    let (_op1, _op2, sync_a, _rev1) =
+        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
     let sync_b = start_sync(
         cluster,
         &ns.name,
@@ -653,5 +665,132 @@ async fn two_replicas_elect_one_leader_and_the_other_takes_over_when_it_dies() {
         ["sync-a", "sync-b"].map(String::from).into(),
         "the lock changed hands"
     );
+    assert_single_owner(cluster, &ns.name);
+}
+
+/// One HTTP/1.1 request to `port` on loopback; returns the status code and body.
+fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &str,
+) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+fn github_signature(secret: &[u8], body: &str) -> String {
+    use hmac::{KeyInit, Mac};
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret).unwrap();
+    mac.update(body.as_bytes());
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signed_webhook_triggers_a_fetch_and_a_bad_signature_is_refused() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-hook").await;
+    let git = GitRemote::new();
+    let secret_file = git.dir.path().join("webhook-secret");
+    std::fs::write(&secret_file, "s3cret\n").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let all = names(2);
+    // Polling once an hour: only the webhook can bring the next revision in.
+    let args = [
+        "--interval",
+        "1h",
+        "--listen",
+        &listen,
+        "--webhook-secret-file",
+        secret_file.to_str().unwrap(),
+    ];
+    let (_op1, _op2, sync, _rev1) =
+        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &args).await;
+    let admin = cluster.admin().await;
+    assert_eq!(http(port, "GET", "/healthz", &[], ""), (200, "ok".into()));
+    assert_eq!(
+        http(port, "GET", "/readyz", &[], ""),
+        (200, "leader".into())
+    );
+
+    let rev2 = git.push(
+        &manifest(&ns.name, Some("\"100%\""), "60s", "0s"),
+        "rollout",
+    );
+    let payload = r#"{"ref":"refs/heads/main"}"#;
+    let forged = [("X-Hub-Signature-256", github_signature(b"guess", payload))];
+    assert_eq!(http(port, "POST", "/hooks/git", &forged, payload).0, 401);
+    assert_eq!(http(port, "POST", "/hooks/git", &[], payload).0, 401);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status = assignment(&admin, &ns.name, NAME)
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_ne!(
+        status.last_attempted_revision.as_deref(),
+        Some(rev2.as_str()),
+        "a refused webhook fetches nothing"
+    );
+
+    let signed = [("X-Hub-Signature-256", github_signature(b"s3cret", payload))];
+    assert_eq!(http(port, "POST", "/hooks/git", &signed, payload).0, 202);
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(60),
+        "applied",
+        &sync,
+        applied(&rev2),
+    )
+    .await;
+    let (code, metrics) = http(port, "GET", "/metrics", &[], "");
+    assert_eq!(code, 200);
+    assert!(
+        metrics.contains("camelk_resources{operator=\"operator-2\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("camelk_handoff_duration_seconds_count 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("camelk_handoffs_in_progress 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("camelk_sync_duration_seconds_count"),
+        "{metrics}"
+    );
+    assert_eq!(integration_moves(cluster, &ns.name).len(), 2);
     assert_single_owner(cluster, &ns.name);
 }

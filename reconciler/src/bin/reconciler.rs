@@ -130,6 +130,12 @@ struct SyncArgs {
     /// How often handoffs and health gates are polled.
     #[arg(long, value_parser = duration, default_value = "500ms")]
     poll: Duration,
+    /// Address of /healthz, /readyz, /metrics and POST /hooks/git.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    listen: String,
+    /// File holding the webhook's HMAC-SHA256 secret (without it, /hooks/git refuses every request).
+    #[arg(long)]
+    webhook_secret_file: Option<PathBuf>,
     #[command(flatten)]
     connection: Connection,
 }
@@ -238,7 +244,24 @@ fn run_sync(args: SyncArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
-        sync::run(client, source, cfg, on_signal()).await;
+        let secret = match &args.webhook_secret_file {
+            Some(path) => match std::fs::read(path) {
+                Ok(bytes) => Some(bytes.trim_ascii().to_vec()),
+                Err(e) => {
+                    eprintln!("error: reading {}: {e}", path.display());
+                    return ExitCode::from(2);
+                }
+            },
+            None => None,
+        };
+        let listener = match tokio::net::TcpListener::bind(&args.listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("error: listening on {}: {e}", args.listen);
+                return ExitCode::from(1);
+            }
+        };
+        sync::run(client, source, cfg, Some(listener), secret, on_signal()).await;
         ExitCode::SUCCESS
     })
 }

@@ -39,10 +39,12 @@
 
 pub mod health;
 pub mod rollout;
+pub mod server;
 pub mod status;
 
-use std::collections::BTreeSet;
-use std::time::Duration;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
@@ -133,8 +135,17 @@ pub enum SyncError {
     Cancelled,
 }
 
-/// Runs the sync until `shutdown`: leader election, then a round every interval.
-pub async fn run(client: Client, source: GitSource, cfg: SyncConfig, shutdown: CancellationToken) {
+/// Runs the sync until `shutdown`: leader election, then a round every
+/// interval or at once when a valid webhook arrives. With a `listener`, the
+/// HTTP endpoints of [`server`] are served on it.
+pub async fn run(
+    client: Client,
+    source: GitSource,
+    cfg: SyncConfig,
+    listener: Option<tokio::net::TcpListener>,
+    webhook_secret: Option<Vec<u8>>,
+    shutdown: CancellationToken,
+) {
     let lock = OperatorLock::new(
         client.clone(),
         &cfg.lock_namespace,
@@ -144,26 +155,70 @@ pub async fn run(client: Client, source: GitSource, cfg: SyncConfig, shutdown: C
     );
     let leadership = lock.leadership();
     let lock_task = tokio::spawn(lock.run(shutdown.clone()));
-    let mut syncer = Syncer::new(client, source, cfg);
+    let telemetry = Arc::new(server::Telemetry::default());
+    let trigger = Arc::new(tokio::sync::Notify::new());
+    if let Some(listener) = listener {
+        let endpoints = server::Endpoints {
+            telemetry: telemetry.clone(),
+            trigger: trigger.clone(),
+            webhook_secret: webhook_secret.map(Arc::new),
+            leadership: leadership.clone(),
+        };
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(e) = server::serve(listener, endpoints, stop).await {
+                tracing::error!(error = %e, "HTTP endpoints stopped");
+            }
+        });
+    }
+    let mut syncer = Syncer::new(client, source, cfg, telemetry.clone());
     tracing::info!(url = %syncer.source.url(), path = %syncer.source.path(), "sync started");
     loop {
-        if leadership.is_leading() {
+        if !leadership.is_leading() {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                result = syncer.round(&leadership, &shutdown) => {
-                    if let Err(e) = result {
-                        tracing::warn!(error = %e, "sync round failed; retrying at the next interval");
-                    }
+                _ = tokio::time::sleep(syncer.cfg.lock_timing.retry_period) => continue,
+            }
+        }
+        let started = Instant::now();
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            result = syncer.round(&leadership, &shutdown) => {
+                telemetry.sync_duration.observe(started.elapsed().as_secs_f64());
+                if let Err(e) = result {
+                    telemetry
+                        .errors
+                        .get_or_create(&server::KindLabel { kind: e.kind().into() })
+                        .inc();
+                    tracing::warn!(error = %e, "sync round failed; retrying at the next interval");
                 }
             }
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(syncer.cfg.interval) => {}
+            _ = trigger.notified() => {}
         }
     }
     let _ = lock_task.await;
     tracing::info!("sync stopped");
+}
+
+impl SyncError {
+    /// The step that failed, for the errors metric.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SyncError::Source(_) => "source",
+            SyncError::Apply { .. } => "apply",
+            SyncError::Status { .. } => "status",
+            SyncError::Inventory(_) => "inventory",
+            SyncError::Assign { .. } => "assign",
+            SyncError::Requests { .. } | SyncError::Handoff(_) => "handoff",
+            SyncError::Gate(_) => "health_gate",
+            SyncError::NotLeading => "leadership",
+            SyncError::Cancelled => "cancelled",
+        }
+    }
 }
 
 /// How a step's handoffs ended.
@@ -183,10 +238,16 @@ pub struct Syncer {
     recorder: Recorder,
     /// Name of the object of the last valid revision, to report an invalid one.
     last_name: Option<String>,
+    telemetry: Arc<server::Telemetry>,
 }
 
 impl Syncer {
-    pub fn new(client: Client, source: GitSource, cfg: SyncConfig) -> Syncer {
+    pub fn new(
+        client: Client,
+        source: GitSource,
+        cfg: SyncConfig,
+        telemetry: Arc<server::Telemetry>,
+    ) -> Syncer {
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
@@ -201,6 +262,7 @@ impl Syncer {
             cfg,
             recorder,
             last_name: None,
+            telemetry,
         }
     }
 
@@ -268,6 +330,7 @@ impl Syncer {
         let live = LiveOwners::new(&inventory);
         let position = rollout::position(&plan, &live);
         status.counts = live.counts(head);
+        self.publish_counts(&status.counts);
 
         let mut ro = match status.rollout.take() {
             Some(r) if r.revision == rev.sha => r,
@@ -452,6 +515,7 @@ impl Syncer {
             ro.step_completed_at = Some(status::now());
             ro.failing.clear();
             status.counts = LiveOwners::new(&self.read(&reach).await?).counts(head);
+            self.publish_counts(&status.counts);
             status.rollout = Some(ro.clone());
             self.write(&name, &status).await?;
             tracing::info!(revision = %rev.short(), step = i + 1, "step done and healthy");
@@ -507,6 +571,18 @@ impl Syncer {
             .await;
         }
         Ok(())
+    }
+
+    fn publish_counts(&self, counts: &BTreeMap<String, u64>) {
+        self.telemetry.resources.clear();
+        for (operator, n) in counts {
+            self.telemetry
+                .resources
+                .get_or_create(&server::OperatorLabel {
+                    operator: operator.clone(),
+                })
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
     }
 
     /// The manifest of the last applied revision, when it differs from `rev`.
@@ -705,9 +781,19 @@ impl Syncer {
                         .await,
                 );
             }
-            outcomes.push(self.coordinator.execute(&group, &opts, &mut |p| {
-                tracing::debug!(done = p.done, total = p.total, waiting_on = ?p.waiting_on, "handoff progress");
-            }).await);
+            self.telemetry.handoffs_in_progress.inc();
+            let started = Instant::now();
+            let outcome = self
+                .coordinator
+                .execute(&group, &opts, &mut |p| {
+                    tracing::debug!(done = p.done, total = p.total, waiting_on = ?p.waiting_on, "handoff progress");
+                })
+                .await;
+            self.telemetry.handoffs_in_progress.dec();
+            self.telemetry
+                .handoff_duration
+                .observe(started.elapsed().as_secs_f64());
+            outcomes.push(outcome);
             for outcome in outcomes {
                 match outcome {
                     Ok(HandoffOutcome::Completed {

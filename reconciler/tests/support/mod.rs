@@ -232,6 +232,19 @@ pub fn start_sync(
     identity: &str,
     cache: &std::path::Path,
 ) -> OperatorProcess {
+    start_sync_with(cluster, namespace, repo, identity, cache, &[])
+}
+
+/// [`start_sync`] with `extra` arguments; `--interval`, `--poll` and
+/// `--listen` given there replace the defaults.
+pub fn start_sync_with(
+    cluster: &TestCluster,
+    namespace: &str,
+    repo: &std::path::Path,
+    identity: &str,
+    cache: &std::path::Path,
+    extra: &[&str],
+) -> OperatorProcess {
     let log = std::env::temp_dir().join(format!("camelk-e2e-{namespace}-{identity}.log"));
     let out = File::create(&log).expect("sync log");
     let child = Command::new(env!("CARGO_BIN_EXE_reconciler"))
@@ -239,7 +252,16 @@ pub fn start_sync(
         .arg("--repo")
         .arg(format!("file://{}", repo.display()))
         .args(["--branch", "main", "--path", "operator-assignment.yaml"])
-        .args(["--interval", "1s", "--poll", "300ms"])
+        .args(
+            [
+                ("--interval", "1s"),
+                ("--poll", "300ms"),
+                ("--listen", "127.0.0.1:0"),
+            ]
+            .into_iter()
+            .filter(|(flag, _)| !extra.contains(flag))
+            .flat_map(|(flag, value)| [flag, value]),
+        )
         .args(["--namespace", namespace, "--identity", identity])
         .arg("--cache-dir")
         .arg(cache)
@@ -253,6 +275,7 @@ pub fn start_sync(
             "--operator-lease-duration",
             "4s",
         ])
+        .args(extra)
         .arg("--kubeconfig")
         .arg(cluster.kubeconfig())
         .args(["--context", "reconciler"])

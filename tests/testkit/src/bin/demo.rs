@@ -170,6 +170,10 @@ impl Demo {
             self.children.push((id.into(), child));
         }
         let remote_url = format!("file://{}", repo.remote.display());
+        let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let listen = format!("127.0.0.1:{metrics_port}");
         let cache = self.dir.root().join("sync-cache");
         let sync = spawn(
             &bins.reconciler,
@@ -190,6 +194,8 @@ impl Demo {
                 "reconciler-0",
                 "--cache-dir",
                 cache.to_str().unwrap_or_default(),
+                "--listen",
+                &listen,
                 "--context",
                 "reconciler",
             ],
@@ -276,6 +282,15 @@ impl Demo {
         if !violations.is_empty() {
             bail!("dual-owner writes:\n{}", violations.join("\n"));
         }
+        println!("\n$ curl http://{listen}/metrics   (reconciler sync, excerpt)");
+        for line in metrics(metrics_port)?.lines().filter(|l| {
+            l.starts_with("camelk_resources")
+                || l.starts_with("camelk_handoff_duration_seconds_sum")
+                || l.starts_with("camelk_handoff_duration_seconds_count")
+                || l.starts_with("camelk_sync_errors")
+        }) {
+            println!("  {line}");
+        }
         println!(
             "\naudit log: {}\ndemo done in {:.0}s",
             cluster.audit_log().path().display(),
@@ -283,6 +298,19 @@ impl Demo {
         );
         Ok(())
     }
+}
+
+/// `GET /metrics` of the reconciler, over plain HTTP/1.1.
+fn metrics(port: u16) -> anyhow::Result<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    Ok(response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default())
 }
 
 struct Binaries {

@@ -1,0 +1,279 @@
+//! The sync's HTTP endpoints: `/healthz`, `/readyz`, `/metrics` and the Git
+//! webhook `POST /hooks/git`.
+//!
+//! Contract:
+//! - `/healthz` answers 200 while the process serves; `/readyz` answers 200
+//!   with `leader` or `standby` (a standby replica is ready to take over).
+//! - `/metrics` is the Prometheus text format of [`Telemetry`]
+//!   (`prometheus-client`).
+//! - `POST /hooks/git` triggers a fetch at once, only when the request
+//!   carries a valid HMAC-SHA256 of its body under the configured secret
+//!   ([`verify_signature`]): GitHub's `X-Hub-Signature-256: sha256=<hex>` or
+//!   Gitea's `X-Gitea-Signature: <hex>`. Without a configured secret the hook
+//!   is refused (404); a missing or wrong signature is refused (401). The
+//!   signature is compared in constant time; neither it nor the secret is
+//!   logged.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use hmac::{Hmac, KeyInit, Mac};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use sha2::Sha256;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::lock::Leadership;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperatorLabel {
+    pub operator: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: String,
+}
+
+/// The sync's Prometheus metrics.
+pub struct Telemetry {
+    registry: Registry,
+    /// `camelk_resources{operator}`: governed resources per current owner.
+    pub resources: Family<OperatorLabel, Gauge>,
+    /// `camelk_handoffs_in_progress`: handoffs (one per namespace, source and
+    /// target) being driven now.
+    pub handoffs_in_progress: Gauge,
+    /// `camelk_handoff_duration_seconds`: from request to the last flip.
+    pub handoff_duration: Histogram,
+    /// `camelk_sync_duration_seconds`: one round, fetch to record.
+    pub sync_duration: Histogram,
+    /// `camelk_sync_errors_total{kind}`: failed rounds by the step that failed.
+    pub errors: Family<KindLabel, Counter>,
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("camelk");
+        let resources = Family::<OperatorLabel, Gauge>::default();
+        let handoffs_in_progress = Gauge::default();
+        let handoff_duration = Histogram::new(exponential_buckets(0.25, 2.0, 12));
+        let sync_duration = Histogram::new(exponential_buckets(0.05, 2.0, 14));
+        let errors = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "resources",
+            "Governed Camel K resources per current owner",
+            resources.clone(),
+        );
+        registry.register(
+            "handoffs_in_progress",
+            "Handoffs being driven now",
+            handoffs_in_progress.clone(),
+        );
+        registry.register(
+            "handoff_duration_seconds",
+            "Duration of one handoff, request to last flip",
+            handoff_duration.clone(),
+        );
+        registry.register(
+            "sync_duration_seconds",
+            "Duration of one sync round",
+            sync_duration.clone(),
+        );
+        registry.register(
+            "sync_errors",
+            "Failed sync rounds by the step that failed",
+            errors.clone(),
+        );
+        Telemetry {
+            registry,
+            resources,
+            handoffs_in_progress,
+            handoff_duration,
+            sync_duration,
+            errors,
+        }
+    }
+}
+
+impl Telemetry {
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+/// Why a webhook request is refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    #[error("no X-Hub-Signature-256 or X-Gitea-Signature header")]
+    Missing,
+    #[error("the signature header is not `sha256=<hex>` or `<hex>`")]
+    Malformed,
+    #[error("the signature does not match the body")]
+    Mismatch,
+}
+
+/// Checks the HMAC-SHA256 signature of `body` under `secret` in GitHub's or
+/// Gitea's header.
+pub fn verify_signature(
+    secret: &[u8],
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(), SignatureError> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let hex_signature = match (header("x-hub-signature-256"), header("x-gitea-signature")) {
+        (Some(github), _) => github
+            .strip_prefix("sha256=")
+            .ok_or(SignatureError::Malformed)?,
+        (None, Some(gitea)) => gitea,
+        (None, None) => return Err(SignatureError::Missing),
+    };
+    let signature = hex::decode(hex_signature.trim()).map_err(|_| SignatureError::Malformed)?;
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes keys of any length");
+    mac.update(body);
+    mac.verify_slice(&signature)
+        .map_err(|_| SignatureError::Mismatch)
+}
+
+/// What the endpoints share with the sync loop.
+#[derive(Clone)]
+pub struct Endpoints {
+    pub telemetry: Arc<Telemetry>,
+    /// Notified by a valid webhook: the loop fetches at once.
+    pub trigger: Arc<Notify>,
+    pub webhook_secret: Option<Arc<Vec<u8>>>,
+    pub leadership: Leadership,
+}
+
+/// Serves the endpoints on `listener` until `shutdown`.
+pub async fn serve(
+    listener: TcpListener,
+    endpoints: Endpoints,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/hooks/git", post(hook))
+        .with_state(endpoints);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}
+
+async fn readyz(State(e): State<Endpoints>) -> &'static str {
+    if e.leadership.is_leading() {
+        "leader"
+    } else {
+        "standby"
+    }
+}
+
+async fn metrics(State(e): State<Endpoints>) -> ([(&'static str, &'static str); 1], String) {
+    (
+        [(
+            "content-type",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        e.telemetry.encode(),
+    )
+}
+
+async fn hook(State(e): State<Endpoints>, headers: HeaderMap, body: Bytes) -> (StatusCode, String) {
+    let Some(secret) = &e.webhook_secret else {
+        return (
+            StatusCode::NOT_FOUND,
+            "no webhook secret configured\n".into(),
+        );
+    };
+    match verify_signature(secret, &headers, &body) {
+        Ok(()) => {
+            tracing::info!("webhook accepted; fetching now");
+            e.trigger.notify_one();
+            (StatusCode::ACCEPTED, "fetching\n".into())
+        }
+        Err(why) => {
+            tracing::warn!(reason = %why, "webhook refused");
+            (StatusCode::UNAUTHORIZED, format!("{why}\n"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sign(secret: &[u8], body: &[u8]) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(secret).unwrap();
+        mac.update(body);
+        hex::encode(mac.finalize().into_bytes())
+    }
+
+    #[test]
+    fn github_and_gitea_signatures_are_checked() {
+        let body = br#"{"ref":"refs/heads/main"}"#;
+        let good = sign(b"s3cret", body);
+        let mut github = HeaderMap::new();
+        github.insert(
+            "x-hub-signature-256",
+            format!("sha256={good}").parse().unwrap(),
+        );
+        assert_eq!(verify_signature(b"s3cret", &github, body), Ok(()));
+        assert_eq!(
+            verify_signature(b"other", &github, body),
+            Err(SignatureError::Mismatch)
+        );
+        assert_eq!(
+            verify_signature(b"s3cret", &github, b"tampered"),
+            Err(SignatureError::Mismatch)
+        );
+        let mut gitea = HeaderMap::new();
+        gitea.insert("x-gitea-signature", good.parse().unwrap());
+        assert_eq!(verify_signature(b"s3cret", &gitea, body), Ok(()));
+        let mut bare = HeaderMap::new();
+        bare.insert("x-hub-signature-256", good.parse().unwrap());
+        assert_eq!(
+            verify_signature(b"s3cret", &bare, body),
+            Err(SignatureError::Malformed)
+        );
+        assert_eq!(
+            verify_signature(b"s3cret", &HeaderMap::new(), body),
+            Err(SignatureError::Missing)
+        );
+    }
+
+    #[test]
+    fn metrics_are_exposed_with_the_prefix() {
+        let t = Telemetry::default();
+        t.resources
+            .get_or_create(&OperatorLabel {
+                operator: "operator-2".into(),
+            })
+            .set(7);
+        t.sync_duration.observe(0.3);
+        let text = t.encode();
+        assert!(
+            text.contains("camelk_resources{operator=\"operator-2\"} 7"),
+            "{text}"
+        );
+        assert!(
+            text.contains("camelk_sync_duration_seconds_count 1"),
+            "{text}"
+        );
+        assert!(text.contains("camelk_handoffs_in_progress 0"), "{text}");
+    }
+}
