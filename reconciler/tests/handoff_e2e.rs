@@ -51,6 +51,45 @@ fn batch(ns: &str, from: &str, to: &str, names: &[&str]) -> MoveBatch {
     }
 }
 
+/// A fresh namespace where operator-1 (whose builds take `build_time`) and
+/// operator-2 run, and Integration `orders` of operator-1 is in `Building Kit`.
+struct Scene {
+    ns: camelk_testkit::TestNamespace,
+    admin: kube::Client,
+    op1: OperatorProcess,
+    op2: OperatorProcess,
+}
+
+async fn orders_building(
+    cluster: &camelk_testkit::TestCluster,
+    prefix: &str,
+    build_time: &str,
+) -> Scene {
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace(prefix).await;
+    let admin = cluster.admin().await;
+    let op1 = start_operator(cluster, "operator-1", &ns.name, "op1", build_time);
+    let op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
+    create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
+    let building = in_phase("Building Kit");
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "orders",
+        Duration::from_secs(30),
+        "building",
+        building,
+    )
+    .await;
+    Scene {
+        ns,
+        admin,
+        op1,
+        op2,
+    }
+}
+
 async fn coordinator(cluster: &camelk_testkit::TestCluster) -> Coordinator {
     Coordinator::new(cluster.client_as("reconciler").await)
 }
@@ -132,22 +171,12 @@ async fn operator_sees_and_reconciles_only_its_own_resources() {
 #[tokio::test]
 async fn handoff_waits_for_building_kit_then_moves() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("drain").await;
-    let admin = cluster.admin().await;
-    let _op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "6s");
-    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
-    create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "orders",
-        Duration::from_secs(30),
-        "building",
-        in_phase("Building Kit"),
-    )
-    .await;
+    let Scene {
+        ns,
+        admin,
+        op1: _op1,
+        op2: _op2,
+    } = orders_building(cluster, "drain", "6s").await;
 
     let mut coordinator = coordinator(cluster).await;
     let started = Instant::now();
@@ -270,22 +299,12 @@ async fn killed_owner_is_taken_over_after_its_lease_expires() {
 #[tokio::test]
 async fn paused_owner_cannot_write_after_it_resumes() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("pause").await;
-    let admin = cluster.admin().await;
-    let op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "3s");
-    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
-    create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "orders",
-        Duration::from_secs(30),
-        "building",
-        in_phase("Building Kit"),
-    )
-    .await;
+    let Scene {
+        ns,
+        admin,
+        op1,
+        op2: _op2,
+    } = orders_building(cluster, "pause", "3s").await;
 
     op1.signal(Signal::SIGSTOP);
     let seen_by_op1 = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
@@ -362,22 +381,12 @@ async fn paused_owner_cannot_write_after_it_resumes() {
 #[tokio::test]
 async fn live_owner_that_does_not_release_stalls_with_the_reason() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("stall").await;
-    let admin = cluster.admin().await;
-    let _op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "120s");
-    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
-    create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "orders",
-        Duration::from_secs(30),
-        "building",
-        in_phase("Building Kit"),
-    )
-    .await;
+    let Scene {
+        ns,
+        admin,
+        op1: _op1,
+        op2: _op2,
+    } = orders_building(cluster, "stall", "120s").await;
     let mut opts = options(&ns.name, ReleaseMode::Protocol);
     opts.drain_timeout = Duration::from_secs(3);
     let outcome = coordinator(cluster)
@@ -445,22 +454,12 @@ async fn live_owner_that_does_not_release_stalls_with_the_reason() {
 #[tokio::test]
 async fn resource_deleted_while_its_handoff_is_pending() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("delete").await;
-    let admin = cluster.admin().await;
-    let _op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "120s");
-    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
-    create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "orders",
-        Duration::from_secs(30),
-        "building",
-        in_phase("Building Kit"),
-    )
-    .await;
+    let Scene {
+        ns,
+        admin,
+        op1: _op1,
+        op2: _op2,
+    } = orders_building(cluster, "delete", "120s").await;
 
     let api = camel_api(admin.clone(), CamelKind::Integration, &ns.name);
     let deleter = tokio::spawn(async move {
@@ -506,22 +505,12 @@ async fn resource_deleted_while_its_handoff_is_pending() {
 #[tokio::test]
 async fn target_dying_mid_handoff_withdraws_the_request() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("target").await;
-    let admin = cluster.admin().await;
-    let _op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "120s");
-    let mut op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
-    create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "orders",
-        Duration::from_secs(30),
-        "building",
-        in_phase("Building Kit"),
-    )
-    .await;
+    let Scene {
+        ns,
+        admin,
+        op1: _op1,
+        mut op2,
+    } = orders_building(cluster, "target", "120s").await;
     let killer = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_secs(3)).await;
         op2.kill();
