@@ -120,6 +120,23 @@ async fn setup(
     (op1, op2, sync, rev1)
 }
 
+/// Reasons of the Events about the OperatorAssignment in `ns`, each with how
+/// many times it was reported (Events of one reason form a series).
+async fn event_reasons(client: &kube::Client, ns: &str) -> Vec<(String, i32)> {
+    use k8s_openapi::api::events::v1::Event;
+    kube::Api::<Event>::namespaced(client.clone(), ns)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("OperatorAssignment")
+        })
+        .filter_map(|e| Some((e.reason?, e.series.map(|s| s.count).unwrap_or(1))))
+        .collect()
+}
+
 fn names(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("it-{i:02}")).collect()
 }
@@ -277,6 +294,16 @@ async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
         object.spec.staged_moves.len(),
         1,
         "the object carries the revision's spec"
+    );
+    let reasons: BTreeMap<String, i32> =
+        event_reasons(&admin, &ns.name).await.into_iter().collect();
+    for reason in ["RolloutStarted", "ReconciliationSucceeded"] {
+        assert!(reasons.contains_key(reason), "{reason} in {reasons:?}");
+    }
+    assert_eq!(
+        reasons.get("StepMoved"),
+        Some(&3),
+        "one Event per step: {reasons:?}"
     );
     for name in &all {
         wait_for(
@@ -792,5 +819,161 @@ async fn a_signed_webhook_triggers_a_fetch_and_a_bad_signature_is_refused() {
         "{metrics}"
     );
     assert_eq!(integration_moves(cluster, &ns.name).len(), 2);
+    assert_single_owner(cluster, &ns.name);
+}
+
+async fn annotate(client: &kube::Client, ns: &str, value: Option<&str>) {
+    use kube::api::{Patch, PatchParams};
+    kube::Api::<camelk_reconciler::api::OperatorAssignment>::namespaced(client.clone(), ns)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({
+                "metadata": { "annotations": { "camelk.dev/suspend": value } }
+            })),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_suspended_assignment_is_not_acted_on_until_resumed() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-suspend").await;
+    let git = GitRemote::new();
+    let all = names(2);
+    let (_op1, _op2, sync, rev1) =
+        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
+    let admin = cluster.admin().await;
+
+    annotate(&admin, &ns.name, Some("true")).await;
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(30),
+        "suspended",
+        &sync,
+        |s| condition(s, "Suspended").is_some_and(|c| c.0 == "True"),
+    )
+    .await;
+    let rev2 = git.push(
+        &manifest(&ns.name, Some("\"100%\""), "60s", "0s"),
+        "rollout",
+    );
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let status = assignment(&admin, &ns.name, NAME)
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(
+        status.last_attempted_revision.as_deref(),
+        Some(rev1.as_str())
+    );
+    assert!(
+        integration_moves(cluster, &ns.name).is_empty(),
+        "nothing moves while suspended"
+    );
+
+    annotate(&admin, &ns.name, None).await;
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(120),
+        "applied",
+        &sync,
+        applied(&rev2),
+    )
+    .await;
+    assert_eq!(condition(&status, "Suspended").map(|c| c.0), Some("False"));
+    assert_eq!(integration_moves(cluster, &ns.name).len(), 2);
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_owner_changed_by_hand_is_reported_and_moved_back() {
+    use kube::api::{Patch, PatchParams};
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-drift").await;
+    let git = GitRemote::new();
+    let all = names(2);
+    let (_op1, _op2, sync, _rev1) =
+        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
+    let admin = cluster.admin().await;
+
+    // Someone moves it-00 to operator-2 by hand, both keys.
+    let by_hand = serde_json::json!({ "metadata": {
+        "labels": { "camel.apache.org/operator.id": "operator-2" },
+        "annotations": { "camel.apache.org/operator.id": "operator-2" },
+    }});
+    camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+        .patch("it-00", &PatchParams::default(), &Patch::Merge(by_hand))
+        .await
+        .unwrap();
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(60),
+        "drift reverted",
+        &sync,
+        |s| condition(s, "Drifted").is_some_and(|c| c.1 == "DriftReverted"),
+    )
+    .await;
+    assert_eq!(condition(&status, "Drifted").map(|c| c.0), Some("False"));
+    assert!(
+        event_reasons(&admin, &ns.name)
+            .await
+            .iter()
+            .any(|(reason, _)| reason == "DriftDetected")
+    );
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "it-00",
+        Duration::from_secs(60),
+        "back with operator-1",
+        running_under("operator-1"),
+    )
+    .await;
+    let back: Vec<_> = integration_moves(cluster, &ns.name)
+        .into_iter()
+        .filter(|m| m.1 == "operator-2" && m.2 == "operator-1")
+        .map(|m| m.0)
+        .collect();
+    assert_eq!(
+        back,
+        vec!["it-00".to_string()],
+        "moved back through a handoff"
+    );
+
+    // Keys that disagree are only reported.
+    let label_only = serde_json::json!({ "metadata": {
+        "labels": { "camel.apache.org/operator.id": "operator-2" },
+    }});
+    camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+        .patch("it-01", &PatchParams::default(), &Patch::Merge(label_only))
+        .await
+        .unwrap();
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(60),
+        "drift reported",
+        &sync,
+        |s| condition(s, "Drifted").is_some_and(|c| c.0 == "True" && c.2.contains("it-01")),
+    )
+    .await;
+    assert!(
+        condition(&status, "Drifted")
+            .unwrap()
+            .2
+            .contains("annotation"),
+        "{status:?}"
+    );
     assert_single_owner(cluster, &ns.name);
 }

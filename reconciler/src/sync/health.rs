@@ -7,16 +7,20 @@
 //!   gate requires it); a Pipe or KameletBinding is `Ready`; other kinds only
 //!   need the owner.
 //! - Fresh: right after a handoff an Integration still carries the status its
-//!   old owner wrote. For resources moved in this round ([`Watch::fresh`]),
-//!   a status seen healthy at the start of the gate counts only once the
-//!   object has changed since (the new owner has reconciled it). Pipes are
-//!   judged on their phase alone.
+//!   old owner wrote. For resources moved in this round ([`Watch::moved_at`]),
+//!   a healthy-looking status counts when its `Ready` condition turned true
+//!   after the step started, or, failing that, once the object has changed
+//!   since the gate first saw it (the new owner has reconciled it). The first
+//!   rule compares the operator's clock with this process's, so a skew larger
+//!   than a step can let a stale status pass; the gate is about health, not
+//!   about who may write. Pipes are judged on their phase alone.
 //! - [`wait`] polls until every resource is healthy or the timeout passes,
 //!   and then names each failing resource with the reason.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DynamicObject};
 use tokio_util::sync::CancellationToken;
@@ -31,8 +35,9 @@ use crate::inventory::ResourceRef;
 pub struct Watch {
     pub resource: ResourceRef,
     pub owner: OperatorId,
-    /// Moved in this round: a status that was already healthy must be rewritten.
-    pub fresh: bool,
+    /// When the step that moved it in this round started; `None` for a
+    /// resource moved by an earlier round or process.
+    pub moved_at: Option<Timestamp>,
 }
 
 /// Why the gate could not pass.
@@ -84,6 +89,21 @@ pub fn judge(
     }
 }
 
+/// When the `Ready` condition last changed, as the object's owner wrote it.
+fn ready_since(object: &DynamicObject) -> Option<Timestamp> {
+    object
+        .data
+        .get("status")?
+        .get("conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready"))?
+        .get("lastTransitionTime")?
+        .as_str()?
+        .parse()
+        .ok()
+}
+
 /// Waits until every watched resource is healthy, up to `timeout`. Returns
 /// the failing resources, each with its reason (empty: the gate passed).
 pub async fn wait(
@@ -120,16 +140,23 @@ pub async fn wait(
             let rv = object.metadata.resource_version.clone().unwrap_or_default();
             let verdict = judge(id.kind, &object, &w.owner, require_ready);
             let verdict = match verdict {
-                Ok(()) if w.fresh && id.kind == CamelKind::Integration => {
-                    if first {
-                        stale.insert(i, rv.clone());
-                    }
-                    match stale.get(&i) {
-                        Some(seen) if *seen == rv => Err(format!(
-                            "status not yet reconciled by {} since the move",
-                            w.owner
-                        )),
-                        _ => Ok(()),
+                Ok(()) if id.kind == CamelKind::Integration && w.moved_at.is_some() => {
+                    if ready_since(&object)
+                        .zip(w.moved_at)
+                        .is_some_and(|(t, m)| t >= m)
+                    {
+                        Ok(())
+                    } else {
+                        if first {
+                            stale.insert(i, rv.clone());
+                        }
+                        match stale.get(&i) {
+                            Some(seen) if *seen == rv => Err(format!(
+                                "status not yet reconciled by {} since the move",
+                                w.owner
+                            )),
+                            _ => Ok(()),
+                        }
                     }
                 }
                 other => other,

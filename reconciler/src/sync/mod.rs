@@ -70,7 +70,11 @@ use crate::manifest::{FieldPath, Manifest, ManifestError, Tree, tree};
 use crate::plan::{self, Actual, Batch};
 use crate::source::{GitSource, Revision, SourceError, short_sha};
 use rollout::LiveOwners;
-use status::{FIELD_MANAGER, READY, RECONCILING, STALLED, set_condition};
+use status::{DRIFTED, FIELD_MANAGER, READY, RECONCILING, STALLED, SUSPENDED, set_condition};
+
+/// Annotation on the `OperatorAssignment` object that suspends the sync
+/// (`"true"`), as `flux suspend` does; removing it resumes.
+pub const SUSPEND_ANNOTATION: &str = "camelk.dev/suspend";
 
 /// Operator id of the reconciler's own lock: its Lease is `camelk-reconciler-lock`.
 pub const LOCK_ID: &str = "camelk-reconciler";
@@ -291,6 +295,9 @@ impl Syncer {
             .clone()
             .unwrap_or_default();
         self.last_name = Some(name.clone());
+        if self.suspended(&name).await? {
+            return Ok(());
+        }
         let object = self.apply(&name, &manifest).await?;
         if rev.rewound {
             tracing::warn!(revision = %rev.short(), "branch rewound or force-pushed; its new head is the truth");
@@ -331,6 +338,38 @@ impl Syncer {
         let position = rollout::position(&plan, &live);
         status.counts = live.counts(head);
         self.publish_counts(&status.counts);
+        set_condition(&mut status, SUSPENDED, false, "Resumed", "", generation);
+
+        // Applied already, yet owners differ: someone changed owner keys by hand.
+        let (drifted, conflicts) =
+            if status.last_applied_revision.as_deref() == Some(rev.sha.as_str()) {
+                drift(&plan, &live)
+            } else {
+                Default::default()
+            };
+        if !drifted.is_empty() || !conflicts.is_empty() {
+            let all: Vec<&String> = drifted.iter().chain(&conflicts).take(20).collect();
+            let message = format!(
+                "{} resources differ from revision {}: {}",
+                drifted.len() + conflicts.len(),
+                rev.short(),
+                all.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+            tracing::warn!(%message, "drift detected");
+            set_condition(
+                &mut status,
+                DRIFTED,
+                true,
+                "DriftDetected",
+                &message,
+                generation,
+            );
+            self.event(&object, EventType::Warning, "DriftDetected", message)
+                .await;
+        }
 
         let mut ro = match status.rollout.take() {
             Some(r) if r.revision == rev.sha => r,
@@ -387,6 +426,7 @@ impl Syncer {
             let watches = watches(
                 &plan.batches[ro.completed_steps as usize..position.done],
                 &BTreeSet::new(),
+                k8s_openapi::jiff::Timestamp::now(),
             );
             ro.current_step = position.done as u32;
             ro.state = "WaitingForHealth".into();
@@ -467,6 +507,7 @@ impl Syncer {
             self.write(&name, &status).await?;
             tracing::info!(revision = %rev.short(), step = i + 1, of = plan.batches.len(), moves = batch.moves.len(), "step started");
 
+            let step_started = k8s_openapi::jiff::Timestamp::now();
             let moved = match self.execute(head, batch, &live).await? {
                 StepResult::Moved(moved) => moved,
                 StepResult::Paused(reason) => {
@@ -496,7 +537,7 @@ impl Syncer {
             );
             status.rollout = Some(ro.clone());
             self.write(&name, &status).await?;
-            let watches = watches(std::slice::from_ref(batch), &moved);
+            let watches = watches(std::slice::from_ref(batch), &moved, step_started);
             let failing = health::wait(
                 &self.client,
                 &watches,
@@ -533,6 +574,17 @@ impl Syncer {
         {
             record.finished_at = Some(status::now());
             record.result = "Succeeded".into();
+        }
+        if conflicts.is_empty() {
+            let (reason, message) = if drifted.is_empty() {
+                ("NoDrift", String::new())
+            } else {
+                (
+                    "DriftReverted",
+                    format!("{} drifted resources moved back", drifted.len()),
+                )
+            };
+            set_condition(&mut status, DRIFTED, false, reason, &message, generation);
         }
         let message = format!("applied revision {}", rev.short());
         set_condition(
@@ -583,6 +635,48 @@ impl Syncer {
                 })
                 .set(i64::try_from(*n).unwrap_or(i64::MAX));
         }
+    }
+
+    /// Whether the object carries [`SUSPEND_ANNOTATION`]` = "true"`; if so,
+    /// records `Suspended=True` (once) and nothing else happens this round.
+    async fn suspended(&self, name: &str) -> Result<bool, SyncError> {
+        let api: Api<OperatorAssignment> =
+            Api::namespaced(self.client.clone(), &self.cfg.namespace);
+        let status_err = |source| SyncError::Status {
+            name: name.to_string(),
+            source,
+        };
+        let Some(object) = api.get_opt(name).await.map_err(status_err)? else {
+            return Ok(false);
+        };
+        let suspended = object
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SUSPEND_ANNOTATION))
+            .is_some_and(|v| v == "true");
+        if !suspended {
+            return Ok(false);
+        }
+        let mut status = object.status.clone().unwrap_or_default();
+        if !status::is_true(&status, SUSPENDED) {
+            let message = format!(
+                "{SUSPEND_ANNOTATION} is true: no fetch result is acted on until it is removed"
+            );
+            set_condition(
+                &mut status,
+                SUSPENDED,
+                true,
+                "Suspended",
+                &message,
+                object.metadata.generation,
+            );
+            self.write(name, &status).await?;
+            tracing::info!("suspended");
+            self.event(&object, EventType::Normal, "Suspended", message)
+                .await;
+        }
+        Ok(true)
     }
 
     /// The manifest of the last applied revision, when it differs from `rev`.
@@ -1072,18 +1166,42 @@ impl Reach {
     }
 }
 
-/// The gate's watches for `batches`: every move; fresh if moved in this round.
-fn watches(batches: &[Batch], moved_now: &BTreeSet<(String, String)>) -> Vec<health::Watch> {
+/// Drift in the plan of an applied revision: owners changed by hand (moved
+/// back by the rollout) and owner keys that disagree (only reported), each
+/// described.
+fn drift(plan: &plan::Plan, live: &LiveOwners) -> (Vec<String>, Vec<String>) {
+    let moved = plan
+        .moves()
+        .filter(|m| live.state(m) == rollout::MoveState::Pending)
+        .map(|m| format!("{} is with {}, not {}", m.resource, m.from, m.to))
+        .collect();
+    let conflicts = plan
+        .errors
+        .iter()
+        .map(|e| format!("{}: {}", e.resource, e.message))
+        .collect();
+    (moved, conflicts)
+}
+
+/// The gate's watches for `batches`: every move, with `started` for those
+/// moved in this round.
+fn watches(
+    batches: &[Batch],
+    moved_now: &BTreeSet<(String, String)>,
+    started: k8s_openapi::jiff::Timestamp,
+) -> Vec<health::Watch> {
     batches
         .iter()
         .flat_map(|b| &b.moves)
         .map(|m| health::Watch {
             resource: m.resource.clone(),
             owner: m.to.clone(),
-            fresh: moved_now.contains(&(
-                m.resource.namespace.clone(),
-                format!("{}/{}", m.resource.kind, m.resource.name),
-            )),
+            moved_at: moved_now
+                .contains(&(
+                    m.resource.namespace.clone(),
+                    format!("{}/{}", m.resource.kind, m.resource.name),
+                ))
+                .then_some(started),
         })
         .collect()
 }

@@ -1,5 +1,6 @@
 //! The `OperatorAssignment` status as Flux and Argo CD users read it:
-//! kstatus conditions (`Ready`, `Reconciling`, `Stalled`), last applied and
+//! kstatus conditions (`Ready`, `Reconciling`, `Stalled`, plus `Suspended` and
+//! `Drifted`), last applied and
 //! last attempted revision, counts per operator, the rollout's position and a
 //! bounded history.
 //!
@@ -25,6 +26,8 @@ pub const HISTORY_LIMIT: usize = 10;
 pub const READY: &str = "Ready";
 pub const RECONCILING: &str = "Reconciling";
 pub const STALLED: &str = "Stalled";
+pub const SUSPENDED: &str = "Suspended";
+pub const DRIFTED: &str = "Drifted";
 
 /// Sets condition `type_` on `status`, keeping its transition time when its
 /// status is unchanged.
