@@ -336,7 +336,11 @@ pub struct OperatorAssignmentStatus {
     pub last_applied_revision: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_attempted_revision: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub conditions: Vec<Condition>,
     /// Resources per current owner.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
