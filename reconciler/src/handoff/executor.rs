@@ -252,19 +252,31 @@ impl Coordinator {
         let ns = batch.namespace.as_str();
         let mut items = Vec::new();
         let mut already_there = Vec::new();
-        for (kind, name) in &batch.resources {
+        // One metadata-only list per kind instead of a read per resource.
+        let mut current: BTreeMap<(CamelKind, String), DynamicObject> = BTreeMap::new();
+        let kinds: BTreeSet<CamelKind> = batch.resources.iter().map(|(k, _)| *k).collect();
+        for kind in kinds {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(self.client.clone(), ns, &kind.api_resource());
-            let obj = api
-                .get_opt(name)
+            let list = api
+                .list_metadata(&ListParams::default())
                 .await
-                .map_err(api_err(format!("reading {kind} {ns}/{name}")))?
-                .ok_or_else(|| HandoffError::NotFound {
-                    kind: *kind,
-                    namespace: ns.into(),
-                    name: name.clone(),
-                })?;
-            let owner = owner_label(&obj).unwrap_or_default();
+                .map_err(api_err(format!("listing {kind} in {ns}")))?;
+            for m in list.items {
+                let name = m.metadata.name.clone().unwrap_or_default();
+                current.insert((kind, name), metadata_only(m));
+            }
+        }
+        for (kind, name) in &batch.resources {
+            let obj =
+                current
+                    .get(&(*kind, name.clone()))
+                    .ok_or_else(|| HandoffError::NotFound {
+                        kind: *kind,
+                        namespace: ns.into(),
+                        name: name.clone(),
+                    })?;
+            let owner = owner_label(obj).unwrap_or_default();
             if owner == batch.to.as_str() {
                 already_there.push(format!("{kind}/{name}"));
                 continue;
