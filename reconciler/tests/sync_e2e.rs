@@ -977,3 +977,90 @@ async fn an_owner_changed_by_hand_is_reported_and_moved_back() {
     );
     assert_single_owner(cluster, &ns.name);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handoff_request_left_by_a_killed_reconciler_is_finished_by_the_next() {
+    use camelk_reconciler::handoff::request::FROM_LABEL;
+    use k8s_openapi::api::coordination::v1::Lease;
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-resume").await;
+    let git = GitRemote::new();
+    let all = names(4);
+    let (op1, _op2, mut sync, _rev1) =
+        setup(cluster, &ns.name, &all, "1s", &git, ("90s", "0s"), &[]).await;
+    let admin = cluster.admin().await;
+    let leases: kube::Api<Lease> = kube::Api::namespaced(admin.clone(), &ns.name);
+    let requests = || async {
+        leases
+            .list(&kube::api::ListParams::default().labels(FROM_LABEL))
+            .await
+            .unwrap()
+            .items
+    };
+
+    // operator-1 is paused, so the request stays pending; the reconciler dies meanwhile.
+    op1.signal(Signal::SIGSTOP);
+    let rev2 = git.push(
+        &manifest(&ns.name, Some("\"100%\""), "90s", "0s"),
+        "rollout",
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while requests().await.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no handoff request:\n{}",
+            sync.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    sync.signal(Signal::SIGKILL);
+    sync.kill();
+    op1.signal(Signal::SIGCONT);
+
+    let sync = start_sync(
+        cluster,
+        &ns.name,
+        &git.url(),
+        "sync-b",
+        &git.cache("sync-b"),
+    );
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(120),
+        "applied",
+        &sync,
+        applied(&rev2),
+    )
+    .await;
+    assert!(
+        requests().await.is_empty(),
+        "the left request was driven to its end and deleted"
+    );
+    let moves = integration_moves(cluster, &ns.name);
+    assert_eq!(moves.len(), 4, "each moved once: {moves:?}");
+    let created = cluster
+        .audit_log()
+        .events_in(&ns.name)
+        .unwrap()
+        .into_iter()
+        .filter(|e| {
+            e.user.username == "reconciler"
+                && e.verb == "create"
+                && e.stage == "ResponseComplete"
+                && e.is_successful_write()
+                && e.resource() == Some("leases")
+                && e.response_object.as_ref().is_some_and(|o| {
+                    o["metadata"]["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("camelk-handoff"))
+                })
+        })
+        .count();
+    assert_eq!(
+        created, 1,
+        "the restarted reconciler resumed the request instead of writing another"
+    );
+    assert_single_owner(cluster, &ns.name);
+}

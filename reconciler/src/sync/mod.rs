@@ -333,7 +333,22 @@ impl Syncer {
             .await;
             inventory = self.read(&reach).await?;
         }
-        let plan = rollout::plan(head, base.as_ref(), &inventory);
+        let mut plan = rollout::plan(head, base.as_ref(), &inventory);
+        let unfinished = status.last_applied_revision.as_deref() != Some(rev.sha.as_str())
+            || status
+                .rollout
+                .as_ref()
+                .is_none_or(|r| r.state != "Complete");
+        if unfinished && plan.move_count() > 0 {
+            if let Some(reason) = self.resume_left_requests(head, &plan).await? {
+                let ro = status.rollout.clone().unwrap_or_default();
+                return self
+                    .pause_on_handoff(&object, &name, status, ro, reason)
+                    .await;
+            }
+            inventory = self.read(&reach).await?;
+            plan = rollout::plan(head, base.as_ref(), &inventory);
+        }
         let live = LiveOwners::new(&inventory);
         let position = rollout::position(&plan, &live);
         status.counts = live.counts(head);
@@ -832,8 +847,59 @@ impl Syncer {
         }
     }
 
+    /// Drives to their end the handoff requests an earlier process left for
+    /// the plan's moves (it was killed while they were pending), so that
+    /// nothing is requested twice and no request Lease is left behind.
+    async fn resume_left_requests(
+        &mut self,
+        spec: &OperatorAssignmentSpec,
+        plan: &plan::Plan,
+    ) -> Result<Option<String>, SyncError> {
+        let groups: BTreeSet<(String, api::OperatorId, api::OperatorId)> = plan
+            .moves()
+            .map(|m| (m.resource.namespace.clone(), m.from.clone(), m.to.clone()))
+            .collect();
+        for (namespace, from, to) in groups {
+            let leases: Api<Lease> = Api::namespaced(self.client.clone(), &namespace);
+            let selector = format!("{FROM_LABEL}={from},{TO_LABEL}={to}");
+            let left = leases
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(|source| SyncError::Requests {
+                    namespace: namespace.clone(),
+                    source,
+                })?;
+            for lease in left.items {
+                let Ok(request) = HandoffRequest::from_lease(&lease) else {
+                    continue;
+                };
+                tracing::info!(request = %request.name, "resuming a handoff request left by an earlier run");
+                let group = MoveBatch {
+                    namespace: namespace.clone(),
+                    from: from.clone(),
+                    to: to.clone(),
+                    resources: request
+                        .spec
+                        .items
+                        .iter()
+                        .map(|i| (i.kind, i.name.clone()))
+                        .collect(),
+                };
+                let opts = self.options(spec, &from);
+                let outcome = self
+                    .coordinator
+                    .drive(&request, &group, &opts, vec![], &mut |_| {})
+                    .await;
+                if let Err(reason) = outcome_moved(&group, outcome, &mut BTreeSet::new())? {
+                    return Ok(Some(reason));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// Hands a step's pending moves over, one request per namespace, source
-    /// and target; a request left by a killed predecessor is driven first.
+    /// and target.
     async fn execute(
         &mut self,
         spec: &OperatorAssignmentSpec,
@@ -843,38 +909,6 @@ impl Syncer {
         let mut moved = BTreeSet::new();
         for group in rollout::handoffs(batch, live) {
             let opts = self.options(spec, &group.from);
-            let leases: Api<Lease> = Api::namespaced(self.client.clone(), &group.namespace);
-            let selector = format!("{FROM_LABEL}={},{TO_LABEL}={}", group.from, group.to);
-            let left = leases
-                .list(&ListParams::default().labels(&selector))
-                .await
-                .map_err(|source| SyncError::Requests {
-                    namespace: group.namespace.clone(),
-                    source,
-                })?;
-            let mut outcomes = Vec::new();
-            for lease in left.items {
-                let Ok(request) = HandoffRequest::from_lease(&lease) else {
-                    continue;
-                };
-                tracing::info!(request = %request.name, "resuming a handoff request left by an earlier run");
-                let resumed = MoveBatch {
-                    namespace: group.namespace.clone(),
-                    from: group.from.clone(),
-                    to: group.to.clone(),
-                    resources: request
-                        .spec
-                        .items
-                        .iter()
-                        .map(|i| (i.kind, i.name.clone()))
-                        .collect(),
-                };
-                outcomes.push(
-                    self.coordinator
-                        .drive(&request, &resumed, &opts, vec![], &mut |_| {})
-                        .await,
-                );
-            }
             self.telemetry.handoffs_in_progress.inc();
             let started = Instant::now();
             let outcome = self
@@ -887,43 +921,8 @@ impl Syncer {
             self.telemetry
                 .handoff_duration
                 .observe(started.elapsed().as_secs_f64());
-            outcomes.push(outcome);
-            for outcome in outcomes {
-                match outcome {
-                    Ok(HandoffOutcome::Completed {
-                        moved: m,
-                        taken_over,
-                        ..
-                    }) => {
-                        for r in m.into_iter().chain(taken_over) {
-                            moved.insert((group.namespace.clone(), r));
-                        }
-                    }
-                    Ok(HandoffOutcome::Stalled { waiting, .. }) => {
-                        let why: Vec<String> = waiting
-                            .iter()
-                            .map(|(r, why)| format!("{}/{r}: {why}", group.namespace))
-                            .collect();
-                        return Ok(StepResult::Paused(format!(
-                            "handoff from {} to {} stalled: {}",
-                            group.from,
-                            group.to,
-                            why.join("; ")
-                        )));
-                    }
-                    Ok(HandoffOutcome::TargetDead { remaining, .. }) => {
-                        return Ok(StepResult::Paused(format!(
-                            "target operator {} stopped renewing its lock; handoff withdrawn, still with {}: {}",
-                            group.to,
-                            group.from,
-                            remaining.join(", ")
-                        )));
-                    }
-                    Err(e @ HandoffError::TargetNotAlive(..)) => {
-                        return Ok(StepResult::Paused(e.to_string()));
-                    }
-                    Err(e) => return Err(e.into()),
-                }
+            if let Err(reason) = outcome_moved(&group, outcome, &mut moved)? {
+                return Ok(StepResult::Paused(reason));
             }
         }
         Ok(StepResult::Moved(moved))
@@ -1163,6 +1162,47 @@ impl Reach {
                 set.into_iter().collect()
             });
         Reach { kinds, namespaces }
+    }
+}
+
+/// Adds what a handoff moved to `moved` (as `(namespace, "Kind/name")`);
+/// `Ok(Err(reason))` when it could not finish and the rollout must pause.
+fn outcome_moved(
+    group: &MoveBatch,
+    outcome: Result<HandoffOutcome, HandoffError>,
+    moved: &mut BTreeSet<(String, String)>,
+) -> Result<Result<(), String>, SyncError> {
+    match outcome {
+        Ok(HandoffOutcome::Completed {
+            moved: m,
+            taken_over,
+            ..
+        }) => {
+            for r in m.into_iter().chain(taken_over) {
+                moved.insert((group.namespace.clone(), r));
+            }
+            Ok(Ok(()))
+        }
+        Ok(HandoffOutcome::Stalled { waiting, .. }) => {
+            let why: Vec<String> = waiting
+                .iter()
+                .map(|(r, why)| format!("{}/{r}: {why}", group.namespace))
+                .collect();
+            Ok(Err(format!(
+                "handoff from {} to {} stalled: {}",
+                group.from,
+                group.to,
+                why.join("; ")
+            )))
+        }
+        Ok(HandoffOutcome::TargetDead { remaining, .. }) => Ok(Err(format!(
+            "target operator {} stopped renewing its lock; handoff withdrawn, still with {}: {}",
+            group.to,
+            group.from,
+            remaining.join(", ")
+        ))),
+        Err(e @ HandoffError::TargetNotAlive(..)) => Ok(Err(e.to_string())),
+        Err(e) => Err(e.into()),
     }
 }
 
