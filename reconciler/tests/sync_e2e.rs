@@ -305,6 +305,18 @@ async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
         Some(&3),
         "one Event per step: {reasons:?}"
     );
+    // Steady state: rounds go on (every second), writing nothing but the lock.
+    let seen = cluster.audit_log().events_in(&ns.name).unwrap().len();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let writes: Vec<String> = cluster.audit_log().events_in(&ns.name).unwrap()[seen..]
+        .iter()
+        .filter(|e| e.user.username == "reconciler" && e.is_successful_write())
+        .filter(|e| {
+            e.object_ref.as_ref().and_then(|o| o.name.as_deref()) != Some("camelk-reconciler-lock")
+        })
+        .map(|e| format!("{} {}", e.verb, e.request_uri))
+        .collect();
+    assert!(writes.is_empty(), "writes in steady state: {writes:?}");
     for name in &all {
         wait_for(
             &admin,

@@ -44,6 +44,7 @@ pub mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -243,6 +244,8 @@ pub struct Syncer {
     /// Name of the object of the last valid revision, to report an invalid one.
     last_name: Option<String>,
     telemetry: Arc<server::Telemetry>,
+    /// Whether this round wrote the status already (then it writes its end too).
+    wrote: AtomicBool,
 }
 
 impl Syncer {
@@ -267,6 +270,7 @@ impl Syncer {
             recorder,
             last_name: None,
             telemetry,
+            wrote: AtomicBool::new(false),
         }
     }
 
@@ -295,10 +299,19 @@ impl Syncer {
             .clone()
             .unwrap_or_default();
         self.last_name = Some(name.clone());
-        if self.suspended(&name).await? {
+        let current = self.current(&name).await?;
+        if let Some(object) = &current
+            && self.suspended(object).await?
+        {
             return Ok(());
         }
-        let object = self.apply(&name, &manifest).await?;
+        // Applied only when it differs: no write in steady state.
+        let object = match current {
+            Some(object) if carries(&object, &manifest) => object,
+            _ => self.apply(&name, &manifest).await?,
+        };
+        let before = object.status.clone();
+        self.wrote.store(false, Ordering::Relaxed);
         if rev.rewound {
             tracing::warn!(revision = %rev.short(), "branch rewound or force-pushed; its new head is the truth");
             self.event(
@@ -428,7 +441,19 @@ impl Syncer {
                 }
             }
         };
-        ro.total_steps = plan.batches.len() as u32;
+        // Once applied, the recorded rollout stays as it ended; moving drift
+        // back is a small rollout of its own.
+        let steady = status.last_applied_revision.as_deref() == Some(rev.sha.as_str());
+        let recorded = ro.clone();
+        if steady && !plan.batches.is_empty() {
+            ro = RolloutStatus {
+                revision: rev.sha.clone(),
+                ..Default::default()
+            };
+        }
+        if !steady || !plan.batches.is_empty() {
+            ro.total_steps = plan.batches.len() as u32;
+        }
 
         let rollout_cfg = &head.rollout;
         let gate_timeout =
@@ -580,10 +605,14 @@ impl Syncer {
         // Every step done and healthy: the revision is applied.
         let newly_applied = status.last_applied_revision.as_deref() != Some(rev.sha.as_str());
         status.last_applied_revision = Some(rev.sha.clone());
-        ro.current_step = ro.total_steps;
-        ro.state = "Complete".into();
-        ro.message = format!("revision {} applied", rev.short());
-        status.rollout = Some(ro);
+        if steady && plan.batches.is_empty() {
+            status.rollout = Some(recorded);
+        } else {
+            ro.current_step = ro.total_steps;
+            ro.state = "Complete".into();
+            ro.message = format!("revision {} applied", rev.short());
+            status.rollout = Some(ro);
+        }
         if let Some(record) = status.history.iter_mut().find(|r| r.revision == rev.sha)
             && record.finished_at.is_none()
         {
@@ -626,7 +655,9 @@ impl Syncer {
             "",
             generation,
         );
-        self.write(&name, &status).await?;
+        if self.wrote.load(Ordering::Relaxed) || before.as_ref() != Some(&status) {
+            self.write(&name, &status).await?;
+        }
         if newly_applied {
             tracing::info!(revision = %rev.short(), "revision applied");
             self.event(
@@ -654,16 +685,18 @@ impl Syncer {
 
     /// Whether the object carries [`SUSPEND_ANNOTATION`]` = "true"`; if so,
     /// records `Suspended=True` (once) and nothing else happens this round.
-    async fn suspended(&self, name: &str) -> Result<bool, SyncError> {
+    /// The object in the cluster, if any.
+    async fn current(&self, name: &str) -> Result<Option<OperatorAssignment>, SyncError> {
         let api: Api<OperatorAssignment> =
             Api::namespaced(self.client.clone(), &self.cfg.namespace);
-        let status_err = |source| SyncError::Status {
+        api.get_opt(name).await.map_err(|source| SyncError::Status {
             name: name.to_string(),
             source,
-        };
-        let Some(object) = api.get_opt(name).await.map_err(status_err)? else {
-            return Ok(false);
-        };
+        })
+    }
+
+    async fn suspended(&self, object: &OperatorAssignment) -> Result<bool, SyncError> {
+        let name = object.metadata.name.as_deref().unwrap_or_default();
         let suspended = object
             .metadata
             .annotations
@@ -688,7 +721,7 @@ impl Syncer {
             );
             self.write(name, &status).await?;
             tracing::info!("suspended");
-            self.event(&object, EventType::Normal, "Suspended", message)
+            self.event(object, EventType::Normal, "Suspended", message)
                 .await;
         }
         Ok(true)
@@ -761,6 +794,8 @@ impl Syncer {
     }
 
     async fn write(&self, name: &str, status: &OperatorAssignmentStatus) -> Result<(), SyncError> {
+        self.wrote.store(true, Ordering::Relaxed);
+
         status::write(&self.client, &self.cfg.namespace, name, status)
             .await
             .map_err(|source| SyncError::Status {
@@ -1204,6 +1239,20 @@ fn outcome_moved(
         Err(e @ HandoffError::TargetNotAlive(..)) => Ok(Err(e.to_string())),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Whether `object` already carries the manifest's spec, labels and annotations.
+fn carries(object: &OperatorAssignment, manifest: &Manifest) -> bool {
+    let wanted = &manifest.assignment;
+    let has_all = |want: &Option<BTreeMap<String, String>>,
+                   have: &Option<BTreeMap<String, String>>| {
+        want.iter()
+            .flatten()
+            .all(|(k, v)| have.as_ref().and_then(|h| h.get(k)) == Some(v))
+    };
+    object.spec == wanted.spec
+        && has_all(&wanted.metadata.labels, &object.metadata.labels)
+        && has_all(&wanted.metadata.annotations, &object.metadata.annotations)
 }
 
 /// Drift in the plan of an applied revision: owners changed by hand (moved
