@@ -282,6 +282,18 @@ impl Demo {
         if !violations.is_empty() {
             bail!("dual-owner writes:\n{}", violations.join("\n"));
         }
+        if let Some((_, sync)) = self.children.iter().find(|(n, _)| n == "sync") {
+            let rss = std::fs::read_to_string(format!("/proc/{}/status", sync.id()))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find(|l| l.starts_with("VmRSS:"))
+                        .map(|l| l.trim_start_matches("VmRSS:").trim().to_string())
+                });
+            if let Some(rss) = rss {
+                println!("reconciler sync RSS:   {rss}");
+            }
+        }
         println!("\n$ curl http://{listen}/metrics   (reconciler sync, excerpt)");
         for line in metrics(metrics_port)?.lines().filter(|l| {
             l.starts_with("camelk_resources")
