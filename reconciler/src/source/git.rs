@@ -23,6 +23,12 @@ use super::Revision;
 /// Why a revision could not be fetched or read.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    #[error("creating the cache directory {path}: {source}")]
+    CacheDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("opening the cache clone {path}: {source}")]
     Cache {
         path: PathBuf,
@@ -87,9 +93,9 @@ impl GitSource {
         match Repository::open_bare(&self.cache) {
             Ok(repo) => Ok(repo),
             Err(_) => {
-                std::fs::create_dir_all(&self.cache).map_err(|e| SourceError::Cache {
+                std::fs::create_dir_all(&self.cache).map_err(|source| SourceError::CacheDir {
                     path: self.cache.clone(),
-                    source: git2::Error::from_str(&e.to_string()),
+                    source,
                 })?;
                 Repository::init_bare(&self.cache).map_err(cache_err)
             }
