@@ -1,5 +1,6 @@
 //! Connecting to a cluster the way kubectl does: `--kubeconfig` wins over
-//! `$KUBECONFIG` (a merged list), which wins over `~/.kube/config`; then the
+//! `$KUBECONFIG` (a list merged first-wins, missing files skipped), which wins
+//! over `~/.kube/config`; then the
 //! context given or the current one; in a Pod without any of these, the
 //! in-cluster service account.
 
@@ -16,6 +17,10 @@ pub enum ConnectError {
     },
     #[error("loading the kubeconfig context: {0}")]
     Context(#[source] kube::config::KubeconfigError),
+    #[error("none of the files in $KUBECONFIG exists")]
+    EmptyList,
+    #[error("merging $KUBECONFIG: {0}")]
+    Merge(#[source] kube::config::KubeconfigError),
     #[error("no kubeconfig found and not running in a cluster: {0}")]
     Infer(#[source] kube::config::InferConfigError),
 }
@@ -37,11 +42,8 @@ pub async fn config(
                 source,
             })?,
         ),
-        None => match Kubeconfig::from_env().map_err(|source| ConnectError::Read {
-            path: "$KUBECONFIG".into(),
-            source,
-        })? {
-            Some(merged) => Some(merged),
+        None => match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+            Some(list) => Some(merged(&list)?),
             None => Kubeconfig::read().ok(),
         },
     };
@@ -51,4 +53,22 @@ pub async fn config(
             .map_err(ConnectError::Context),
         None => kube::Config::infer().await.map_err(ConnectError::Infer),
     }
+}
+
+/// `$KUBECONFIG` as kubectl reads it: files that do not exist are skipped,
+/// the first file to set a value wins.
+fn merged(list: &std::ffi::OsStr) -> Result<kube::config::Kubeconfig, ConnectError> {
+    let mut merged: Option<kube::config::Kubeconfig> = None;
+    for path in std::env::split_paths(list).filter(|p| p.exists()) {
+        let next =
+            kube::config::Kubeconfig::read_from(&path).map_err(|source| ConnectError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
+        merged = Some(match merged {
+            Some(first) => first.merge(next).map_err(ConnectError::Merge)?,
+            None => next,
+        });
+    }
+    merged.ok_or(ConnectError::EmptyList)
 }

@@ -76,38 +76,11 @@ pub async fn cluster(cli: &Cli) -> anyhow::Result<(kube::Client, String)> {
 }
 
 async fn kube_config(cli: &Cli) -> anyhow::Result<kube::Config> {
-    use kube::config::{KubeConfigOptions, Kubeconfig};
-    let options = KubeConfigOptions {
-        context: cli.context.clone(),
-        ..Default::default()
-    };
     // --kubeconfig wins over $KUBECONFIG (a merged list), which wins over ~/.kube/config.
-    let kubeconfig = match &cli.kubeconfig {
-        Some(path) => Kubeconfig::read_from(path)
-            .with_context(|| format!("reading kubeconfig {}", path.display()))?,
-        None => match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
-            Some(list) => merged_kubeconfig(&list)?,
-            None => Kubeconfig::read().context("reading ~/.kube/config")?,
-        },
-    };
-    kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-        .await
-        .context("loading the kubeconfig context")
-}
-
-/// The files of a `KUBECONFIG` list merged as kubectl merges them: the
-/// first file to set a value wins, and files that do not exist are skipped.
-fn merged_kubeconfig(list: &std::ffi::OsStr) -> anyhow::Result<kube::config::Kubeconfig> {
-    let mut merged: Option<kube::config::Kubeconfig> = None;
-    for path in std::env::split_paths(list).filter(|p| p.exists()) {
-        let next = kube::config::Kubeconfig::read_from(&path)
-            .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-        merged = Some(match merged {
-            Some(first) => first.merge(next).context("merging $KUBECONFIG")?,
-            None => next,
-        });
-    }
-    merged.context("none of the files in $KUBECONFIG exists")
+    Ok(
+        camelk_reconciler::connect::config(cli.kubeconfig.as_deref(), cli.context.as_deref())
+            .await?,
+    )
 }
 
 /// The namespace for resources named on the command line: `-n`, else the

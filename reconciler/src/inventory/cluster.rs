@@ -9,10 +9,10 @@
 //!   with the change, not with the cluster.
 
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{Api, DynamicObject, ListParams};
 
 use super::{Inventory, Resource, ResourceRef};
-use crate::camel_k::{CamelKind, GROUP, OPERATOR_ID_KEY};
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
 
 /// Why the cluster could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -38,15 +38,8 @@ pub struct LiveInventory {
     pub missing_kinds: Vec<CamelKind>,
 }
 
-fn api_resource(kind: CamelKind) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(GROUP, kind.version(), kind.kind()),
-        kind.plural(),
-    )
-}
-
 fn api(client: &Client, kind: CamelKind, namespace: Option<&str>) -> Api<DynamicObject> {
-    let resource = api_resource(kind);
+    let resource = kind.api_resource();
     match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
         None => Api::all_with(client.clone(), &resource),
