@@ -62,6 +62,9 @@ pub enum Command {
     Get(GetArgs),
     /// List operators: their lock, whether they renew it, how much they own.
     Operators(OperatorsArgs),
+    /// Show what the reconciler reports on OperatorAssignments: revisions,
+    /// conditions, rollout progress, owners, recent migrations.
+    Status(StatusArgs),
     /// Print a shell completion script.
     Completion {
         #[arg(value_enum)]
@@ -219,4 +222,11 @@ pub struct OperatorsArgs {
     /// How long to watch the locks for renewals.
     #[arg(long, value_parser = crate::commands::live::duration, default_value = "3s")]
     pub observe: std::time::Duration,
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// The OperatorAssignment (default: every one in the namespace).
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
 }

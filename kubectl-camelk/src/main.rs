@@ -88,6 +88,7 @@ async fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Move(args) => return commands::live::move_(cli, args).await,
         Command::Get(args) => commands::live::get(cli, args).await?,
         Command::Operators(args) => commands::live::operators(cli, args).await?,
+        Command::Status(args) => commands::live::status(cli, args).await?,
         Command::Completion { shell } => {
             clap_complete::generate(
                 *shell,

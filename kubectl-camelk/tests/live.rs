@@ -318,4 +318,74 @@ async fn the_generated_crd_is_accepted_and_serves_manifests() {
         .await
         .unwrap_or_else(|e| panic!("creating the example OperatorAssignment: {e}"));
     assert_eq!(created.spec, manifest.assignment.spec);
+
+    // What the reconciler reports there, as `kubectl camelk status` shows it.
+    let name = created.metadata.name.clone().unwrap();
+    let status = json!({ "status": {
+        "observedGeneration": 1,
+        "lastAppliedRevision": "0123456789abcdef0123",
+        "lastAttemptedRevision": "fedcba9876543210fedc",
+        "conditions": [{ "type": "Ready", "status": "False", "reason": "HealthCheckFailed",
+            "message": "Integration shop/orders is not Ready under operator-2",
+            "lastTransitionTime": "2026-12-02T10:00:00Z" }],
+        "counts": { "operator-1": 7, "operator-2": 3 },
+        "rollout": { "revision": "fedcba9876543210fedc", "totalSteps": 3, "currentStep": 2,
+            "completedSteps": 1, "state": "Paused", "message": "health gate failed",
+            "failing": ["Integration shop/orders: not Ready"] }
+    }});
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = cluster.kubeconfig();
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    let out = camelk(dir.path())
+        .args(["--kubeconfig", kubeconfig, "-n", &ns.name, "status", &name])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for expected in [
+        "Applied revision:  0123456789ab",
+        "Rollout:           Paused step 2/3 (completed 1): health gate failed",
+        "failing:         Integration shop/orders: not Ready",
+        "Owners:            operator-1=7, operator-2=3",
+        "HealthCheckFailed",
+    ] {
+        assert!(text.contains(expected), "missing `{expected}` in:\n{text}");
+    }
+    let out = camelk(dir.path())
+        .args([
+            "--kubeconfig",
+            kubeconfig,
+            "-n",
+            &ns.name,
+            "status",
+            "-o",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["items"][0]["status"]["rollout"]["currentStep"], 2);
+    assert_eq!(
+        json["items"][0]["status"]["conditions"][0]["reason"],
+        "HealthCheckFailed"
+    );
+    let out = camelk(dir.path())
+        .args([
+            "--kubeconfig",
+            kubeconfig,
+            "-n",
+            &ns.name,
+            "status",
+            "missing",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "an unknown name is an error");
 }

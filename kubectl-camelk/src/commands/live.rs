@@ -18,7 +18,7 @@ use camelk_reconciler::lock::LockTiming;
 use kube::api::{Api, DynamicObject};
 use serde_json::json;
 
-use crate::cli::{Cli, GetArgs, MoveArgs, OperatorsArgs, Output};
+use crate::cli::{Cli, GetArgs, MoveArgs, OperatorsArgs, Output, StatusArgs};
 
 /// Parses `KIND/NAME` as kubectl does (`integration/orders`, `it/orders`).
 pub fn parse_resource(text: &str) -> anyhow::Result<(CamelKind, String)> {
@@ -353,6 +353,127 @@ pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
         ]);
     }
     print_table(&table);
+    Ok(())
+}
+
+pub async fn status(cli: &Cli, args: &StatusArgs) -> anyhow::Result<()> {
+    use camelk_reconciler::api::OperatorAssignment;
+    let (client, default_ns) = super::cluster(cli).await?;
+    let api: Api<OperatorAssignment> = if cli.all_namespaces {
+        Api::all(client)
+    } else {
+        Api::namespaced(client, &cli.namespace.clone().unwrap_or(default_ns))
+    };
+    let items = match &args.name {
+        Some(name) => vec![
+            api.get(name)
+                .await
+                .with_context(|| format!("reading OperatorAssignment {name}"))?,
+        ],
+        None => {
+            api.list(&Default::default())
+                .await
+                .context("listing OperatorAssignments")?
+                .items
+        }
+    };
+    if cli.output == Output::Json {
+        let out: Vec<_> = items
+            .iter()
+            .map(|a| json!({ "namespace": a.metadata.namespace, "name": a.metadata.name, "generation": a.metadata.generation, "status": a.status }))
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "items": out })).expect("json")
+        );
+        return Ok(());
+    }
+    if items.is_empty() {
+        println!("no OperatorAssignment found");
+    }
+    for a in &items {
+        let st = a.status.clone().unwrap_or_default();
+        let short = |r: &Option<String>| {
+            r.as_deref()
+                .map(|r| r.chars().take(12).collect::<String>())
+                .unwrap_or_else(|| "<none>".into())
+        };
+        println!(
+            "Name:              {}/{}",
+            a.metadata.namespace.as_deref().unwrap_or_default(),
+            a.metadata.name.as_deref().unwrap_or_default()
+        );
+        println!("Applied revision:  {}", short(&st.last_applied_revision));
+        println!("Attempted:         {}", short(&st.last_attempted_revision));
+        println!(
+            "Generation:        {} (observed {})",
+            a.metadata.generation.unwrap_or_default(),
+            st.observed_generation
+                .map_or("<none>".to_string(), |g| g.to_string())
+        );
+        if let Some(r) = &st.rollout {
+            println!(
+                "Rollout:           {} step {}/{} (completed {}){}",
+                r.state,
+                r.current_step,
+                r.total_steps,
+                r.completed_steps,
+                if r.message.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", r.message)
+                }
+            );
+            for f in &r.failing {
+                println!("  failing:         {f}");
+            }
+        }
+        if !st.counts.is_empty() {
+            let owners: Vec<String> = st
+                .counts
+                .iter()
+                .map(|(id, n)| format!("{id}={n}"))
+                .collect();
+            println!("Owners:            {}", owners.join(", "));
+        }
+        let mut table = vec![vec![
+            "CONDITION".to_string(),
+            "STATUS".into(),
+            "REASON".into(),
+            "MESSAGE".into(),
+        ]];
+        for c in &st.conditions {
+            table.push(vec![
+                c.type_.clone(),
+                c.status.clone(),
+                c.reason.clone(),
+                c.message.clone(),
+            ]);
+        }
+        println!();
+        print_table(&table);
+        if !st.history.is_empty() {
+            println!();
+            let mut table = vec![vec![
+                "REVISION".to_string(),
+                "STARTED".into(),
+                "MOVES".into(),
+                "STEPS".into(),
+                "RESULT".into(),
+            ]];
+            for h in &st.history {
+                table.push(vec![
+                    h.revision.chars().take(12).collect(),
+                    h.started_at.clone(),
+                    h.moves.to_string(),
+                    h.steps.to_string(),
+                    h.result.clone(),
+                ]);
+            }
+            print_table(&table);
+        }
+        println!();
+    }
     Ok(())
 }
 
