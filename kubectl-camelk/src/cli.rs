@@ -65,6 +65,10 @@ pub enum Command {
     /// Show what the reconciler reports on OperatorAssignments: revisions,
     /// conditions, rollout progress, owners, recent migrations.
     Status(StatusArgs),
+    /// Stop the reconciler from acting on an OperatorAssignment (as `flux suspend`).
+    Suspend(StatusArgs),
+    /// Let the reconciler act on a suspended OperatorAssignment again.
+    Resume(StatusArgs),
     /// Print a shell completion script.
     Completion {
         #[arg(value_enum)]

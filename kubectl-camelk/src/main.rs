@@ -89,6 +89,8 @@ async fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Get(args) => commands::live::get(cli, args).await?,
         Command::Operators(args) => commands::live::operators(cli, args).await?,
         Command::Status(args) => commands::live::status(cli, args).await?,
+        Command::Suspend(args) => commands::live::suspend(cli, args, true).await?,
+        Command::Resume(args) => commands::live::suspend(cli, args, false).await?,
         Command::Completion { shell } => {
             clap_complete::generate(
                 *shell,

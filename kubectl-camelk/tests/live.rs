@@ -388,4 +388,26 @@ async fn the_generated_crd_is_accepted_and_serves_manifests() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "an unknown name is an error");
+
+    // suspend / resume set and remove the annotation `reconciler sync` honours.
+    let suspended = |a: &camelk_reconciler::api::OperatorAssignment| {
+        a.metadata
+            .annotations
+            .as_ref()
+            .and_then(|m| m.get("camelk.dev/suspend"))
+            .cloned()
+    };
+    camelk(dir.path())
+        .args(["--kubeconfig", kubeconfig, "-n", &ns.name, "suspend", &name])
+        .assert()
+        .success();
+    assert_eq!(
+        suspended(&api.get(&name).await.unwrap()).as_deref(),
+        Some("true")
+    );
+    camelk(dir.path())
+        .args(["--kubeconfig", kubeconfig, "-n", &ns.name, "resume"])
+        .assert()
+        .success();
+    assert_eq!(suspended(&api.get(&name).await.unwrap()), None);
 }

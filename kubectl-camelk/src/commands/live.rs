@@ -477,6 +477,48 @@ pub async fn status(cli: &Cli, args: &StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Sets (or removes) the suspend annotation `reconciler sync` honours, on the
+/// named OperatorAssignment or on every one in the namespace.
+pub async fn suspend(cli: &Cli, args: &StatusArgs, suspended: bool) -> anyhow::Result<()> {
+    use camelk_reconciler::api::OperatorAssignment;
+    use camelk_reconciler::sync::SUSPEND_ANNOTATION;
+    use kube::api::{Patch, PatchParams};
+    let (client, default_ns) = super::cluster(cli).await?;
+    let ns = cli.namespace.clone().unwrap_or(default_ns);
+    let api: Api<OperatorAssignment> = Api::namespaced(client, &ns);
+    let names = match &args.name {
+        Some(name) => vec![name.clone()],
+        None => api
+            .list(&Default::default())
+            .await
+            .context("listing OperatorAssignments")?
+            .items
+            .into_iter()
+            .filter_map(|a| a.metadata.name)
+            .collect(),
+    };
+    if names.is_empty() {
+        bail!("no OperatorAssignment in namespace {ns}");
+    }
+    let value = if suspended {
+        json!("true")
+    } else {
+        serde_json::Value::Null
+    };
+    let patch =
+        Patch::Merge(json!({ "metadata": { "annotations": { SUSPEND_ANNOTATION: value } } }));
+    for name in names {
+        api.patch(&name, &PatchParams::default(), &patch)
+            .await
+            .with_context(|| format!("updating OperatorAssignment {ns}/{name}"))?;
+        println!(
+            "operatorassignment {ns}/{name} {}",
+            if suspended { "suspended" } else { "resumed" }
+        );
+    }
+    Ok(())
+}
+
 fn print_table(rows: &[Vec<String>]) {
     let widths: Vec<usize> = (0..rows[0].len())
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
