@@ -49,7 +49,8 @@ fn prefixed(side: &str, path: &str) -> String {
     }
 }
 
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+/// Columns padded to their widest cell, three spaces apart, as kubectl prints.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {

@@ -519,18 +519,10 @@ pub async fn suspend(cli: &Cli, args: &StatusArgs, suspended: bool) -> anyhow::R
     Ok(())
 }
 
+/// Prints `rows` (the first is the header) with the plugin's table layout.
 fn print_table(rows: &[Vec<String>]) {
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    for row in rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        println!("{}", line.join("   ").trim_end());
-    }
+    let header: Vec<&str> = rows[0].iter().map(String::as_str).collect();
+    print!("{}", crate::render::table(&header, &rows[1..]));
 }
 
 /// `--observe` and `--drain-timeout` values.

@@ -967,93 +967,76 @@ impl Syncer {
         &self,
         object: &OperatorAssignment,
         name: &str,
-        mut status: OperatorAssignmentStatus,
+        status: OperatorAssignmentStatus,
         mut ro: RolloutStatus,
         failing: Vec<String>,
         timeout: Duration,
     ) -> Result<(), SyncError> {
-        let generation = object.metadata.generation;
-        ro.state = "Paused".into();
-        ro.message = format!(
+        let summary = format!(
             "step {} of {}: {} moved resources not healthy within {timeout:?}; rollout paused",
             ro.current_step,
             ro.total_steps,
             failing.len()
         );
-        ro.failing = failing.clone();
-        let message = format!("{}: {}", ro.message, failing.join("; "));
-        status.rollout = Some(ro);
-        set_condition(
-            &mut status,
-            READY,
-            false,
+        let message = format!("{summary}: {}", failing.join("; "));
+        ro.failing = failing;
+        self.pause(
+            object,
+            name,
+            status,
+            ro,
+            summary,
+            message,
             "HealthCheckFailed",
-            &message,
-            generation,
-        );
-        set_condition(
-            &mut status,
-            RECONCILING,
-            false,
-            "HealthCheckFailed",
-            &message,
-            generation,
-        );
-        set_condition(
-            &mut status,
-            STALLED,
-            true,
-            "HealthCheckFailed",
-            &message,
-            generation,
-        );
-        self.write(name, &status).await?;
-        tracing::warn!(%message, "health gate failed");
-        self.event(object, EventType::Warning, "HealthCheckFailed", message)
-            .await;
-        Ok(())
+        )
+        .await
     }
 
     async fn pause_on_handoff(
         &self,
         object: &OperatorAssignment,
         name: &str,
+        status: OperatorAssignmentStatus,
+        ro: RolloutStatus,
+        reason: String,
+    ) -> Result<(), SyncError> {
+        let summary = format!("step {} of {}: {reason}", ro.current_step, ro.total_steps);
+        self.pause(
+            object,
+            name,
+            status,
+            ro,
+            summary.clone(),
+            summary,
+            "HandoffStalled",
+        )
+        .await
+    }
+
+    /// Pauses the rollout: `Paused` with `summary` on the rollout, Ready and
+    /// Reconciling false and Stalled true with `reason` and `message`, and a
+    /// warning Event.
+    #[allow(clippy::too_many_arguments)]
+    async fn pause(
+        &self,
+        object: &OperatorAssignment,
+        name: &str,
         mut status: OperatorAssignmentStatus,
         mut ro: RolloutStatus,
-        reason: String,
+        summary: String,
+        message: String,
+        reason: &str,
     ) -> Result<(), SyncError> {
         let generation = object.metadata.generation;
         ro.state = "Paused".into();
-        ro.message = format!("step {} of {}: {reason}", ro.current_step, ro.total_steps);
-        let message = ro.message.clone();
+        ro.message = summary;
         status.rollout = Some(ro);
-        set_condition(
-            &mut status,
-            READY,
-            false,
-            "HandoffStalled",
-            &message,
-            generation,
-        );
-        set_condition(
-            &mut status,
-            RECONCILING,
-            false,
-            "HandoffStalled",
-            &message,
-            generation,
-        );
-        set_condition(
-            &mut status,
-            STALLED,
-            true,
-            "HandoffStalled",
-            &message,
-            generation,
-        );
+        for (condition, value) in [(READY, false), (RECONCILING, false), (STALLED, true)] {
+            set_condition(&mut status, condition, value, reason, &message, generation);
+        }
         self.write(name, &status).await?;
-        tracing::warn!(%message, "handoff did not finish");
-        self.event(object, EventType::Warning, "HandoffStalled", message)
+        tracing::warn!(%message, reason, "rollout paused");
+        self.event(object, EventType::Warning, reason, message)
             .await;
         Ok(())
     }
