@@ -143,6 +143,101 @@ impl AuditLog {
     }
 }
 
+/// One API request as the audit log records it, without its request and
+/// response objects: enough to count traffic by user, verb and resource.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditRequest {
+    #[serde(rename = "auditID")]
+    pub audit_id: String,
+    pub stage: String,
+    pub verb: String,
+    #[serde(rename = "requestURI")]
+    pub request_uri: String,
+    pub user: UserInfo,
+    #[serde(default)]
+    pub object_ref: Option<ObjectRef>,
+    #[serde(default)]
+    pub response_status: Option<ResponseStatus>,
+}
+
+impl AuditRequest {
+    pub fn resource(&self) -> Option<&str> {
+        self.object_ref.as_ref().map(|o| o.resource.as_str())
+    }
+
+    pub fn namespace(&self) -> Option<&str> {
+        self.object_ref.as_ref()?.namespace.as_deref()
+    }
+
+    /// True for exactly one event of each request: the `ResponseStarted`
+    /// stage of a watch (it is logged when the watch opens; its
+    /// `ResponseComplete` when it ends), the `ResponseComplete` of the rest.
+    pub fn is_request_start(&self) -> bool {
+        if self.verb == "watch" {
+            self.stage == "ResponseStarted"
+        } else {
+            self.stage == "ResponseComplete"
+        }
+    }
+}
+
+impl AuditLog {
+    /// The offset just past the last complete event: a mark to count from
+    /// with [`AuditLog::requests_since`]. 0 when there is no log yet.
+    pub fn mark(&self) -> std::io::Result<u64> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut file = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        let mut end = file.metadata()?.len();
+        let mut chunk = vec![0u8; 64 * 1024];
+        while end > 0 {
+            let start = end.saturating_sub(chunk.len() as u64);
+            let part = &mut chunk[..(end - start) as usize];
+            file.seek(SeekFrom::Start(start))?;
+            file.read_exact(part)?;
+            if let Some(i) = part.iter().rposition(|b| *b == b'\n') {
+                return Ok(start + i as u64 + 1);
+            }
+            end = start;
+        }
+        Ok(0)
+    }
+
+    /// The events logged from offset `from` (a [`AuditLog::mark`]) on, read
+    /// as [`AuditRequest`]s (objects skipped, so huge list responses stay
+    /// cheap), and the offset past the last complete one. A last line
+    /// without its newline is still being written and is left for later.
+    pub fn requests_since(&self, from: u64) -> std::io::Result<(Vec<AuditRequest>, u64)> {
+        use std::io::{BufRead, Seek, SeekFrom};
+        let mut file = std::fs::File::open(&self.path)?;
+        file.seek(SeekFrom::Start(from))?;
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+        let mut line = Vec::new();
+        let mut offset = from;
+        let mut requests = Vec::new();
+        loop {
+            line.clear();
+            let n = reader.read_until(b'\n', &mut line)?;
+            if n == 0 || line.last() != Some(&b'\n') {
+                break;
+            }
+            let request = serde_json::from_slice(&line).map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("{} at byte {offset}: {e}", self.path.display()),
+                )
+            })?;
+            requests.push(request);
+            offset += n as u64;
+        }
+        Ok((requests, offset))
+    }
+}
+
 /// Label and annotation key naming a Camel K resource's operator.
 const OWNER_KEY: &str = "camel.apache.org/operator.id";
 
@@ -245,6 +340,44 @@ mod tests {
                 "labels": { OWNER_KEY: owner_after } } }
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn requests_since_a_mark_skip_objects_and_a_line_being_written() {
+        use std::io::Write;
+        let dir = std::env::temp_dir().join(format!(
+            "camelk-audit-test-{}",
+            crate::identity::random_hex(4).unwrap()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = AuditLog::new(dir.join("audit.log"));
+        assert_eq!(log.mark().unwrap(), 0);
+        let line = |id: &str, verb: &str, stage: &str| {
+            format!(
+                "{{\"level\":\"RequestResponse\",\"auditID\":\"{id}\",\"stage\":\"{stage}\",\"verb\":\"{verb}\",\
+                 \"requestURI\":\"/apis/camel.apache.org/v1/integrations\",\"user\":{{\"username\":\"reconciler\"}},\
+                 \"responseStatus\":{{\"code\":200}},\"responseObject\":{{\"items\":[{{\"a\":1}}]}}}}\n"
+            )
+        };
+        let mut file = std::fs::File::create(log.path()).unwrap();
+        file.write_all(line("1", "list", "ResponseComplete").as_bytes())
+            .unwrap();
+        let mark = log.mark().unwrap();
+        file.write_all(line("2", "watch", "ResponseStarted").as_bytes())
+            .unwrap();
+        file.write_all(line("3", "get", "ResponseComplete").as_bytes())
+            .unwrap();
+        file.write_all(b"{\"level\":\"Requ").unwrap();
+        assert_eq!(
+            log.mark().unwrap(),
+            std::fs::metadata(log.path()).unwrap().len() - 14
+        );
+        let (requests, next) = log.requests_since(mark).unwrap();
+        let ids: Vec<_> = requests.iter().map(|r| r.audit_id.as_str()).collect();
+        assert_eq!(ids, ["2", "3"]);
+        assert!(requests.iter().all(|r| r.is_request_start()));
+        assert_eq!(next, log.mark().unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
