@@ -118,6 +118,7 @@ fn spec() -> impl Strategy<Value = OperatorAssignmentSpec> {
                 staged_moves: Vec::new(),
                 rollout: Default::default(),
                 handoff: Default::default(),
+                drift_policy: Default::default(),
             }
         })
 }

@@ -91,6 +91,27 @@ pub struct OperatorAssignmentSpec {
     /// How one resource changes hands.
     #[serde(default)]
     pub handoff: HandoffSettings,
+    /// What the reconciler does when an owner is changed by hand once a
+    /// revision is applied: `revert` (default) or `report`.
+    #[serde(default, skip_serializing_if = "DriftPolicy::is_default")]
+    pub drift_policy: DriftPolicy,
+}
+
+/// What happens to a resource whose owner key was changed by hand.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DriftPolicy {
+    /// Moved back to the owner the manifest says, through a guarded handoff.
+    #[default]
+    Revert,
+    /// Reported (condition `Drifted`, an Event) and left alone.
+    Report,
+}
+
+impl DriftPolicy {
+    fn is_default(&self) -> bool {
+        *self == DriftPolicy::default()
+    }
 }
 
 /// A Camel K operator that can own resources.
@@ -351,6 +372,10 @@ pub struct OperatorAssignmentStatus {
     /// The last migrations, newest first (bounded).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<MigrationRecord>,
+    /// Value of the last sync request (annotation
+    /// `camelk.dev/reconcile-requested-at`) a round finished handling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
 }
 
 /// Progress of the staged rollout of one revision, as `reconciler sync`
