@@ -91,9 +91,17 @@ struct OperatorArgs {
 
 #[derive(Args, Debug)]
 struct SyncArgs {
-    /// Git repository: a path, file://, https:// or ssh:// URL.
+    /// Where the OperatorAssignment comes from: `git` (--repo, --branch,
+    /// --path) or `cluster` (the object --name in --namespace, as Argo CD or
+    /// Flux applied it; the sync then never applies it, only writes its status).
+    #[arg(long, value_enum, default_value = "git")]
+    source: SourceKind,
+    /// Name of the OperatorAssignment object (with --source cluster).
     #[arg(long)]
-    repo: String,
+    name: Option<String>,
+    /// Git repository: a path, file://, https:// or ssh:// URL (with --source git).
+    #[arg(long)]
+    repo: Option<String>,
     /// Branch to follow.
     #[arg(long, default_value = "main")]
     branch: String,
@@ -137,7 +145,40 @@ struct SyncArgs {
     #[arg(long)]
     webhook_secret_file: Option<PathBuf>,
     #[command(flatten)]
+    credentials: GitCredentialArgs,
+    #[command(flatten)]
     connection: Connection,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum SourceKind {
+    Git,
+    Cluster,
+}
+
+/// Git credentials, read again at every fetch (rotation needs no restart).
+/// Without them: $CAMELK_GIT_TOKEN, Git's credential helper, the ssh-agent.
+#[derive(Args, Debug)]
+struct GitCredentialArgs {
+    /// File holding an HTTPS access token.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Username sent with the token (default: the URL's, else x-access-token).
+    #[arg(long)]
+    username: Option<String>,
+    /// File holding an SSH private key (ssh:// remotes).
+    #[arg(long)]
+    ssh_key_file: Option<PathBuf>,
+    /// File holding the passphrase of --ssh-key-file.
+    #[arg(long, requires = "ssh_key_file")]
+    ssh_passphrase_file: Option<PathBuf>,
+    /// OpenSSH known_hosts file: an ssh:// host whose key it does not list is refused.
+    #[arg(long)]
+    known_hosts_file: Option<PathBuf>,
+    /// Secret NAMESPACE/NAME with keys token (or password), username,
+    /// ssh-privatekey (or identity), ssh-passphrase, known_hosts.
+    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with_all = ["token_file", "ssh_key_file", "ssh_passphrase_file", "known_hosts_file"])]
+    credentials_secret: Option<String>,
 }
 
 fn duration(text: &str) -> Result<Duration, String> {
@@ -201,7 +242,8 @@ async fn client(connection: &Connection) -> Result<kube::Client, String> {
 }
 
 fn run_sync(args: SyncArgs) -> ExitCode {
-    use camelk_reconciler::source::GitSource;
+    use camelk_reconciler::source::credentials::SecretRef;
+    use camelk_reconciler::source::{ClusterSource, CredentialConfig, GitSource, Source};
     use camelk_reconciler::sync::{self, SyncConfig};
     init_logs(args.connection.log_format);
     let timing = |lease, renew, retry| {
@@ -222,7 +264,55 @@ fn run_sync(args: SyncArgs) -> ExitCode {
     let cache = args.cache_dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("camelk-reconciler-cache-{identity}"))
     });
-    let source = GitSource::new(&args.repo, &args.branch, &args.path, &cache);
+    let creds = &args.credentials;
+    let credentials_secret = match creds
+        .credentials_secret
+        .as_deref()
+        .map(|s| s.split_once('/'))
+    {
+        None => None,
+        Some(Some((namespace, name))) if !namespace.is_empty() && !name.is_empty() => {
+            Some((namespace.to_string(), name.to_string()))
+        }
+        Some(_) => {
+            eprintln!("error: --credentials-secret takes NAMESPACE/NAME");
+            return ExitCode::from(2);
+        }
+    };
+    let git_flags = args.repo.is_some()
+        || creds.token_file.is_some()
+        || creds.ssh_key_file.is_some()
+        || creds.known_hosts_file.is_some()
+        || credentials_secret.is_some();
+    match (args.source, &args.repo, &args.name) {
+        (SourceKind::Git, None, _) => {
+            eprintln!("error: --source git needs --repo");
+            return ExitCode::from(2);
+        }
+        (SourceKind::Git, Some(_), Some(_)) => {
+            eprintln!(
+                "error: --name is for --source cluster (with git the manifest names the object)"
+            );
+            return ExitCode::from(2);
+        }
+        (SourceKind::Cluster, _, None) => {
+            eprintln!("error: --source cluster needs --name");
+            return ExitCode::from(2);
+        }
+        (SourceKind::Cluster, _, Some(_)) if git_flags => {
+            eprintln!("error: --repo and the Git credential flags are for --source git");
+            return ExitCode::from(2);
+        }
+        _ => {}
+    }
+    let credentials = CredentialConfig {
+        username: creds.username.clone(),
+        token_file: creds.token_file.clone(),
+        ssh_key_file: creds.ssh_key_file.clone(),
+        ssh_passphrase_file: creds.ssh_passphrase_file.clone(),
+        known_hosts_file: creds.known_hosts_file.clone(),
+        secret: None,
+    };
     let cfg = SyncConfig {
         lock_namespace: args
             .lock_namespace
@@ -260,6 +350,24 @@ fn run_sync(args: SyncArgs) -> ExitCode {
                 eprintln!("error: listening on {}: {e}", args.listen);
                 return ExitCode::from(1);
             }
+        };
+        let source: Source = match (&args.repo, &args.name) {
+            (Some(repo), _) => GitSource::new(repo, &args.branch, &args.path, &cache)
+                .with_credentials(CredentialConfig {
+                    secret: credentials_secret.map(|(namespace, name)| SecretRef {
+                        client: client.clone(),
+                        namespace,
+                        name,
+                    }),
+                    ..credentials
+                })
+                .into(),
+            (None, name) => ClusterSource::new(
+                client.clone(),
+                &args.namespace,
+                name.as_deref().unwrap_or_default(),
+            )
+            .into(),
         };
         sync::run(client, source, cfg, Some(listener), secret, on_signal()).await;
         ExitCode::SUCCESS

@@ -2,83 +2,73 @@
 //! on every poll.
 //!
 //! Expected flow of [`GitSource::fetch`]:
-//! 1. open the cache clone (a bare repository under the cache directory), or
+//! 1. read the credentials now ([`CredentialConfig::resolve`]: files or a
+//!    Secret, so a rotation is used by the next fetch);
+//! 2. open the cache clone (a bare repository under the cache directory), or
 //!    create it on first use;
-//! 2. fetch `+refs/heads/<branch>` from the URL into
-//!    `refs/remotes/origin/<branch>` (forced: the remote's head wins);
-//! 3. read the manifest blob at `path` in that commit.
+//! 3. fetch `+refs/heads/<branch>` from the URL into
+//!    `refs/remotes/origin/<branch>` (forced: the remote's head wins); over
+//!    `ssh://` with a known_hosts given, the server's host key is checked
+//!    before anything is sent ([`super::known_hosts`]);
+//! 4. read the manifest blob at `path` in that commit.
 //!
 //! Guarantees: nothing is written outside the cache directory; a failed fetch
-//! leaves the previous fetch usable; credentials are handed to libgit2 only
-//! and never logged. URLs: a local path, `file://`, and whatever transports
-//! libgit2 was built with (`https://`, `ssh://`); a token for HTTPS comes
-//! from [`crate::git::TOKEN_ENV`], SSH keys from the ssh-agent.
+//! leaves the previous fetch usable; credentials are handed to libgit2 only,
+//! never logged, and scrubbed from its error messages (and a password in the
+//! URL is left out of every message). URLs: a local path, `file://`, and
+//! whatever transports libgit2 was built with (`https://`, `ssh://`).
+//! Credentials offered, in order: the configured token (HTTPS) or key (SSH),
+//! then the token in [`crate::git::TOKEN_ENV`], Git's credential helper, the
+//! ssh-agent.
 
 use std::path::{Path, PathBuf};
 
-use git2::{Cred, CredentialType, FetchOptions, Oid, RemoteCallbacks, Repository};
+use git2::{
+    CertificateCheckStatus, Cred, CredentialType, FetchOptions, Oid, RemoteCallbacks, Repository,
+};
 
-use super::Revision;
-
-/// Why a revision could not be fetched or read.
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    #[error("creating the cache directory {path}: {source}")]
-    CacheDir {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("opening the cache clone {path}: {source}")]
-    Cache {
-        path: PathBuf,
-        #[source]
-        source: git2::Error,
-    },
-    #[error("fetching branch `{branch}` from {url}: {source}")]
-    Fetch {
-        url: String,
-        branch: String,
-        #[source]
-        source: git2::Error,
-    },
-    #[error("branch `{branch}` not found at {url}")]
-    NoBranch { url: String, branch: String },
-    #[error("commit {sha}: {source}")]
-    Commit {
-        sha: String,
-        #[source]
-        source: git2::Error,
-    },
-    #[error("{path} does not exist at commit {sha}")]
-    MissingFile { path: String, sha: String },
-}
+use super::credentials::{CredentialConfig, DEFAULT_TOKEN_USERNAME, GitCredentials};
+use super::known_hosts::{HostKeyError, ssh_port};
+use super::{Revision, SourceError};
 
 /// A branch of a Git repository and the manifest's path in it.
 pub struct GitSource {
     url: String,
+    /// `url` without a password, for messages.
+    shown_url: String,
     branch: String,
     path: String,
     cache: PathBuf,
+    credentials: CredentialConfig,
     last_head: Option<Oid>,
 }
 
 impl GitSource {
     /// `url` (a path, `file://`, `https://` or `ssh://`), `branch`, the
     /// manifest's `path` inside the repository, and a cache directory the
-    /// source may own.
+    /// source may own. Credentials are the ambient ones until
+    /// [`GitSource::with_credentials`].
     pub fn new(url: &str, branch: &str, path: &str, cache: &Path) -> GitSource {
         GitSource {
             url: url.to_string(),
+            shown_url: redact_url(url),
             branch: branch.to_string(),
             path: path.trim_start_matches('/').to_string(),
             cache: cache.to_path_buf(),
+            credentials: CredentialConfig::default(),
             last_head: None,
         }
     }
 
+    /// Where the credentials are read from at each fetch.
+    pub fn with_credentials(mut self, credentials: CredentialConfig) -> GitSource {
+        self.credentials = credentials;
+        self
+    }
+
+    /// The URL, without a password it may carry.
     pub fn url(&self) -> &str {
-        &self.url
+        &self.shown_url
     }
 
     pub fn path(&self) -> &str {
@@ -102,20 +92,36 @@ impl GitSource {
         }
     }
 
-    /// Fetches the branch and reads the manifest at its head.
-    pub fn fetch(&mut self) -> Result<Revision, SourceError> {
+    /// Reads the credentials, fetches the branch and reads the manifest at
+    /// its head. Blocks the thread for the Git work (`block_in_place`: needs
+    /// the multi-threaded runtime).
+    pub async fn fetch(&mut self) -> Result<Revision, SourceError> {
+        let credentials = self.credentials.resolve().await?;
+        tokio::task::block_in_place(|| self.fetch_with(&credentials))
+    }
+
+    fn fetch_with(&mut self, credentials: &GitCredentials) -> Result<Revision, SourceError> {
         let repo = self.open()?;
         let tracking = format!("refs/remotes/origin/{}", self.branch);
         let refspec = format!("+refs/heads/{}:{tracking}", self.branch);
-        let fetch_err = |source| SourceError::Fetch {
-            url: self.url.clone(),
+        let fetch_err = |source: git2::Error| SourceError::Fetch {
+            url: self.shown_url.clone(),
             branch: self.branch.clone(),
-            source,
+            source: git2::Error::new(
+                source.code(),
+                source.class(),
+                credentials.scrub(source.message()),
+            ),
         };
+        let helper_config = repo.config().ok();
         {
             let mut remote = repo.remote_anonymous(&self.url).map_err(fetch_err)?;
             let mut options = FetchOptions::new();
-            options.remote_callbacks(credentials());
+            options.remote_callbacks(callbacks(
+                credentials,
+                helper_config.as_ref(),
+                ssh_port(&self.url),
+            ));
             remote
                 .fetch(&[refspec.as_str()], Some(&mut options), None)
                 .map_err(fetch_err)?;
@@ -123,7 +129,7 @@ impl GitSource {
         let head = repo
             .refname_to_id(&tracking)
             .map_err(|_| SourceError::NoBranch {
-                url: self.url.clone(),
+                url: self.shown_url.clone(),
                 branch: self.branch.clone(),
             })?;
         let rewound = match self.last_head {
@@ -143,13 +149,36 @@ impl GitSource {
     }
 
     /// The manifest text at an earlier commit `sha` the cache has fetched.
-    pub fn read_at(&self, sha: &str) -> Result<String, SourceError> {
-        let repo = self.open()?;
-        let oid = Oid::from_str(sha).map_err(|source| SourceError::Commit {
-            sha: sha.to_string(),
-            source,
-        })?;
-        read_blob(&repo, oid, &self.path)
+    pub async fn read_at(&self, sha: &str) -> Result<String, SourceError> {
+        tokio::task::block_in_place(|| {
+            let repo = self.open()?;
+            let oid = Oid::from_str(sha).map_err(|source| SourceError::Commit {
+                sha: sha.to_string(),
+                source,
+            })?;
+            read_blob(&repo, oid, &self.path)
+        })
+    }
+}
+
+/// `url` with the password of its `user:password@` part replaced by `***`.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            let masked = if userinfo.contains(':') {
+                format!("{user}:***")
+            } else {
+                user.to_string()
+            };
+            format!("{scheme}://{masked}@{host}{tail}")
+        }
+        None => url.to_string(),
     }
 }
 
@@ -175,29 +204,86 @@ fn read_blob(repo: &Repository, commit: Oid, path: &str) -> Result<String, Sourc
     Ok(String::from_utf8_lossy(blob.content()).into_owned())
 }
 
-fn credentials() -> RemoteCallbacks<'static> {
-    let token = std::env::var(crate::git::TOKEN_ENV)
+/// libgit2's callbacks: credentials as the remote asks for them, and the
+/// host key check when a known_hosts is given.
+fn callbacks<'a>(
+    credentials: &'a GitCredentials,
+    config: Option<&'a git2::Config>,
+    port: u16,
+) -> RemoteCallbacks<'a> {
+    let env_token = std::env::var(crate::git::TOKEN_ENV)
         .ok()
         .filter(|t| !t.is_empty());
     let mut attempts = 0;
     let mut callbacks = RemoteCallbacks::new();
-    callbacks.credentials(move |_url, username, allowed| {
+    callbacks.credentials(move |url, username, allowed| {
         attempts += 1;
         if attempts > 3 {
             return Err(git2::Error::from_str(
                 "the remote refused every credential offered",
             ));
         }
-        if allowed.contains(CredentialType::USER_PASS_PLAINTEXT)
-            && let Some(token) = &token
+        if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) {
+            let token = credentials
+                .token
+                .as_ref()
+                .map(|t| t.expose())
+                .or(env_token.as_deref());
+            if let Some(token) = token {
+                let user = credentials
+                    .username
+                    .as_deref()
+                    .or(username)
+                    .unwrap_or(DEFAULT_TOKEN_USERNAME);
+                return Cred::userpass_plaintext(user, token);
+            }
+            if let Some(config) = config
+                && let Ok(cred) = Cred::credential_helper(config, url, username)
+            {
+                return Ok(cred);
+            }
+        }
+        let ssh_user = username
+            .or(credentials.username.as_deref())
+            .unwrap_or("git");
+        if allowed.contains(CredentialType::SSH_MEMORY)
+            && let Some(key) = &credentials.ssh_key
         {
-            return Cred::userpass_plaintext(username.unwrap_or("x-access-token"), token);
+            return Cred::ssh_key_from_memory(
+                ssh_user,
+                None,
+                key.expose(),
+                credentials.ssh_passphrase.as_ref().map(|p| p.expose()),
+            );
         }
         if allowed.contains(CredentialType::SSH_KEY) {
-            return Cred::ssh_key_from_agent(username.unwrap_or("git"));
+            return Cred::ssh_key_from_agent(ssh_user);
+        }
+        if allowed.contains(CredentialType::USERNAME) {
+            return Cred::username(ssh_user);
         }
         Cred::default()
     });
+    if let Some(known_hosts) = &credentials.known_hosts {
+        callbacks.certificate_check(move |cert, host| {
+            let Some(hostkey) = cert.as_hostkey() else {
+                // TLS: libgit2 verifies the certificate chain itself.
+                return Ok(CertificateCheckStatus::CertificatePassthrough);
+            };
+            let result = match hostkey.hostkey() {
+                Some(key) => known_hosts.check(host, port, key),
+                None => Err(HostKeyError::NoKey),
+            };
+            match result {
+                Ok(()) => Ok(CertificateCheckStatus::CertificateOk),
+                Err(e) => Err(git2::Error::new(
+                    git2::ErrorCode::Certificate,
+                    git2::ErrorClass::Ssh,
+                    e.to_string(),
+                )),
+            }
+        });
+    }
     callbacks
 }
 
@@ -220,8 +306,8 @@ mod tests {
             .unwrap()
     }
 
-    #[test]
-    fn fetches_follows_new_commits_and_reports_a_rewind() {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn fetches_follows_new_commits_and_reports_a_rewind() {
         let dir = tempfile::tempdir().unwrap();
         let remote = Repository::init(dir.path().join("remote")).unwrap();
         let first = commit(&remote, "m.yaml", "one", None);
@@ -229,17 +315,17 @@ mod tests {
         let url = format!("file://{}", dir.path().join("remote").display());
         let mut source = GitSource::new(&url, &branch, "m.yaml", &dir.path().join("cache"));
 
-        let r1 = source.fetch().unwrap();
+        let r1 = source.fetch().await.unwrap();
         assert_eq!(
             (r1.sha.as_str(), r1.text.as_str()),
             (&*first.to_string(), "one")
         );
         assert!(!r1.rewound);
         let second = commit(&remote, "m.yaml", "two", Some(first));
-        let r2 = source.fetch().unwrap();
+        let r2 = source.fetch().await.unwrap();
         assert_eq!(r2.sha, second.to_string());
         assert!(!r2.rewound);
-        assert_eq!(source.read_at(&r1.sha).unwrap(), "one");
+        assert_eq!(source.read_at(&r1.sha).await.unwrap(), "one");
 
         // Force-push: a new root commit replaces the branch.
         let sig = git2::Signature::now("t", "t@example.com").unwrap();
@@ -251,23 +337,36 @@ mod tests {
         remote
             .reference(&format!("refs/heads/{branch}"), orphan, true, "force")
             .unwrap();
-        let r3 = source.fetch().unwrap();
+        let r3 = source.fetch().await.unwrap();
         assert_eq!((r3.text.as_str(), r3.rewound), ("three", true));
     }
 
-    #[test]
-    fn missing_branch_and_file_are_errors() {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn missing_branch_and_file_are_errors() {
         let dir = tempfile::tempdir().unwrap();
         let remote = Repository::init(dir.path().join("remote")).unwrap();
         commit(&remote, "m.yaml", "one", None);
         let branch = remote.head().unwrap().shorthand().unwrap().to_string();
         let url = dir.path().join("remote").display().to_string();
         let mut nobranch = GitSource::new(&url, "nope", "m.yaml", &dir.path().join("c1"));
-        assert!(nobranch.fetch().is_err());
+        assert!(nobranch.fetch().await.is_err());
         let mut nofile = GitSource::new(&url, &branch, "other.yaml", &dir.path().join("c2"));
         assert!(matches!(
-            nofile.fetch(),
+            nofile.fetch().await,
             Err(SourceError::MissingFile { .. })
         ));
+    }
+
+    #[test]
+    fn passwords_in_urls_are_left_out() {
+        assert_eq!(
+            redact_url("https://bot:t0ken@git.example.com/a.git"),
+            "https://bot:***@git.example.com/a.git"
+        );
+        assert_eq!(
+            redact_url("ssh://git@git.example.com:2222/a.git"),
+            "ssh://git@git.example.com:2222/a.git"
+        );
+        assert_eq!(redact_url("/srv/git/a.git"), "/srv/git/a.git");
     }
 }

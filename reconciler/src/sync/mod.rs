@@ -69,7 +69,7 @@ use crate::inventory::{Inventory, ResourceRef};
 use crate::lock::{Leadership, LockTiming, OperatorLock};
 use crate::manifest::{FieldPath, Manifest, ManifestError, Tree, tree};
 use crate::plan::{self, Actual, Batch};
-use crate::source::{GitSource, Revision, SourceError, short_sha};
+use crate::source::{Revision, Source, SourceError, short_sha};
 use rollout::LiveOwners;
 use status::{DRIFTED, FIELD_MANAGER, READY, RECONCILING, STALLED, SUSPENDED, set_condition};
 
@@ -145,7 +145,7 @@ pub enum SyncError {
 /// HTTP endpoints of [`server`] are served on it.
 pub async fn run(
     client: Client,
-    source: GitSource,
+    source: Source,
     cfg: SyncConfig,
     listener: Option<tokio::net::TcpListener>,
     webhook_secret: Option<Vec<u8>>,
@@ -237,7 +237,7 @@ enum StepResult {
 /// One sync loop's working parts; it keeps no rollout state between rounds.
 pub struct Syncer {
     client: Client,
-    source: GitSource,
+    source: Source,
     cfg: SyncConfig,
     coordinator: Coordinator,
     recorder: Recorder,
@@ -251,7 +251,7 @@ pub struct Syncer {
 impl Syncer {
     pub fn new(
         client: Client,
-        source: GitSource,
+        source: Source,
         cfg: SyncConfig,
         telemetry: Arc<server::Telemetry>,
     ) -> Syncer {
@@ -280,7 +280,7 @@ impl Syncer {
         leading: &Leadership,
         cancel: &CancellationToken,
     ) -> Result<(), SyncError> {
-        let fetched = tokio::task::block_in_place(|| self.source.fetch());
+        let fetched = self.source.fetch().await;
         let rev = match fetched {
             Ok(rev) => rev,
             Err(e) => {
@@ -305,9 +305,11 @@ impl Syncer {
         {
             return Ok(());
         }
-        // Applied only when it differs: no write in steady state.
+        // Applied only when it differs: no write in steady state. An object
+        // that is the source itself is never applied (deleted since fetched: no round).
         let object = match current {
-            Some(object) if carries(&object, &manifest) => object,
+            Some(object) if self.source.is_the_object() || carries(&object, &manifest) => object,
+            None if self.source.is_the_object() => return Ok(()),
             _ => self.apply(&name, &manifest).await?,
         };
         let before = object.status.clone();
@@ -330,7 +332,7 @@ impl Syncer {
         status.observed_generation = generation;
         status.last_attempted_revision = Some(rev.sha.clone());
         let head = &manifest.assignment.spec;
-        let base = self.base(&status, &rev);
+        let base = self.base(&status, &rev).await;
         let reach = Reach::of(head, base.as_ref());
 
         let mut inventory = self.read(&reach).await?;
@@ -728,7 +730,7 @@ impl Syncer {
     }
 
     /// The manifest of the last applied revision, when it differs from `rev`.
-    fn base(
+    async fn base(
         &self,
         status: &OperatorAssignmentStatus,
         rev: &Revision,
@@ -737,7 +739,7 @@ impl Syncer {
             .last_applied_revision
             .as_deref()
             .filter(|s| *s != rev.sha)?;
-        let text = match tokio::task::block_in_place(|| self.source.read_at(sha)) {
+        let text = match self.source.read_at(sha).await {
             Ok(text) => text,
             Err(e) => {
                 tracing::warn!(error = %e, "last applied revision unreadable; planning against live owners");
