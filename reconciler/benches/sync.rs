@@ -1,0 +1,928 @@
+//! `reconciler sync` benchmark on the real local control plane and a real Git
+//! repository (a local bare repository followed through a `file://` URL):
+//! `cargo bench -p camelk-reconciler --bench sync`.
+//!
+//! (a) Commit-to-first-move latency, webhook against polling. Two real
+//!     `reconciler operator` processes (operator-1, operator-2) run one
+//!     Integration; the `reconciler sync` binary is started twice, once
+//!     polling every hour with a webhook secret (a GitHub-style push, signed
+//!     with HMAC-SHA256, is POSTed to `/hooks/git` right after each push), once
+//!     polling every `BENCH_SYNC_POLL_INTERVAL` (default 2s) without a
+//!     webhook. Each repetition pushes a commit whose pin moves the
+//!     Integration to the other operator and times, from the moment the push
+//!     returned, the first change of its `camel.apache.org/operator.id`
+//!     label (seen by a watch), and the revision's `lastAppliedRevision`.
+//!     The push of each repetition is delayed by a varying fraction of the
+//!     poll interval so that polling is sampled at different phases.
+//! (b) Steady state with `BENCH_SYNC_OBJECTS` (default 10,000) Integrations
+//!     spread over `BENCH_SYNC_NAMESPACES` (default 4) namespaces, all owned
+//!     as the manifest says (no moves, no operators running). After the
+//!     initial sync (`lastAppliedRevision` set), for `BENCH_SYNC_WINDOW`
+//!     (default 60s): the sync process's resident memory (VmRSS sampled every
+//!     second, VmHWM) and the API requests made as the `reconciler` identity,
+//!     by verb, from the control plane's audit log. Run once per live cache
+//!     (`--live-cache metadata` and `--live-cache full`) when the binary has
+//!     that flag; otherwise once with its default, and the comparison is
+//!     reported as unavailable.
+//!
+//! `BENCH_SYNC_REPS` (default 5) sets the repetitions of (a),
+//! `BENCH_SYNC_STEADY_INTERVAL` (default 10s) the `--interval` of (b).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use camelk_reconciler::api::{OperatorAssignment, OperatorAssignmentStatus, parse_duration};
+use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use camelk_reconciler::handoff::release::{kit_name, phase};
+use camelk_testkit::TestCluster;
+use futures::{StreamExt, TryStreamExt};
+use kube::Client;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::runtime::watcher;
+use serde_json::json;
+
+const NAME: &str = "camel-k";
+const RECONCILER: &str = "reconciler";
+const RSS_TARGET_MIB: f64 = 64.0;
+/// Lock timing of (a), as the end-to-end tests use: a killed sync or
+/// operator is noticed within seconds. (b) runs with the binary's defaults.
+const SHORT_LEASES: [&str; 8] = [
+    "--lease-duration",
+    "4s",
+    "--renew-deadline",
+    "3s",
+    "--retry-period",
+    "1s",
+    "--operator-lease-duration",
+    "4s",
+];
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A duration from the environment, as the binary's flags spell them (`2s`).
+fn env_duration(name: &str, default: &str) -> (String, Duration) {
+    let text = std::env::var(name).unwrap_or_else(|_| default.to_string());
+    let value = parse_duration(&text)
+        .unwrap_or_else(|| panic!("{name}={text} is not a duration (like 500ms, 2s, 1m)"));
+    (text, value)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(bench());
+}
+
+async fn bench() {
+    let cluster = camelk_testkit::shared();
+    cluster.grant_camelk_roles().await;
+    install_assignment_crd(cluster).await;
+    let reps = env_usize("BENCH_SYNC_REPS", 5).max(1);
+    let (poll_text, poll) = env_duration("BENCH_SYNC_POLL_INTERVAL", "2s");
+    let objects = env_usize("BENCH_SYNC_OBJECTS", 10_000);
+    let spread = env_usize("BENCH_SYNC_NAMESPACES", 4).max(1);
+    let (window_text, window) = env_duration("BENCH_SYNC_WINDOW", "60s");
+    let (steady_interval, _) = env_duration("BENCH_SYNC_STEADY_INTERVAL", "10s");
+    let live_cache = live_cache_flag();
+
+    println!("sync benchmark");
+    println!("  setup:");
+    println!(
+        "    control plane: the test kit's (etcd, kube-apiserver, kube-controller-manager on loopback), {} cores",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!("    binary: {}", env!("CARGO_BIN_EXE_reconciler"));
+    println!(
+        "    Git: a local bare repository, followed as file://…/remote.git, branch main, operator-assignment.yaml"
+    );
+    println!(
+        "    sync: identity `reconciler` (its own token, coordinator role), --poll 500ms (default), RUST_LOG=info"
+    );
+    println!(
+        "    (a) {reps} repetitions per mode; operators: `reconciler operator --id operator-N --build-time 1s --resync 300ms`, lease 4s/3s/1s"
+    );
+    println!(
+        "    (a) webhook mode: --interval 1h --webhook-secret-file, POST /hooks/git with X-Hub-Signature-256 right after the push"
+    );
+    println!("    (a) poll mode: --interval {poll_text}, no webhook");
+    println!(
+        "    (a) sync lock lease 4s/3s/1s, --operator-lease-duration 4s; (b) the binary's defaults (15s/10s/2s, 15s)"
+    );
+    println!(
+        "    (b) {objects} Integrations over {spread} namespaces, owned as the manifest says, no operators running; --interval {steady_interval}; window {window_text}"
+    );
+    match &live_cache {
+        Some(modes) => println!(
+            "    (b) live caches compared: {} (`reconciler sync --live-cache`)",
+            modes.join(", ")
+        ),
+        None => println!(
+            "    (b) `reconciler sync --help` has no --live-cache: the default cache only, NO metadata/full comparison"
+        ),
+    }
+    println!();
+
+    let webhook = latency(cluster, reps, poll, true).await;
+    let polling = latency(cluster, reps, poll, false).await;
+    println!();
+    println!(
+        "(a) commit → first move of the Integration (first change of its owner label), seconds"
+    );
+    println!(
+        "  {:<26} {:>7} {:>7} {:>7}   {:>15}   samples",
+        "mode", "median", "min", "max", "applied median"
+    );
+    for (label, r) in [
+        ("webhook (interval 1h)".to_string(), &webhook),
+        (format!("poll (interval {poll_text})"), &polling),
+    ] {
+        let (med, min, max) = stats(&r.first_move);
+        let (applied, _, _) = stats(&r.applied);
+        println!(
+            "  {label:<26} {med:>7.3} {min:>7.3} {max:>7.3}   {applied:>15.3}   {}",
+            r.first_move
+                .iter()
+                .map(|s| format!("{s:.2}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    println!(
+        "  ratio webhook/poll, median first move: {:.3}; median applied: {:.3}",
+        stats(&webhook.first_move).0 / stats(&polling.first_move).0,
+        stats(&webhook.applied).0 / stats(&polling.applied).0
+    );
+
+    let namespaces = create_steady_objects(cluster, objects, spread).await;
+    let modes: Vec<Option<&str>> = match &live_cache {
+        Some(modes) => modes.iter().map(|m| Some(*m)).collect(),
+        None => vec![None],
+    };
+    let mut steady = Vec::new();
+    for mode in modes {
+        steady.push(steady_state(cluster, &namespaces, mode, &steady_interval, window).await);
+    }
+    print_steady(&steady, objects, spread, &window_text, &steady_interval);
+    if live_cache.is_none() {
+        println!(
+            "  metadata/full comparison UNAVAILABLE: this `reconciler sync` has no --live-cache flag"
+        );
+    }
+}
+
+/// The live-cache modes to compare, when `reconciler sync` has `--live-cache`.
+fn live_cache_flag() -> Option<Vec<&'static str>> {
+    let out = Command::new(env!("CARGO_BIN_EXE_reconciler"))
+        .args(["sync", "--help"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run reconciler sync --help");
+    let help = String::from_utf8_lossy(&out.stdout);
+    help.contains("--live-cache")
+        .then(|| vec!["metadata", "full"])
+}
+
+/// Median, min and max.
+fn stats(samples: &[f64]) -> (f64, f64, f64) {
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    let median = if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    };
+    (median, s[0], s[n - 1])
+}
+
+// ---------------------------------------------------------------- (a) latency
+
+struct Latency {
+    first_move: Vec<f64>,
+    applied: Vec<f64>,
+}
+
+/// The manifest of (a): operator-1 by default, `it-0` pinned to `pinned`.
+fn latency_manifest(ns: &str, pinned: &str, tag: &str) -> String {
+    format!(
+        "apiVersion: camelk.dev/v1alpha1
+kind: OperatorAssignment
+metadata:
+  name: {NAME}
+spec:
+  operators:
+    - id: operator-1
+      namespace: {ns}
+    - id: operator-2
+      namespace: {ns}
+  scope:
+    namespaces: [{ns}]
+    kinds: [Integration]
+  defaultOperator: operator-1
+  pins:
+    - {{kind: Integration, namespace: {ns}, name: it-0, operator: {pinned}}}
+  rollout:
+    healthGate:
+      timeout: 60s
+    pause: 0s
+  handoff:
+    drainTimeout: 2m
+# {tag}
+"
+    )
+}
+
+/// One mode of (a) in a namespace of its own, with its own operators.
+async fn latency(cluster: &TestCluster, reps: usize, poll: Duration, webhook: bool) -> Latency {
+    let mode = if webhook { "webhook" } else { "poll" };
+    let admin = cluster.admin().await;
+    let guard = cluster.namespace(&format!("bench-sync-{mode}")).await;
+    let ns = guard.name.clone();
+    let git = GitRepo::new();
+    let _op1 = spawn_operator(cluster, "operator-1", &ns);
+    let _op2 = spawn_operator(cluster, "operator-2", &ns);
+    create_integration(&admin, &ns, "it-0", "operator-1", 0).await;
+    wait_running_under(&admin, &ns, "it-0", "operator-1").await;
+
+    let secret_file = git.dir.path().join("webhook-secret");
+    std::fs::write(&secret_file, "bench-secret\n").unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let interval = if webhook {
+        "1h".to_string()
+    } else {
+        format!("{}ms", poll.as_millis())
+    };
+    let mut extra = vec!["--interval", interval.as_str(), "--listen", listen.as_str()];
+    extra.extend(SHORT_LEASES);
+    if webhook {
+        extra.extend(["--webhook-secret-file", secret_file.to_str().unwrap()]);
+    }
+    let rev0 = git.push(&latency_manifest(&ns, "operator-1", "start"), "start");
+    let sync = spawn_sync(cluster, &git, &ns, &format!("bench-{mode}"), &extra);
+    wait_applied(&admin, &ns, &rev0, Duration::from_secs(120), &sync).await;
+
+    let api = Api::<DynamicObject>::namespaced_with(
+        admin.clone(),
+        &ns,
+        &CamelKind::Integration.api_resource(),
+    );
+    let mut result = Latency {
+        first_move: Vec::new(),
+        applied: Vec::new(),
+    };
+    let mut owner = "operator-1";
+    for rep in 1..=reps {
+        let target = if owner == "operator-1" {
+            "operator-2"
+        } else {
+            "operator-1"
+        };
+        // Push at a different phase of the poll interval each time.
+        let phase = (rep as f64 * 0.618_034).fract();
+        tokio::time::sleep(poll.mul_f64(phase)).await;
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let moved = tokio::spawn(first_owner_change(
+            api.clone(),
+            "it-0".into(),
+            owner.to_string(),
+            ready_tx,
+        ));
+        ready_rx.await.expect("watch of it-0 started");
+        let text = latency_manifest(&ns, target, &format!("repetition {rep}"));
+        let sha = git.push(&text, &format!("move it-0 to {target}"));
+        let pushed = Instant::now();
+        if webhook {
+            let body = r#"{"ref":"refs/heads/main"}"#;
+            let signature = github_signature(b"bench-secret", body);
+            let code = post_hook(port, body, &signature);
+            assert_eq!(code, 202, "webhook refused");
+        }
+        let first = tokio::time::timeout(Duration::from_secs(120), moved)
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "{mode}: it-0 not moved after 120s\nsync log:\n{}",
+                    sync.log_tail()
+                )
+            })
+            .unwrap();
+        wait_applied(&admin, &ns, &sha, Duration::from_secs(120), &sync).await;
+        let applied = pushed.elapsed().as_secs_f64();
+        let first = first.duration_since(pushed).as_secs_f64();
+        println!(
+            "  (a) {mode:<7} repetition {rep}: first move {first:.3}s, applied {applied:.3}s ({owner} → {target})"
+        );
+        result.first_move.push(first);
+        result.applied.push(applied);
+        owner = target;
+    }
+    drop(sync);
+    result
+}
+
+/// The instant `name`'s owner label first differs from `from`; `ready` fires
+/// once the watch has seen the current state (where it must still be `from`).
+async fn first_owner_change(
+    api: Api<DynamicObject>,
+    name: String,
+    from: String,
+    ready: tokio::sync::oneshot::Sender<()>,
+) -> Instant {
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = watcher(api, cfg).boxed();
+    let mut ready = Some(ready);
+    while let Some(event) = stream.try_next().await.expect("watch") {
+        match event {
+            watcher::Event::InitDone => {
+                if let Some(r) = ready.take() {
+                    let _ = r.send(());
+                }
+            }
+            watcher::Event::InitApply(o) | watcher::Event::Apply(o) => {
+                let owner = owner(&o);
+                if owner.as_deref() != Some(from.as_str()) {
+                    assert!(
+                        ready.is_none(),
+                        "{name} is owned by {owner:?} before the push, not {from}"
+                    );
+                    return Instant::now();
+                }
+            }
+            _ => {}
+        }
+    }
+    panic!("watch of {name} ended")
+}
+
+fn owner(o: &DynamicObject) -> Option<String> {
+    o.metadata.labels.as_ref()?.get(OPERATOR_ID_KEY).cloned()
+}
+
+async fn wait_running_under(client: &Client, ns: &str, name: &str, id: &str) {
+    let api = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        ns,
+        &CamelKind::Integration.api_resource(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(o) = api.get_opt(name).await.unwrap()
+            && phase(&o) == Some("Running")
+            && owner(&o).as_deref() == Some(id)
+            && kit_name(&o).is_some_and(|k| k.ends_with(&format!("-kit-{id}")))
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{ns}/{name} not running under {id}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn github_signature(secret: &[u8], body: &str) -> String {
+    use hmac::{KeyInit, Mac};
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret).unwrap();
+    mac.update(body.as_bytes());
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// POSTs a GitHub push event to `/hooks/git`; returns the HTTP status.
+fn post_hook(port: u16, body: &str, signature: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let request = format!(
+        "POST /hooks/git HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nX-GitHub-Event: push\r\n\
+         X-Hub-Signature-256: {signature}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+// ----------------------------------------------------------- (b) steady state
+
+struct Steady {
+    mode: String,
+    initial_sync: f64,
+    initial_lists: usize,
+    window: f64,
+    rss: u64,
+    max_sampled: u64,
+    hwm: u64,
+    /// Requests by verb during the window.
+    verbs: BTreeMap<String, usize>,
+    /// LISTs during the window, by resource.
+    lists: BTreeMap<String, usize>,
+    /// Requests during the window, by verb and resource.
+    detail: BTreeMap<String, usize>,
+    exited: Option<String>,
+}
+
+fn steady_manifest(namespaces: &[String], lock_ns: &str, tag: &str) -> String {
+    format!(
+        "apiVersion: camelk.dev/v1alpha1
+kind: OperatorAssignment
+metadata:
+  name: {NAME}
+spec:
+  operators:
+    - id: operator-1
+      namespace: {lock_ns}
+    - id: operator-2
+      namespace: {lock_ns}
+  scope:
+    namespaces: [{}]
+    kinds: [Integration]
+  defaultOperator: operator-1
+# {tag}
+",
+        namespaces.join(", ")
+    )
+}
+
+/// Creates `count` Integrations owned by operator-1 over `spread` namespaces,
+/// 32 requests at a time; returns the namespaces (kept for the whole run).
+async fn create_steady_objects(
+    cluster: &TestCluster,
+    count: usize,
+    spread: usize,
+) -> Vec<camelk_testkit::TestNamespace> {
+    let admin = cluster.admin().await;
+    let mut namespaces = Vec::new();
+    for _ in 0..spread {
+        namespaces.push(cluster.namespace("bench-steady").await);
+    }
+    let names: Vec<String> = namespaces.iter().map(|n| n.name.clone()).collect();
+    let t = Instant::now();
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let admin = admin.clone();
+            let ns = names[i % spread].clone();
+            async move { create_integration(&admin, &ns, &format!("it-{i:05}"), "operator-1", i).await }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    println!();
+    println!(
+        "  (b) created {count} Integrations over {spread} namespaces in {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
+    namespaces
+}
+
+async fn steady_state(
+    cluster: &TestCluster,
+    namespaces: &[camelk_testkit::TestNamespace],
+    mode: Option<&str>,
+    interval: &str,
+    window: Duration,
+) -> Steady {
+    let label = mode.map_or("default (no --live-cache)".to_string(), |m| {
+        format!("--live-cache {m}")
+    });
+    let admin = cluster.admin().await;
+    let home_guard = cluster.namespace("bench-steady-sync").await;
+    let home = home_guard.name.clone();
+    let names: Vec<String> = namespaces.iter().map(|n| n.name.clone()).collect();
+    let git = GitRepo::new();
+    let rev = git.push(&steady_manifest(&names, &home, &label), "steady");
+    let mut extra = vec!["--interval", interval, "--listen", "127.0.0.1:0"];
+    if let Some(m) = mode {
+        extra.extend(["--live-cache", m]);
+    }
+    let audit = cluster.audit_log();
+    let start_mark = audit.mark().unwrap();
+    let started = Instant::now();
+    let mut sync = spawn_sync(cluster, &git, &home, "bench-steady", &extra);
+    wait_applied(&admin, &home, &rev, Duration::from_secs(300), &sync).await;
+    let initial_sync = started.elapsed().as_secs_f64();
+    let pid = sync.child.id();
+
+    let mark = audit.mark().unwrap();
+    let (initial, _) = audit.requests_since(start_mark).unwrap();
+    let initial_lists = initial
+        .iter()
+        .filter(|r| r.user.username == RECONCILER && r.is_request_start() && r.verb == "list")
+        .count();
+    let window_start = Instant::now();
+    let mut max_sampled = 0;
+    let mut exited = None;
+    while window_start.elapsed() < window {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if let Ok(Some(status)) = sync.child.try_wait() {
+            exited = Some(format!("{status}"));
+            break;
+        }
+        max_sampled = max_sampled.max(proc_status(pid, "VmRSS:"));
+    }
+    let elapsed = window_start.elapsed().as_secs_f64();
+    let rss = proc_status(pid, "VmRSS:");
+    let hwm = proc_status(pid, "VmHWM:");
+    let (requests, _) = audit.requests_since(mark).unwrap();
+    let mut verbs = BTreeMap::new();
+    let mut lists = BTreeMap::new();
+    let mut detail = BTreeMap::new();
+    for r in requests
+        .iter()
+        .filter(|r| r.user.username == RECONCILER && r.is_request_start())
+    {
+        *verbs.entry(r.verb.clone()).or_insert(0) += 1;
+        *detail
+            .entry(format!("{} {}", r.verb, r.resource().unwrap_or("-")))
+            .or_insert(0) += 1;
+        if r.verb == "list" {
+            *lists
+                .entry(r.resource().unwrap_or("?").to_string())
+                .or_insert(0) += 1;
+        }
+    }
+    if let Some(status) = &exited {
+        println!(
+            "  (b) {label}: the sync process exited ({status}) during the window\n{}",
+            sync.log_tail()
+        );
+    }
+    println!(
+        "  (b) {label}: initial sync {initial_sync:.1}s, window {elapsed:.0}s, VmRSS {:.1} MiB, VmHWM {:.1} MiB",
+        mib(rss),
+        mib(hwm)
+    );
+    sync.kill();
+    Steady {
+        mode: label,
+        initial_sync,
+        initial_lists,
+        window: elapsed,
+        rss,
+        max_sampled,
+        hwm,
+        verbs,
+        lists,
+        detail,
+        exited,
+    }
+}
+
+fn print_steady(rows: &[Steady], objects: usize, spread: usize, window: &str, interval: &str) {
+    println!();
+    println!(
+        "(b) steady state: {objects} Integrations in {spread} namespaces, --interval {interval}, window {window} after the initial sync"
+    );
+    println!(
+        "    requests: the `reconciler` identity's, from the audit log (a watch counted when it opens)"
+    );
+    let verbs = ["list", "watch", "get", "patch", "update", "create"];
+    print!(
+        "  {:<26} {:>8} {:>8} {:>8} {:>8} {:>8} |",
+        "mode", "init s", "init LIST", "RSS MiB", "max RSS", "VmHWM"
+    );
+    for v in verbs {
+        print!(" {v:>7}/m");
+    }
+    println!(" {:>7}/m | {:>11}", "other", "LISTs after");
+    for r in rows {
+        let per_min = |n: usize| n as f64 * 60.0 / r.window;
+        print!(
+            "  {:<26} {:>8.1} {:>8} {:>8.1} {:>8.1} {:>8.1} |",
+            r.mode,
+            r.initial_sync,
+            r.initial_lists,
+            mib(r.rss),
+            mib(r.max_sampled),
+            mib(r.hwm)
+        );
+        for v in verbs {
+            print!(" {:>9.1}", per_min(r.verbs.get(v).copied().unwrap_or(0)));
+        }
+        let other: usize = r
+            .verbs
+            .iter()
+            .filter(|(v, _)| !verbs.contains(&v.as_str()))
+            .map(|(_, n)| n)
+            .sum();
+        println!(
+            " {:>9.1} | {:>11}",
+            per_min(other),
+            r.verbs.get("list").copied().unwrap_or(0)
+        );
+    }
+    for r in rows {
+        let lists = r.verbs.get("list").copied().unwrap_or(0);
+        println!(
+            "  {}: LISTs after the initial sync {lists} (target 0: {}), by resource {:?}; RSS {:.1} MiB (target ≤ {RSS_TARGET_MIB} MiB: {}), peak {:.1} MiB{}",
+            r.mode,
+            if lists == 0 { "met" } else { "MISSED" },
+            r.lists,
+            mib(r.rss),
+            if mib(r.rss) <= RSS_TARGET_MIB {
+                "met"
+            } else {
+                "MISSED"
+            },
+            mib(r.hwm),
+            r.exited
+                .as_ref()
+                .map(|s| format!("; EXITED during the window ({s})"))
+                .unwrap_or_default()
+        );
+    }
+    for r in rows {
+        println!(
+            "  {}: requests/min by verb and resource: {}",
+            r.mode,
+            r.detail
+                .iter()
+                .map(|(k, n)| format!("{k} {:.1}", *n as f64 * 60.0 / r.window))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if let [metadata, full] = rows {
+        let total = |r: &Steady| r.verbs.values().sum::<usize>() as f64 * 60.0 / r.window;
+        println!(
+            "  ratio metadata/full: RSS {:.3}, peak RSS {:.3}, requests/min {:.3}, initial sync time {:.3}",
+            metadata.rss as f64 / full.rss as f64,
+            metadata.hwm as f64 / full.hwm as f64,
+            total(metadata) / total(full),
+            metadata.initial_sync / full.initial_sync
+        );
+    }
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+/// A `kB` field of /proc/<pid>/status, in bytes (0 when gone).
+fn proc_status(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+// ------------------------------------------------------------------- set-up
+
+/// An Integration owned (label and annotation) by `owner`, with a small route.
+async fn create_integration(client: &Client, ns: &str, name: &str, owner: &str, i: usize) {
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": CamelKind::Integration.api_version(), "kind": "Integration",
+        "metadata": { "name": name, "labels": { OPERATOR_ID_KEY: owner, "app": name },
+                      "annotations": { OPERATOR_ID_KEY: owner } },
+        "spec": { "sources": [{ "name": "route.yaml", "content": format!(
+            "- from:\n    uri: timer:tick-{i}\n    parameters: {{period: 5000}}\n    steps:\n      - setBody:\n          constant: hello from {name}\n      - log: ${{body}}\n") }] }
+    }))
+    .unwrap();
+    Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        ns,
+        &CamelKind::Integration.api_resource(),
+    )
+    .create(&PostParams::default(), &obj)
+    .await
+    .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"));
+}
+
+/// Installs the `OperatorAssignment` CRD and waits until it is served.
+async fn install_assignment_crd(cluster: &TestCluster) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Patch, PatchParams};
+    let admin = cluster.admin().await;
+    let crd = camelk_reconciler::api::crd();
+    let name = crd.metadata.name.clone().unwrap();
+    Api::<CustomResourceDefinition>::all(admin.clone())
+        .patch(
+            &name,
+            &PatchParams::apply("camelk-bench").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .expect("applying the OperatorAssignment CRD");
+    let api: Api<OperatorAssignment> = Api::all(admin);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while api.list(&Default::default()).await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "OperatorAssignment CRD not served"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until the `OperatorAssignment` in `ns` has applied `sha` completely.
+async fn wait_applied(client: &Client, ns: &str, sha: &str, timeout: Duration, sync: &Process) {
+    let api: Api<OperatorAssignment> = Api::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + timeout;
+    let done = |s: &OperatorAssignmentStatus| {
+        s.last_applied_revision.as_deref() == Some(sha)
+            && s.rollout.as_ref().is_none_or(|r| r.state == "Complete")
+    };
+    loop {
+        let status = api
+            .get_opt(NAME)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|o| o.status);
+        if status.as_ref().is_some_and(done) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{ns}: revision {sha} not applied after {timeout:?}; status {status:#?}\nsync log:\n{}",
+            sync.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A child process with its log, killed when dropped.
+struct Process {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Process {
+    fn spawn(args: &[String], log: PathBuf, rust_log: &str) -> Process {
+        let out = File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_reconciler"))
+            .args(args)
+            .env("RUST_LOG", rust_log)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("start the reconciler binary");
+        Process { child, log }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+fn spawn_operator(cluster: &TestCluster, id: &str, ns: &str) -> Process {
+    let mut args = strings(&[
+        "operator",
+        "--id",
+        id,
+        "--namespace",
+        ns,
+        "--lock-namespace",
+        ns,
+        "--identity",
+        &format!("bench-{id}"),
+        "--build-time",
+        "1s",
+        "--lease-duration",
+        "4s",
+        "--renew-deadline",
+        "3s",
+        "--retry-period",
+        "1s",
+        "--resync",
+        "300ms",
+        "--context",
+        id,
+        "--kubeconfig",
+    ]);
+    args.push(cluster.kubeconfig().display().to_string());
+    let log = std::env::temp_dir().join(format!("camelk-bench-sync-{ns}-{id}.log"));
+    Process::spawn(&args, log, "warn")
+}
+
+/// `reconciler sync` as the `reconciler` identity following `git`, its object
+/// and lock in `ns`; `extra` adds flags.
+fn spawn_sync(
+    cluster: &TestCluster,
+    git: &GitRepo,
+    ns: &str,
+    identity: &str,
+    extra: &[&str],
+) -> Process {
+    let mut args = strings(&[
+        "sync",
+        "--branch",
+        "main",
+        "--path",
+        "operator-assignment.yaml",
+        "--namespace",
+        ns,
+        "--identity",
+        identity,
+        "--context",
+        RECONCILER,
+    ]);
+    args.extend(strings(extra));
+    args.push("--repo".into());
+    args.push(format!("file://{}", git.remote().display()));
+    args.push("--cache-dir".into());
+    args.push(git.dir.path().join("cache").display().to_string());
+    args.push("--kubeconfig".into());
+    args.push(cluster.kubeconfig().display().to_string());
+    let log = std::env::temp_dir().join(format!("camelk-bench-sync-{ns}-{identity}.log"));
+    Process::spawn(&args, log, "info")
+}
+
+/// A bare repository (the remote the sync follows) and a clone pushing to it.
+struct GitRepo {
+    dir: tempfile::TempDir,
+    work: git2::Repository,
+}
+
+impl GitRepo {
+    fn new() -> GitRepo {
+        let dir = tempfile::tempdir().unwrap();
+        git2::Repository::init_bare(dir.path().join("remote.git")).unwrap();
+        let work = git2::Repository::init(dir.path().join("work")).unwrap();
+        work.remote("origin", dir.path().join("remote.git").to_str().unwrap())
+            .unwrap();
+        GitRepo { dir, work }
+    }
+
+    fn remote(&self) -> PathBuf {
+        self.dir.path().join("remote.git")
+    }
+
+    /// Commits `text` as the manifest on `main`, pushes it; returns the SHA.
+    fn push(&self, text: &str, message: &str) -> String {
+        let file = Path::new("operator-assignment.yaml");
+        std::fs::write(self.work.workdir().unwrap().join(file), text).unwrap();
+        let mut index = self.work.index().unwrap();
+        index.add_path(file).unwrap();
+        index.write().unwrap();
+        let tree = self.work.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("bench", "bench@example.com").unwrap();
+        let parent = self
+            .work
+            .refname_to_id("refs/heads/main")
+            .ok()
+            .map(|id| self.work.find_commit(id).unwrap());
+        let parents: Vec<&git2::Commit> = parent.iter().collect();
+        let id = self
+            .work
+            .commit(
+                Some("refs/heads/main"),
+                &sig,
+                &sig,
+                message,
+                &tree,
+                &parents,
+            )
+            .unwrap();
+        self.work
+            .find_remote("origin")
+            .unwrap()
+            .push(&["refs/heads/main:refs/heads/main"], None)
+            .unwrap();
+        id.to_string()
+    }
+}
