@@ -117,7 +117,7 @@ impl ClusterSource {
             .map_err(|source| SourceError::Object {
                 namespace: self.namespace.clone(),
                 name: self.name.clone(),
-                source,
+                source: Box::new(source),
             })?
             .ok_or_else(|| SourceError::NoObject {
                 namespace: self.namespace.clone(),
@@ -168,7 +168,7 @@ impl ClusterSource {
             revision: revision.to_string(),
             namespace: self.namespace.clone(),
             name: self.snapshot_name(),
-            source,
+            source: Box::new(source),
         }
     }
 

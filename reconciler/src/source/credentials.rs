@@ -150,7 +150,7 @@ impl CredentialConfig {
                     .map_err(|source| SourceError::CredentialSecret {
                         namespace: secret.namespace.clone(),
                         name: secret.name.clone(),
-                        source,
+                        source: Box::new(source),
                     })?;
             let data: BTreeMap<String, String> = object
                 .data

@@ -33,9 +33,10 @@ use super::{Revision, SourceError};
 
 /// A branch of a Git repository and the manifest's path in it.
 pub struct GitSource {
+    /// The URL as given, for libgit2 only.
+    remote_url: String,
+    /// The URL without a password, for messages.
     url: String,
-    /// `url` without a password, for messages.
-    shown_url: String,
     branch: String,
     path: String,
     cache: PathBuf,
@@ -50,8 +51,8 @@ impl GitSource {
     /// [`GitSource::with_credentials`].
     pub fn new(url: &str, branch: &str, path: &str, cache: &Path) -> GitSource {
         GitSource {
-            url: url.to_string(),
-            shown_url: redact_url(url),
+            remote_url: url.to_string(),
+            url: redact_url(url),
             branch: branch.to_string(),
             path: path.trim_start_matches('/').to_string(),
             cache: cache.to_path_buf(),
@@ -68,7 +69,7 @@ impl GitSource {
 
     /// The URL, without a password it may carry.
     pub fn url(&self) -> &str {
-        &self.shown_url
+        &self.url
     }
 
     pub fn path(&self) -> &str {
@@ -105,7 +106,7 @@ impl GitSource {
         let tracking = format!("refs/remotes/origin/{}", self.branch);
         let refspec = format!("+refs/heads/{}:{tracking}", self.branch);
         let fetch_err = |source: git2::Error| SourceError::Fetch {
-            url: self.shown_url.clone(),
+            url: self.url.clone(),
             branch: self.branch.clone(),
             source: git2::Error::new(
                 source.code(),
@@ -115,12 +116,12 @@ impl GitSource {
         };
         let helper_config = repo.config().ok();
         {
-            let mut remote = repo.remote_anonymous(&self.url).map_err(fetch_err)?;
+            let mut remote = repo.remote_anonymous(&self.remote_url).map_err(fetch_err)?;
             let mut options = FetchOptions::new();
             options.remote_callbacks(callbacks(
                 credentials,
                 helper_config.as_ref(),
-                ssh_port(&self.url),
+                ssh_port(&self.remote_url),
             ));
             remote
                 .fetch(&[refspec.as_str()], Some(&mut options), None)
@@ -129,7 +130,7 @@ impl GitSource {
         let head = repo
             .refname_to_id(&tracking)
             .map_err(|_| SourceError::NoBranch {
-                url: self.shown_url.clone(),
+                url: self.url.clone(),
                 branch: self.branch.clone(),
             })?;
         let rewound = match self.last_head {

@@ -64,7 +64,7 @@ pub fn short_sha(sha: &str) -> &str {
 /// Where the desired state comes from.
 pub enum Source {
     /// A branch of a Git repository.
-    Git(GitSource),
+    Git(Box<GitSource>),
     /// The `OperatorAssignment` object in the cluster.
     Cluster(ClusterSource),
 }
@@ -111,7 +111,7 @@ impl Source {
 
 impl From<GitSource> for Source {
     fn from(git: GitSource) -> Source {
-        Source::Git(git)
+        Source::Git(Box::new(git))
     }
 }
 
@@ -166,7 +166,7 @@ pub enum SourceError {
         namespace: String,
         name: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error("known_hosts from {from}: {source}")]
     KnownHosts {
@@ -179,7 +179,7 @@ pub enum SourceError {
         namespace: String,
         name: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error("OperatorAssignment {namespace}/{name} does not exist")]
     NoObject { namespace: String, name: String },
@@ -189,7 +189,7 @@ pub enum SourceError {
         namespace: String,
         name: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error(
         "revision {revision} is not kept in ConfigMap {namespace}/{name} (it keeps the last {keep} and the last applied one)"

@@ -22,6 +22,7 @@ pub mod binaries;
 pub mod cluster;
 pub mod crds;
 pub mod fixture;
+pub mod git_http;
 pub mod identity;
 pub mod pki;
 

@@ -1,0 +1,675 @@
+//! End-to-end tests of the sync's sources with real parts: Git over HTTP
+//! (`git http-backend` behind Basic authentication on loopback) with a token
+//! from a file or from a Secret on the real control plane, and the
+//! `OperatorAssignment` object itself as the source (`--source cluster`),
+//! with real `reconciler operator` and `reconciler sync` processes.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use camelk_reconciler::api::OperatorAssignmentStatus;
+use camelk_reconciler::camel_k::CamelKind;
+use camelk_reconciler::source::credentials::SecretRef;
+use camelk_reconciler::source::{CredentialConfig, GitSource, SourceError};
+use camelk_testkit::TestCluster;
+use camelk_testkit::git_http::GitHttpServer;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::*;
+
+const NAME: &str = "camel-k";
+
+/// A manifest for operator-1 and operator-2 locked in `ns`, Integrations of
+/// `ns` in scope, operator-1 by default, and `pins` (name, operator).
+fn manifest(ns: &str, pins: &[(&str, &str)]) -> String {
+    let pins: String = pins
+        .iter()
+        .map(|(name, op)| {
+            format!(
+                "    - kind: Integration\n      namespace: {ns}\n      name: {name}\n      operator: {op}\n"
+            )
+        })
+        .collect();
+    let pins = if pins.is_empty() {
+        String::new()
+    } else {
+        format!("  pins:\n{pins}")
+    };
+    format!(
+        "apiVersion: camelk.dev/v1alpha1
+kind: OperatorAssignment
+metadata:
+  name: {NAME}
+spec:
+  operators:
+    - id: operator-1
+      namespace: {ns}
+    - id: operator-2
+      namespace: {ns}
+  scope:
+    namespaces: [{ns}]
+    kinds: [Integration]
+  defaultOperator: operator-1
+{pins}  rollout:
+    healthGate:
+      timeout: 90s
+  handoff:
+    drainTimeout: 2m
+"
+    )
+}
+
+/// What the reconciler needs beyond the coordinator role, in `ns` only:
+/// the revision snapshots of the cluster source, and the credentials Secret.
+async fn grant_source_access(cluster: &TestCluster, ns: &str) {
+    let admin = cluster.admin().await;
+    let rule = |resource: &str, verbs: &[&str]| PolicyRule {
+        api_groups: Some(vec![String::new()]),
+        resources: Some(vec![resource.into()]),
+        verbs: verbs.iter().map(|v| v.to_string()).collect(),
+        ..Default::default()
+    };
+    let meta = ObjectMeta {
+        name: Some("camelk-sync-source".into()),
+        namespace: Some(ns.into()),
+        ..Default::default()
+    };
+    Api::<Role>::namespaced(admin.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &Role {
+                metadata: meta.clone(),
+                rules: Some(vec![
+                    rule("configmaps", &["get", "create", "update"]),
+                    rule("secrets", &["get"]),
+                ]),
+            },
+        )
+        .await
+        .unwrap();
+    Api::<RoleBinding>::namespaced(admin, ns)
+        .create(
+            &PostParams::default(),
+            &RoleBinding {
+                metadata: meta,
+                role_ref: RoleRef {
+                    api_group: Some("rbac.authorization.k8s.io".into()),
+                    kind: "Role".into(),
+                    name: "camelk-sync-source".into(),
+                },
+                subjects: Some(vec![Subject {
+                    kind: "User".into(),
+                    name: "reconciler".into(),
+                    api_group: Some("rbac.authorization.k8s.io".into()),
+                    ..Default::default()
+                }]),
+            },
+        )
+        .await
+        .unwrap();
+}
+
+/// Starts `reconciler sync` as the `reconciler` identity with `args` (the
+/// source), its object and lock in `ns`.
+fn start_sync_process(
+    cluster: &TestCluster,
+    ns: &str,
+    identity: &str,
+    args: &[&str],
+) -> OperatorProcess {
+    let log = std::env::temp_dir().join(format!("camelk-e2e-{ns}-{identity}.log"));
+    let out = File::create(&log).expect("sync log");
+    let child = Command::new(env!("CARGO_BIN_EXE_reconciler"))
+        .arg("sync")
+        .args(args)
+        .args([
+            "--interval",
+            "1s",
+            "--poll",
+            "300ms",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--namespace", ns, "--identity", identity])
+        .args([
+            "--lease-duration",
+            "4s",
+            "--renew-deadline",
+            "3s",
+            "--retry-period",
+            "1s",
+            "--operator-lease-duration",
+            "4s",
+        ])
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig())
+        .args(["--context", "reconciler"])
+        .env("RUST_LOG", "info,camelk_reconciler=debug")
+        .env_remove(camelk_reconciler::git::TOKEN_ENV)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("start reconciler sync");
+    OperatorProcess {
+        id: "reconciler".into(),
+        child,
+        log,
+    }
+}
+
+fn condition<'a>(s: &'a OperatorAssignmentStatus, type_: &str) -> Option<(&'a str, &'a str)> {
+    s.conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.reason.as_str(), c.message.as_str()))
+}
+
+/// The whole error, its sources included, as a person would see it.
+fn chain(error: &SourceError) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(e) = source {
+        text.push_str(&format!(": {e}"));
+        source = e.source();
+    }
+    text
+}
+
+// --- Git over HTTPS-style Basic auth -------------------------------------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_file_authenticates_the_fetch_and_a_wrong_token_fails_without_appearing() {
+    let git = GitRemote::new();
+    let rev = git.push(&manifest("shop", &[]), "first");
+    let server = GitHttpServer::start(git.dir.path(), "x-access-token", "right-token-4821");
+    let token_file = git.dir.path().join("token");
+    std::fs::write(&token_file, "right-token-4821\n").unwrap();
+    let mut source = GitSource::new(
+        &server.url("remote.git"),
+        "main",
+        "operator-assignment.yaml",
+        &git.cache("http"),
+    )
+    .with_credentials(CredentialConfig {
+        token_file: Some(token_file.clone()),
+        ..Default::default()
+    });
+
+    let fetched = source.fetch().await.expect("fetch with the right token");
+    assert_eq!(fetched.sha, rev);
+
+    // The token file is read at every fetch: a wrong one now fails.
+    std::fs::write(&token_file, "wrong-token-7315").unwrap();
+    let refused_before = server.refused();
+    let error = source.fetch().await.expect_err("a wrong token must fail");
+    let text = chain(&error);
+    assert!(matches!(error, SourceError::Fetch { .. }), "{text}");
+    assert!(
+        server.refused() > refused_before,
+        "the server saw no refused request"
+    );
+    assert!(
+        !text.contains("wrong-token") && !text.contains("right-token"),
+        "a token leaked into the error: {text}"
+    );
+    assert!(
+        text.contains("fetching branch `main` from http://127.0.0.1:"),
+        "{text}"
+    );
+
+    // And the right one again, with an explicit username.
+    std::fs::write(&token_file, "right-token-4821").unwrap();
+    let mut source = GitSource::new(
+        &server.url("remote.git"),
+        "main",
+        "operator-assignment.yaml",
+        &git.cache("http"),
+    )
+    .with_credentials(CredentialConfig {
+        token_file: Some(token_file),
+        username: Some("x-access-token".into()),
+        ..Default::default()
+    });
+    assert_eq!(source.fetch().await.unwrap().sha, rev);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_credentials_secret_is_read_at_each_fetch_so_a_rotation_takes_effect() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("source-secret").await;
+    let admin = cluster.admin().await;
+    let git = GitRemote::new();
+    let rev = git.push(&manifest(&ns.name, &[]), "first");
+    let server = GitHttpServer::start(git.dir.path(), "bot", "token-one-1111");
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), &ns.name);
+    let secret = |token: &str| Secret {
+        metadata: ObjectMeta {
+            name: Some("git-auth".into()),
+            ..Default::default()
+        },
+        string_data: Some(BTreeMap::from([
+            ("username".to_string(), "bot".to_string()),
+            ("token".to_string(), token.to_string()),
+        ])),
+        ..Default::default()
+    };
+    secrets
+        .create(&PostParams::default(), &secret("token-one-1111"))
+        .await
+        .unwrap();
+    let mut source = GitSource::new(
+        &server.url("remote.git"),
+        "main",
+        "operator-assignment.yaml",
+        &git.cache("secret"),
+    )
+    .with_credentials(CredentialConfig {
+        secret: Some(SecretRef {
+            client: admin.clone(),
+            namespace: ns.name.clone(),
+            name: "git-auth".into(),
+        }),
+        ..Default::default()
+    });
+    assert_eq!(source.fetch().await.expect("first token").sha, rev);
+
+    // The host rotates the token; the Secret still has the old one.
+    server.set_password("token-two-2222");
+    let error = source.fetch().await.expect_err("the old token is refused");
+    let text = chain(&error);
+    assert!(
+        !text.contains("token-one") && !text.contains("token-two"),
+        "a token leaked: {text}"
+    );
+
+    // The Secret is updated: the very next fetch uses it.
+    secrets
+        .replace(
+            "git-auth",
+            &PostParams::default(),
+            &secret("token-two-2222"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(source.fetch().await.expect("rotated token").sha, rev);
+
+    // A Secret that does not exist is an error naming it, not a panic.
+    let mut missing = GitSource::new(
+        &server.url("remote.git"),
+        "main",
+        "operator-assignment.yaml",
+        &git.cache("missing"),
+    )
+    .with_credentials(CredentialConfig {
+        secret: Some(SecretRef {
+            client: admin,
+            namespace: ns.name.clone(),
+            name: "nope".into(),
+        }),
+        ..Default::default()
+    });
+    let error = missing.fetch().await.unwrap_err();
+    assert!(
+        matches!(error, SourceError::CredentialSecret { .. })
+            && error.to_string().contains(&format!("{}/nope", ns.name)),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reconciler_sync_with_credentials_secret_reports_fetch_failed_then_recovers_on_rotation() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("source-sync-secret").await;
+    grant_rbac(cluster).await;
+    install_assignment_crd(cluster).await;
+    grant_source_access(cluster, &ns.name).await;
+    let admin = cluster.admin().await;
+    let git = GitRemote::new();
+    let rev1 = git.push(&manifest(&ns.name, &[]), "first");
+    let server = GitHttpServer::start(git.dir.path(), "x-access-token", "alpha-token-9911");
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), &ns.name);
+    let secret = |token: &str| Secret {
+        metadata: ObjectMeta {
+            name: Some("git-auth".into()),
+            ..Default::default()
+        },
+        string_data: Some(BTreeMap::from([("token".to_string(), token.to_string())])),
+        ..Default::default()
+    };
+    secrets
+        .create(&PostParams::default(), &secret("alpha-token-9911"))
+        .await
+        .unwrap();
+    let secret_ref = format!("{}/git-auth", ns.name);
+    let cache = git.cache("sync");
+    let sync = start_sync_process(
+        cluster,
+        &ns.name,
+        "sync-secret",
+        &[
+            "--repo",
+            &server.url("remote.git"),
+            "--branch",
+            "main",
+            "--path",
+            "operator-assignment.yaml",
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--credentials-secret",
+            &secret_ref,
+        ],
+    );
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(60),
+        "applied",
+        &sync,
+        |s| s.last_applied_revision.as_deref() == Some(rev1.as_str()),
+    )
+    .await;
+
+    server.set_password("beta-token-5523");
+    let failed = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(30),
+        "FetchFailed",
+        &sync,
+        |s| condition(s, "Ready").is_some_and(|(reason, _)| reason == "FetchFailed"),
+    )
+    .await;
+    let (_, message) = condition(&failed, "Ready").unwrap();
+    assert!(
+        !message.contains("alpha-token") && !message.contains("beta-token"),
+        "a token leaked into status: {message}"
+    );
+    assert_eq!(failed.last_applied_revision.as_deref(), Some(rev1.as_str()));
+
+    let rev2 = git.push(&manifest(&ns.name, &[("it-x", "operator-2")]), "second");
+    secrets
+        .replace(
+            "git-auth",
+            &PostParams::default(),
+            &secret("beta-token-5523"),
+        )
+        .await
+        .unwrap();
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(60),
+        "applied after the rotation",
+        &sync,
+        |s| s.last_applied_revision.as_deref() == Some(rev2.as_str()),
+    )
+    .await;
+    let log = std::fs::read_to_string(&sync.log).unwrap_or_default();
+    assert!(
+        !log.contains("alpha-token") && !log.contains("beta-token"),
+        "a token leaked into the log"
+    );
+}
+
+// --- The OperatorAssignment object as the source -------------------------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_in_cluster_object_is_the_source_of_moves_and_is_never_applied() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("source-cluster").await;
+    grant_rbac(cluster).await;
+    install_assignment_crd(cluster).await;
+    grant_source_access(cluster, &ns.name).await;
+    let admin = cluster.admin().await;
+    let _op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "1s");
+    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
+    let names = ["it-00", "it-01", "it-02"];
+    for name in names {
+        create_integration(&admin, &ns.name, name, Some("operator-1")).await;
+    }
+    for name in names {
+        wait_for(
+            &admin,
+            CamelKind::Integration,
+            &ns.name,
+            name,
+            Duration::from_secs(90),
+            "running",
+            running_under("operator-1"),
+        )
+        .await;
+    }
+
+    // Argo CD (here: the admin) applies the object; the reconciler follows it.
+    let assignments: Api<camelk_reconciler::api::OperatorAssignment> =
+        Api::namespaced(admin.clone(), &ns.name);
+    let object: camelk_reconciler::api::OperatorAssignment =
+        serde_saphyr::from_str(&manifest(&ns.name, &[("it-00", "operator-2")])).unwrap();
+    assignments
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+    let sync = start_sync_process(
+        cluster,
+        &ns.name,
+        "sync-cluster",
+        &["--source", "cluster", "--name", NAME],
+    );
+    let applied = |rev: &'static str| {
+        move |s: &OperatorAssignmentStatus| s.last_applied_revision.as_deref() == Some(rev)
+    };
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(120),
+        "generation-1 applied",
+        &sync,
+        applied("generation-1"),
+    )
+    .await;
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "it-00",
+        Duration::from_secs(90),
+        "running under operator-2",
+        running_under("operator-2"),
+    )
+    .await;
+
+    // A spec change is a new revision, planned against the last applied one
+    // (read back from the snapshot ConfigMap).
+    let pin = |name: &str, op: &str| json!({ "kind": "Integration", "namespace": ns.name, "name": name, "operator": op });
+    assignments
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "pins": [
+                pin("it-00", "operator-2"), pin("it-01", "operator-2")
+            ] } })),
+        )
+        .await
+        .unwrap();
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(120),
+        "generation-2 applied",
+        &sync,
+        applied("generation-2"),
+    )
+    .await;
+    assert_eq!(
+        status.history.first().map(|h| h.moves),
+        Some(1),
+        "{status:#?}"
+    );
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "it-01",
+        Duration::from_secs(90),
+        "running under operator-2",
+        running_under("operator-2"),
+    )
+    .await;
+    let snapshots = Api::<ConfigMap>::namespaced(admin.clone(), &ns.name)
+        .get(&format!("{NAME}-revisions"))
+        .await
+        .unwrap();
+    let keys: Vec<&String> = snapshots.data.as_ref().unwrap().keys().collect();
+    assert_eq!(keys, ["generation-1", "generation-2"]);
+    let owner_ref = &snapshots.metadata.owner_references.as_ref().unwrap()[0];
+    let live = assignments.get(NAME).await.unwrap();
+    assert_eq!(
+        (owner_ref.kind.as_str(), Some(&owner_ref.uid)),
+        ("OperatorAssignment", live.metadata.uid.as_ref())
+    );
+
+    // An invalid object (the CRD schema lets an unknown operator through):
+    // nothing moves, status names the error at its position.
+    assignments
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "pins": [
+                pin("it-00", "operator-2"), pin("it-01", "operator-2"), pin("it-02", "operator-9")
+            ] } })),
+        )
+        .await
+        .unwrap();
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(60),
+        "generation-3 rejected",
+        &sync,
+        |s| s.last_attempted_revision.as_deref() == Some("generation-3"),
+    )
+    .await;
+    let (reason, message) = condition(&status, "Ready").unwrap();
+    assert_eq!(reason, "ValidationFailed", "{message}");
+    assert!(
+        message.contains(&format!("OperatorAssignment/{}/{NAME}:", ns.name))
+            && message.contains("operator-9"),
+        "{message}"
+    );
+    assert_eq!(
+        status.last_applied_revision.as_deref(),
+        Some("generation-2")
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let it02 = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+        .get("it-02")
+        .await
+        .unwrap();
+    assert_eq!(owner(&it02).as_deref(), Some("operator-1"));
+
+    // The reconciler never wrote the object itself, only its status.
+    let writes: Vec<String> = cluster
+        .audit_log()
+        .events_in(&ns.name)
+        .unwrap()
+        .into_iter()
+        .filter(|e| {
+            e.user.username == "reconciler"
+                && e.is_successful_write()
+                && e.resource() == Some("operatorassignments")
+                && !e.request_uri.contains("/status")
+        })
+        .map(|e| format!("{} {}", e.verb, e.request_uri))
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "the reconciler wrote the object: {writes:?}"
+    );
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cluster_source_keeps_earlier_specs_bounded_and_per_object() {
+    use camelk_reconciler::source::ClusterSource;
+    use camelk_reconciler::source::cluster::KEEP;
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("source-snapshots").await;
+    install_assignment_crd(cluster).await;
+    let admin = cluster.admin().await;
+    let assignments: Api<camelk_reconciler::api::OperatorAssignment> =
+        Api::namespaced(admin.clone(), &ns.name);
+    let object: camelk_reconciler::api::OperatorAssignment =
+        serde_saphyr::from_str(&manifest(&ns.name, &[])).unwrap();
+    assignments
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+    let mut source = ClusterSource::new(admin.clone(), &ns.name, NAME);
+    let first = source.fetch().await.unwrap();
+    assert_eq!(first.sha, "generation-1");
+    assert_eq!(first.file, format!("OperatorAssignment/{}/{NAME}", ns.name));
+    // Fetching again without a change writes nothing new and reads the same.
+    assert_eq!(source.fetch().await.unwrap(), first);
+
+    // The sync records generation-1 as applied; many spec changes follow.
+    assignments
+        .patch_status(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "lastAppliedRevision": "generation-1" } })),
+        )
+        .await
+        .unwrap();
+    let mut last = first.clone();
+    for i in 0..KEEP + 2 {
+        assignments
+            .patch(
+                NAME,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({ "spec": { "handoff": { "drainTimeout": format!("{}m", i + 3) } } }),
+                ),
+            )
+            .await
+            .unwrap();
+        last = source.fetch().await.unwrap();
+    }
+    assert_eq!(last.sha, format!("generation-{}", KEEP + 3));
+    assert_eq!(source.read_at("generation-1").await.unwrap(), first.text);
+    assert_eq!(source.read_at(&last.sha).await.unwrap(), last.text);
+    let err = source.read_at("generation-2").await.unwrap_err();
+    assert!(matches!(err, SourceError::UnknownRevision { .. }), "{err}");
+    let kept = Api::<ConfigMap>::namespaced(admin.clone(), &ns.name)
+        .get(&format!("{NAME}-revisions"))
+        .await
+        .unwrap()
+        .data
+        .unwrap();
+    assert_eq!(kept.len(), KEEP + 1, "{:?}", kept.keys());
+
+    // Deleted and created again: the old object's snapshots are not its own.
+    assignments.delete(NAME, &Default::default()).await.unwrap();
+    let err = source.fetch().await.unwrap_err();
+    assert!(matches!(err, SourceError::NoObject { .. }), "{err}");
+    assignments
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+    let again = source.fetch().await.unwrap();
+    assert_eq!(again.sha, "generation-1");
+    assert!(source.read_at(&last.sha).await.is_err());
+}
