@@ -111,7 +111,9 @@ impl GitSource {
             source: git2::Error::new(
                 source.code(),
                 source.class(),
-                credentials.scrub(source.message()),
+                credentials
+                    .scrub(source.message())
+                    .replace(&self.remote_url, &self.url),
             ),
         };
         let helper_config = repo.config().ok();
