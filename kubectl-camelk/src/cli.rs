@@ -65,6 +65,9 @@ pub enum Command {
     /// Show what the reconciler reports on OperatorAssignments: revisions,
     /// conditions, rollout progress, owners, recent migrations.
     Status(StatusArgs),
+    /// Ask the reconciler to sync an OperatorAssignment now (fetch, plan,
+    /// act), as `flux reconcile`; with --wait, follow it until it is done.
+    Sync(SyncArgs),
     /// Stop the reconciler from acting on an OperatorAssignment (as `flux suspend`).
     Suspend(StatusArgs),
     /// Let the reconciler act on a suspended OperatorAssignment again.
@@ -233,4 +236,18 @@ pub struct StatusArgs {
     /// The OperatorAssignment (default: every one in the namespace).
     #[arg(value_name = "NAME")]
     pub name: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct SyncArgs {
+    /// The OperatorAssignment (default: every one in the namespace).
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// Follow the sync until the reconciler has handled it; exit 1 if it
+    /// ends stalled or failed.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits.
+    #[arg(long, value_parser = crate::commands::live::duration, default_value = "10m")]
+    pub timeout: std::time::Duration,
 }

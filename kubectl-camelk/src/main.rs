@@ -4,7 +4,9 @@
 //! `camelk_reconciler` library.
 //!
 //! Exit codes: 0 success; 1 error. `diff`: 0 nothing would change, 1
-//! something would, 2 error (as `kubectl diff`).
+//! something would, 2 error (as `kubectl diff`). `sync --wait`: 0 when the
+//! reconciler applied the revision, 1 when it ended stalled or failed, or the
+//! timeout passed.
 
 mod cli;
 mod commands;
@@ -89,6 +91,7 @@ async fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Get(args) => commands::live::get(cli, args).await?,
         Command::Operators(args) => commands::live::operators(cli, args).await?,
         Command::Status(args) => commands::live::status(cli, args).await?,
+        Command::Sync(args) => return commands::sync::run(cli, args).await,
         Command::Suspend(args) => commands::live::suspend(cli, args, true).await?,
         Command::Resume(args) => commands::live::suspend(cli, args, false).await?,
         Command::Completion { shell } => {

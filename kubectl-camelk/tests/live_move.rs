@@ -2,36 +2,16 @@
 //! plane, with the scoped operator loops of operator-1 and operator-2
 //! running (in-process, each with its own identity and lock).
 
-use std::process::Output;
-use std::time::{Duration, Instant};
+mod common;
 
-use camelk_reconciler::api::OperatorId;
+use std::process::Output;
+
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
-use camelk_reconciler::handoff::release::phase;
-use camelk_reconciler::lock::LockTiming;
-use camelk_reconciler::operator::{self, OperatorConfig};
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-fn start_operator(client: kube::Client, id: &str, ns: &str, stop: &CancellationToken) {
-    let cfg = OperatorConfig {
-        id: OperatorId::new(id).unwrap(),
-        lock_namespace: ns.into(),
-        namespaces: vec![ns.into()],
-        identity: format!("{id}-test"),
-        version: "test".into(),
-        build_time: Duration::from_millis(500),
-        timing: LockTiming::new(
-            Duration::from_secs(4),
-            Duration::from_secs(3),
-            Duration::from_secs(1),
-        )
-        .unwrap(),
-        resync: Duration::from_millis(300),
-    };
-    tokio::spawn(operator::run(client, cfg, stop.clone()));
-}
+use common::{start_operator, wait_running};
 
 fn camelk(kubeconfig: &std::path::Path, ns: &str, args: &[&str]) -> Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-camelk"))
@@ -42,28 +22,6 @@ fn camelk(kubeconfig: &std::path::Path, ns: &str, args: &[&str]) -> Output {
         .env("NO_COLOR", "1")
         .output()
         .unwrap()
-}
-
-async fn wait_running(api: &Api<DynamicObject>, name: &str, owner: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let obj = api.get(name).await.unwrap();
-        let labelled = obj
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(OPERATOR_ID_KEY))
-            .map(String::as_str);
-        if phase(&obj) == Some("Running") && labelled == Some(owner) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name} not running under {owner}: {:?}",
-            phase(&obj)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -305,6 +305,24 @@ async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
         Some(&3),
         "one Event per step: {reasons:?}"
     );
+    // And one per move, on the moved resource, naming both owners.
+    let mut moved: Vec<String> =
+        kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(admin.clone(), &ns.name)
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("Moved"))
+            .filter(|e| {
+                e.note
+                    .as_deref()
+                    .is_some_and(|n| n.contains("from operator-1 to operator-2"))
+            })
+            .filter_map(|e| e.regarding?.name)
+            .collect();
+    moved.sort();
+    assert_eq!(moved, all, "one Moved Event per resource");
     // Steady state: rounds go on (every second), writing nothing but the lock.
     let seen = cluster.audit_log().events_in(&ns.name).unwrap().len();
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -905,14 +923,67 @@ async fn a_suspended_assignment_is_not_acted_on_until_resumed() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_synced_cluster_is_not_listed_again() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-steady").await;
+    let git = GitRemote::new();
+    let all = names(3);
+    let (_op1, _op2, _sync, _rev1) = setup(
+        cluster,
+        &ns.name,
+        &all,
+        "1s",
+        &git,
+        ("60s", "0s"),
+        &["--interval", "2s"],
+    )
+    .await;
+    let audit = cluster.audit_log();
+    // Let the rounds that follow the first one settle, then watch a window.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mark = audit.mark().unwrap();
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let (requests, _) = audit.requests_since(mark).unwrap();
+    let ours: Vec<_> = requests
+        .iter()
+        .filter(|r| r.is_request_start() && r.user.username == "reconciler")
+        .filter(|r| r.namespace() == Some(ns.name.as_str()))
+        .collect();
+    let lists: Vec<&str> = ours
+        .iter()
+        .filter(|r| r.verb == "list")
+        .map(|r| r.request_uri.as_str())
+        .collect();
+    assert!(lists.is_empty(), "steady state lists nothing: {lists:?}");
+    let rounds = ours
+        .iter()
+        .filter(|r| r.verb == "get" && r.resource() == Some("operatorassignments"))
+        .count();
+    assert!(
+        rounds >= 3,
+        "rounds ran every 2s: {rounds} reads of the object"
+    );
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_owner_changed_by_hand_is_reported_and_moved_back() {
     use kube::api::{Patch, PatchParams};
     let cluster = camelk_testkit::shared();
     let ns = cluster.namespace("sync-drift").await;
     let git = GitRemote::new();
     let all = names(2);
-    let (_op1, _op2, sync, _rev1) =
-        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
+    // Fetching once an hour: only the watch can find the drift in time.
+    let (_op1, _op2, sync, _rev1) = setup(
+        cluster,
+        &ns.name,
+        &all,
+        "1s",
+        &git,
+        ("60s", "0s"),
+        &["--interval", "1h"],
+    )
+    .await;
     let admin = cluster.admin().await;
 
     // Someone moves it-00 to operator-2 by hand, both keys.
@@ -1073,6 +1144,89 @@ async fn a_handoff_request_left_by_a_killed_reconciler_is_finished_by_the_next()
     assert_eq!(
         created, 1,
         "the restarted reconciler resumed the request instead of writing another"
+    );
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_drift_policy_report_an_owner_changed_by_hand_is_only_reported() {
+    use kube::api::{Patch, PatchParams};
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-report").await;
+    let git = GitRemote::new();
+    let all = names(2);
+    let (_op1, _op2, sync, _rev1) =
+        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
+    let admin = cluster.admin().await;
+    let report = manifest(&ns.name, None, "60s", "0s").replace(
+        "  defaultOperator: operator-1\n",
+        "  defaultOperator: operator-1\n  driftPolicy: report\n",
+    );
+    let rev2 = git.push(&report, "drift: report only");
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(60),
+        "report policy applied",
+        &sync,
+        applied(&rev2),
+    )
+    .await;
+
+    let by_hand = serde_json::json!({ "metadata": {
+        "labels": { "camel.apache.org/operator.id": "operator-2" },
+        "annotations": { "camel.apache.org/operator.id": "operator-2" },
+    }});
+    camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+        .patch("it-00", &PatchParams::default(), &Patch::Merge(by_hand))
+        .await
+        .unwrap();
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(60),
+        "drift reported",
+        &sync,
+        |s| condition(s, "Drifted").is_some_and(|c| c.0 == "True" && c.2.contains("it-00")),
+    )
+    .await;
+    assert!(
+        condition(&status, "Drifted")
+            .unwrap()
+            .2
+            .contains("driftPolicy report"),
+        "{status:?}"
+    );
+    // Several rounds later (interval 1s) it is still where the person put it.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "it-00",
+        Duration::from_secs(30),
+        "running under operator-2",
+        running_under("operator-2"),
+    )
+    .await;
+    let back = integration_moves(cluster, &ns.name)
+        .into_iter()
+        .filter(|m| m.0 == "it-00" && m.2 == "operator-1" && m.1 == "operator-2")
+        .count();
+    assert_eq!(back, 0, "not moved back");
+    let status = assignment(&admin, &ns.name, NAME)
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(condition(&status, "Drifted").map(|c| c.0), Some("True"));
+    assert!(
+        event_reasons(&admin, &ns.name)
+            .await
+            .iter()
+            .any(|(reason, _)| reason == "DriftDetected")
     );
     assert_single_owner(cluster, &ns.name);
 }

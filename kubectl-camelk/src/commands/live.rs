@@ -486,20 +486,7 @@ pub async fn suspend(cli: &Cli, args: &StatusArgs, suspended: bool) -> anyhow::R
     let (client, default_ns) = super::cluster(cli).await?;
     let ns = cli.namespace.clone().unwrap_or(default_ns);
     let api: Api<OperatorAssignment> = Api::namespaced(client, &ns);
-    let names = match &args.name {
-        Some(name) => vec![name.clone()],
-        None => api
-            .list(&Default::default())
-            .await
-            .context("listing OperatorAssignments")?
-            .items
-            .into_iter()
-            .filter_map(|a| a.metadata.name)
-            .collect(),
-    };
-    if names.is_empty() {
-        bail!("no OperatorAssignment in namespace {ns}");
-    }
+    let names = named_or_all(&api, &ns, args.name.as_deref()).await?;
     let value = if suspended {
         json!("true")
     } else {
@@ -517,6 +504,29 @@ pub async fn suspend(cli: &Cli, args: &StatusArgs, suspended: bool) -> anyhow::R
         );
     }
     Ok(())
+}
+
+/// `name`, or every OperatorAssignment in `ns` (an error when there is none).
+pub(super) async fn named_or_all(
+    api: &Api<camelk_reconciler::api::OperatorAssignment>,
+    ns: &str,
+    name: Option<&str>,
+) -> anyhow::Result<Vec<String>> {
+    let names: Vec<String> = match name {
+        Some(name) => vec![name.to_string()],
+        None => api
+            .list(&Default::default())
+            .await
+            .context("listing OperatorAssignments")?
+            .items
+            .into_iter()
+            .filter_map(|a| a.metadata.name)
+            .collect(),
+    };
+    if names.is_empty() {
+        bail!("no OperatorAssignment in namespace {ns}");
+    }
+    Ok(names)
 }
 
 /// Prints `rows` (the first is the header) with the plugin's table layout.

@@ -4,6 +4,7 @@
 pub mod edit;
 pub mod live;
 pub mod plan;
+pub mod sync;
 pub mod validate;
 
 use std::path::{Path, PathBuf};

@@ -6,7 +6,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use std::time::{Duration, Instant};
+
+use camelk_reconciler::api::OperatorId;
+use camelk_reconciler::camel_k::OPERATOR_ID_KEY;
+use camelk_reconciler::handoff::release::phase;
+use camelk_reconciler::lock::LockTiming;
+use camelk_reconciler::operator::{self, OperatorConfig};
+use kube::api::{Api, DynamicObject};
 use tempfile::TempDir;
+use tokio_util::sync::CancellationToken;
 
 pub const MANIFEST: &str = "operator-assignment.yaml";
 
@@ -105,3 +114,47 @@ spec:
   rollout:
     steps: [\"50%\"]
 ";
+
+/// Runs the scoped operator loop of `id` in this process (its own identity's
+/// client, its lock in `ns`) until `stop`.
+pub fn start_operator(client: kube::Client, id: &str, ns: &str, stop: &CancellationToken) {
+    let cfg = OperatorConfig {
+        id: OperatorId::new(id).unwrap(),
+        lock_namespace: ns.into(),
+        namespaces: vec![ns.into()],
+        identity: format!("{id}-test"),
+        version: "test".into(),
+        build_time: Duration::from_millis(500),
+        timing: LockTiming::new(
+            Duration::from_secs(4),
+            Duration::from_secs(3),
+            Duration::from_secs(1),
+        )
+        .unwrap(),
+        resync: Duration::from_millis(300),
+    };
+    tokio::spawn(operator::run(client, cfg, stop.clone()));
+}
+
+/// Waits until `name` runs under `owner` (label and phase).
+pub async fn wait_running(api: &Api<DynamicObject>, name: &str, owner: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let obj = api.get(name).await.unwrap();
+        let labelled = obj
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(OPERATOR_ID_KEY))
+            .map(String::as_str);
+        if phase(&obj) == Some("Running") && labelled == Some(owner) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} not running under {owner}: {:?}",
+            phase(&obj)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

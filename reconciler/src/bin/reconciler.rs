@@ -144,6 +144,11 @@ struct SyncArgs {
     /// File holding the webhook's HMAC-SHA256 secret (without it, /hooks/git refuses every request).
     #[arg(long)]
     webhook_secret_file: Option<PathBuf>,
+    /// What the watches of Camel K resources fetch and keep: `metadata`
+    /// (labels and owner annotation only) or `full` (whole objects, as a
+    /// plain informer; for comparison).
+    #[arg(long, default_value = "metadata")]
+    live_cache: camelk_reconciler::sync::live::LiveCacheMode,
     #[command(flatten)]
     credentials: GitCredentialArgs,
     #[command(flatten)]
@@ -324,6 +329,7 @@ fn run_sync(args: SyncArgs) -> ExitCode {
         operator_lock_timing,
         interval: args.interval,
         poll: args.poll,
+        live_cache: args.live_cache,
     };
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     runtime.block_on(async move {

@@ -32,12 +32,18 @@
 //!   the status (`rollout.completedSteps`), so a restarted reconciler neither
 //!   repeats nor skips a step.
 //!
+//! # Steady state
+//! Live ownership is watched ([`live`], metadata only): a round decides from
+//! the watch cache whether it has anything to do and lists (metadata only)
+//! only when it acts, so a cluster in sync costs one GET of the object per
+//! interval and no LIST. Ownership changes and edits of the object (suspend,
+//! a sync request) wake the loop at once.
+//!
 //! # Limits
-//! - Each round re-lists the Camel K kinds (metadata only) instead of
-//!   following watches; steady-state traffic is one list per kind per interval.
 //! - A rollout in progress waits while the branch head is invalid.
 
 pub mod health;
+pub mod live;
 pub mod rollout;
 pub mod server;
 pub mod status;
@@ -55,7 +61,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
-    self, ForcePolicy as ManifestForce, MigrationRecord, OperatorAssignment,
+    self, DriftPolicy, ForcePolicy as ManifestForce, MigrationRecord, OperatorAssignment,
     OperatorAssignmentSpec, OperatorAssignmentStatus, Protocol, RolloutStatus, parse_duration,
 };
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
@@ -71,11 +77,19 @@ use crate::manifest::{FieldPath, Manifest, ManifestError, Tree, tree};
 use crate::plan::{self, Actual, Batch};
 use crate::source::{Revision, Source, SourceError, short_sha};
 use rollout::LiveOwners;
-use status::{DRIFTED, FIELD_MANAGER, READY, RECONCILING, STALLED, SUSPENDED, set_condition};
+use status::{
+    DRIFTED, FIELD_MANAGER, READY, RECONCILING, STALLED, SUSPENDED, has_condition, is_true,
+    set_condition,
+};
 
 /// Annotation on the `OperatorAssignment` object that suspends the sync
 /// (`"true"`), as `flux suspend` does; removing it resumes.
 pub const SUSPEND_ANNOTATION: &str = "camelk.dev/suspend";
+
+/// Annotation on the `OperatorAssignment` object that asks for a round now
+/// (`kubectl camelk sync`, as Flux's `reconcile.fluxcd.io/requestedAt`); a
+/// round that ends copies its value to `status.lastHandledReconcileAt`.
+pub const RECONCILE_REQUEST_ANNOTATION: &str = "camelk.dev/reconcile-requested-at";
 
 /// Operator id of the reconciler's own lock: its Lease is `camelk-reconciler-lock`.
 pub const LOCK_ID: &str = "camelk-reconciler";
@@ -97,6 +111,8 @@ pub struct SyncConfig {
     pub interval: Duration,
     /// How often handoffs and health gates are polled.
     pub poll: Duration,
+    /// What the watches of Camel K resources keep.
+    pub live_cache: live::LiveCacheMode,
 }
 
 /// Why a round failed (it is retried at the next interval).
@@ -176,8 +192,20 @@ pub async fn run(
             }
         });
     }
-    let mut syncer = Syncer::new(client, source, cfg, telemetry.clone());
+    // Ownership changes re-plan against the revision already fetched; the
+    // interval, the webhook and edits of the object fetch first.
+    let cluster_changed = Arc::new(tokio::sync::Notify::new());
+    let live = live::LiveCache::start(&client, cfg.live_cache, cluster_changed.clone(), &shutdown);
+    live::watch_assignments(
+        client.clone(),
+        &cfg.namespace,
+        trigger.clone(),
+        shutdown.clone(),
+    );
+    let mut syncer = Syncer::new(client, source, cfg, telemetry.clone()).with_live_cache(live);
     tracing::info!(url = %syncer.source.url(), path = %syncer.source.path(), "sync started");
+    let mut next_fetch = tokio::time::Instant::now();
+    let mut fetch_asked = true;
     loop {
         if !leadership.is_leading() {
             tokio::select! {
@@ -186,9 +214,13 @@ pub async fn run(
             }
         }
         let started = Instant::now();
+        let fetch = fetch_asked || tokio::time::Instant::now() >= next_fetch;
+        if fetch {
+            next_fetch = tokio::time::Instant::now() + syncer.cfg.interval;
+        }
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            result = syncer.round(&leadership, &shutdown) => {
+            result = syncer.round(&leadership, &shutdown, fetch) => {
                 telemetry.sync_duration.observe(started.elapsed().as_secs_f64());
                 if let Err(e) = result {
                     telemetry
@@ -196,14 +228,16 @@ pub async fn run(
                         .get_or_create(&server::KindLabel { kind: e.kind().into() })
                         .inc();
                     tracing::warn!(error = %e, "sync round failed; retrying at the next interval");
+                    syncer.report_failure(&e).await;
                 }
             }
         }
-        tokio::select! {
+        fetch_asked = tokio::select! {
             _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(syncer.cfg.interval) => {}
-            _ = trigger.notified() => {}
-        }
+            _ = tokio::time::sleep_until(next_fetch) => true,
+            _ = trigger.notified() => true,
+            _ = cluster_changed.notified() => false,
+        };
     }
     let _ = lock_task.await;
     tracing::info!("sync stopped");
@@ -246,6 +280,10 @@ pub struct Syncer {
     telemetry: Arc<server::Telemetry>,
     /// Whether this round wrote the status already (then it writes its end too).
     wrote: AtomicBool,
+    /// Watched live ownership; without it every round lists.
+    live: Option<live::LiveCache>,
+    /// The revision fetched last, planned again when the cluster changes.
+    last_fetched: Option<Revision>,
 }
 
 impl Syncer {
@@ -271,23 +309,41 @@ impl Syncer {
             last_name: None,
             telemetry,
             wrote: AtomicBool::new(false),
+            live: None,
+            last_fetched: None,
         }
     }
 
+    /// Decides from `cache` whether a round has anything to do, so that a
+    /// round in steady state lists nothing.
+    pub fn with_live_cache(mut self, cache: live::LiveCache) -> Syncer {
+        self.live = Some(cache);
+        self
+    }
+
     /// One round (see the module doc).
+    /// With `fetch` false, the revision fetched last is planned again (a
+    /// change in the cluster woke the loop).
     pub async fn round(
         &mut self,
         leading: &Leadership,
         cancel: &CancellationToken,
+        fetch: bool,
     ) -> Result<(), SyncError> {
-        let fetched = self.source.fetch().await;
-        let rev = match fetched {
-            Ok(rev) => rev,
-            Err(e) => {
-                self.report_unavailable(&e).await;
-                return Err(e.into());
+        let rev = match self.last_fetched.take() {
+            Some(mut rev) if !fetch => {
+                rev.rewound = false;
+                rev
             }
+            _ => match self.source.fetch().await {
+                Ok(rev) => rev,
+                Err(e) => {
+                    self.report_unavailable(&e).await;
+                    return Err(e.into());
+                }
+            },
         };
+        self.last_fetched = Some(rev.clone());
         let manifest = match Manifest::parse(&rev.file, rev.text.clone()) {
             Ok(m) => m,
             Err(e) => return self.report_invalid(&rev, &e).await,
@@ -335,7 +391,14 @@ impl Syncer {
         let base = self.base(&status, &rev).await;
         let reach = Reach::of(head, base.as_ref());
 
-        let mut inventory = self.read(&reach).await?;
+        let mut inventory = match self.live.as_ref().and_then(|l| l.snapshot(&reach)) {
+            // About to act: read authoritatively, the cache may lag our own writes.
+            Some(cached) if !idle(head, base.as_ref(), &status, &rev.sha, &cached) => {
+                self.read(&reach).await?
+            }
+            Some(cached) => cached,
+            None => self.read(&reach).await?,
+        };
         let first = plan::plan(head, Actual::OwnerKeys, &inventory).first_assignments;
         let assigned = self.assign(&first).await?;
         if assigned > 0 {
@@ -365,7 +428,7 @@ impl Syncer {
             plan = rollout::plan(head, base.as_ref(), &inventory);
         }
         let live = LiveOwners::new(&inventory);
-        let position = rollout::position(&plan, &live);
+        let mut position = rollout::position(&plan, &live);
         status.counts = live.counts(head);
         self.publish_counts(&status.counts);
         set_condition(&mut status, SUSPENDED, false, "Resumed", "", generation);
@@ -377,12 +440,23 @@ impl Syncer {
             } else {
                 Default::default()
             };
+        let report_only = head.drift_policy == DriftPolicy::Report;
+        if report_only && !drifted.is_empty() {
+            // The applied revision's moves are not made again.
+            plan.batches.clear();
+            position = rollout::position(&plan, &live);
+        }
         if !drifted.is_empty() || !conflicts.is_empty() {
             let all: Vec<&String> = drifted.iter().chain(&conflicts).take(20).collect();
             let message = format!(
-                "{} resources differ from revision {}: {}",
+                "{} resources differ from revision {}{}: {}",
                 drifted.len() + conflicts.len(),
                 rev.short(),
+                match (drifted.is_empty(), report_only) {
+                    (true, _) => "",
+                    (false, true) => " (driftPolicy report: left as they are)",
+                    (false, false) => " (driftPolicy revert: moving them back)",
+                },
                 all.iter()
                     .map(|s| s.as_str())
                     .collect::<Vec<_>>()
@@ -550,7 +624,13 @@ impl Syncer {
             tracing::info!(revision = %rev.short(), step = i + 1, of = plan.batches.len(), moves = batch.moves.len(), "step started");
 
             let step_started = k8s_openapi::jiff::Timestamp::now();
-            let moved = match self.execute(head, batch, &live).await? {
+            let step = format!(
+                "revision {} step {} of {}",
+                rev.short(),
+                i + 1,
+                plan.batches.len()
+            );
+            let moved = match self.execute(head, batch, &live, &step).await? {
                 StepResult::Moved(moved) => moved,
                 StepResult::Paused(reason) => {
                     return self
@@ -621,16 +701,20 @@ impl Syncer {
             record.finished_at = Some(status::now());
             record.result = "Succeeded".into();
         }
-        if conflicts.is_empty() {
-            let (reason, message) = if drifted.is_empty() {
-                ("NoDrift", String::new())
-            } else {
-                (
-                    "DriftReverted",
-                    format!("{} drifted resources moved back", drifted.len()),
-                )
-            };
-            set_condition(&mut status, DRIFTED, false, reason, &message, generation);
+        let settled = conflicts.is_empty() && (!report_only || drifted.is_empty());
+        if settled && !drifted.is_empty() {
+            let message = format!("{} drifted resources moved back", drifted.len());
+            set_condition(
+                &mut status,
+                DRIFTED,
+                false,
+                "DriftReverted",
+                &message,
+                generation,
+            );
+        } else if settled && (is_true(&status, DRIFTED) || !has_condition(&status, DRIFTED)) {
+            // A False condition keeps its reason (DriftReverted stays readable).
+            set_condition(&mut status, DRIFTED, false, "NoDrift", "", generation);
         }
         let message = format!("applied revision {}", rev.short());
         set_condition(
@@ -657,6 +741,7 @@ impl Syncer {
             "",
             generation,
         );
+        handled(&object, &mut status);
         if self.wrote.load(Ordering::Relaxed) || before.as_ref() != Some(&status) {
             self.write(&name, &status).await?;
         }
@@ -709,6 +794,7 @@ impl Syncer {
             return Ok(false);
         }
         let mut status = object.status.clone().unwrap_or_default();
+        let answered = handled(object, &mut status);
         if !status::is_true(&status, SUSPENDED) {
             let message = format!(
                 "{SUSPEND_ANNOTATION} is true: no fetch result is acted on until it is removed"
@@ -725,6 +811,8 @@ impl Syncer {
             tracing::info!("suspended");
             self.event(object, EventType::Normal, "Suspended", message)
                 .await;
+        } else if answered {
+            self.write(name, &status).await?;
         }
         Ok(true)
     }
@@ -942,6 +1030,7 @@ impl Syncer {
         spec: &OperatorAssignmentSpec,
         batch: &Batch,
         live: &LiveOwners,
+        step: &str,
     ) -> Result<StepResult, SyncError> {
         let mut moved = BTreeSet::new();
         for group in rollout::handoffs(batch, live) {
@@ -958,11 +1047,49 @@ impl Syncer {
             self.telemetry
                 .handoff_duration
                 .observe(started.elapsed().as_secs_f64());
-            if let Err(reason) = outcome_moved(&group, outcome, &mut moved)? {
+            let mut now = BTreeSet::new();
+            let result = outcome_moved(&group, outcome, &mut now)?;
+            self.moved_events(&group, &now, step).await;
+            moved.extend(now);
+            if let Err(reason) = result {
                 return Ok(StepResult::Paused(reason));
             }
         }
         Ok(StepResult::Moved(moved))
+    }
+
+    /// One `Moved` Event on each resource of `group` that `moved` holds.
+    async fn moved_events(
+        &self,
+        group: &MoveBatch,
+        moved: &BTreeSet<(String, String)>,
+        step: &str,
+    ) {
+        for (kind, name) in &group.resources {
+            if !moved.contains(&(group.namespace.clone(), format!("{kind}/{name}"))) {
+                continue;
+            }
+            let reference = k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some(kind.api_version()),
+                kind: Some(kind.kind().into()),
+                namespace: Some(group.namespace.clone()),
+                name: Some(name.clone()),
+                ..Default::default()
+            };
+            let event = Event {
+                type_: EventType::Normal,
+                reason: "Moved".into(),
+                note: Some(format!(
+                    "handed over from {} to {} ({step})",
+                    group.from, group.to
+                )),
+                action: "Handoff".into(),
+                secondary: None,
+            };
+            if let Err(e) = self.recorder.publish(&event, &reference).await {
+                tracing::debug!(error = %e, resource = %name, "move event not recorded");
+            }
+        }
     }
 
     async fn pause_on_health(
@@ -1030,6 +1157,7 @@ impl Syncer {
         reason: &str,
     ) -> Result<(), SyncError> {
         let generation = object.metadata.generation;
+        handled(object, &mut status);
         ro.state = "Paused".into();
         ro.message = summary;
         status.rollout = Some(ro);
@@ -1078,6 +1206,7 @@ impl Syncer {
         };
         let generation = object.metadata.generation;
         let mut status = object.status.clone().unwrap_or_default();
+        handled(&object, &mut status);
         status.last_attempted_revision = Some(rev.sha.clone());
         set_condition(
             &mut status,
@@ -1121,6 +1250,7 @@ impl Syncer {
         };
         let generation = object.metadata.generation;
         let mut status = object.status.clone().unwrap_or_default();
+        handled(&object, &mut status);
         let message = format!("{error}; keeping the last applied revision");
         set_condition(
             &mut status,
@@ -1132,6 +1262,39 @@ impl Syncer {
         );
         if let Err(e) = self.write(&name, &status).await {
             tracing::warn!(error = %e, "could not report the fetch failure");
+        }
+    }
+
+    /// A round that failed: a `SyncFailed` Event on the object (the condition
+    /// stays as the last finished round left it; the next round retries).
+    async fn report_failure(&self, error: &SyncError) {
+        if matches!(error, SyncError::Cancelled | SyncError::NotLeading) {
+            return;
+        }
+        let Some(name) = &self.last_name else {
+            return;
+        };
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(format!("{}/{}", api::GROUP, api::VERSION)),
+            kind: Some(api::KIND.into()),
+            namespace: Some(self.cfg.namespace.clone()),
+            name: Some(name.clone()),
+            ..Default::default()
+        };
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "SyncFailed".into(),
+            note: Some(
+                format!("{}: {error}", error.kind())
+                    .chars()
+                    .take(1000)
+                    .collect(),
+            ),
+            action: "Sync".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %e, "failure event not recorded");
         }
     }
 
@@ -1165,6 +1328,12 @@ struct Reach {
 }
 
 impl Reach {
+    fn covers_namespace(&self, namespace: &str) -> bool {
+        self.namespaces
+            .as_ref()
+            .is_none_or(|all| all.iter().any(|n| n == namespace))
+    }
+
     fn of(head: &OperatorAssignmentSpec, base: Option<&OperatorAssignmentSpec>) -> Reach {
         let specs: Vec<&OperatorAssignmentSpec> = std::iter::once(head).chain(base).collect();
         let kinds = CamelKind::ALL
@@ -1183,6 +1352,46 @@ impl Reach {
             });
         Reach { kinds, namespaces }
     }
+}
+
+/// Records in `status` that the object's sync request (if any) was handled;
+/// whether that changed anything.
+fn handled(object: &OperatorAssignment, status: &mut OperatorAssignmentStatus) -> bool {
+    let requested = object
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RECONCILE_REQUEST_ANNOTATION));
+    if requested.is_none() || status.last_handled_reconcile_at.as_ref() == requested {
+        return false;
+    }
+    status.last_handled_reconcile_at = requested.cloned();
+    true
+}
+
+/// Whether a round at revision `sha` has nothing to do on `inventory`: the
+/// revision is applied, no resource waits for its first owner, and no move
+/// of the plan is pending.
+fn idle(
+    head: &OperatorAssignmentSpec,
+    base: Option<&OperatorAssignmentSpec>,
+    status: &OperatorAssignmentStatus,
+    sha: &str,
+    inventory: &Inventory,
+) -> bool {
+    let applied = status.last_applied_revision.as_deref() == Some(sha)
+        && status
+            .rollout
+            .as_ref()
+            .is_some_and(|r| r.state == "Complete");
+    applied
+        && plan::plan(head, Actual::OwnerKeys, inventory)
+            .first_assignments
+            .is_empty()
+        && {
+            let plan = rollout::plan(head, base, inventory);
+            rollout::position(&plan, &LiveOwners::new(inventory)).done == plan.batches.len()
+        }
 }
 
 /// Adds what a handoff moved to `moved` (as `(namespace, "Kind/name")`);

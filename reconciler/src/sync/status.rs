@@ -69,6 +69,10 @@ pub fn is_true(status: &OperatorAssignmentStatus, type_: &str) -> bool {
         .any(|c| c.type_ == type_ && c.status == "True")
 }
 
+pub fn has_condition(status: &OperatorAssignmentStatus, type_: &str) -> bool {
+    status.conditions.iter().any(|c| c.type_ == type_)
+}
+
 /// Inserts or replaces the record of `record.revision`, newest first.
 pub fn record_history(status: &mut OperatorAssignmentStatus, record: MigrationRecord) {
     status.history.retain(|r| r.revision != record.revision);

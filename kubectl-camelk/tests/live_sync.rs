@@ -1,0 +1,242 @@
+//! `kubectl camelk sync [--wait]` against a real `reconciler sync` loop (run
+//! in this process as the `reconciler` identity, following a real Git
+//! repository) and real operator loops, on the real control plane.
+
+mod common;
+
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use camelk_reconciler::api::OperatorAssignment;
+use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use camelk_reconciler::lock::LockTiming;
+use camelk_reconciler::source::GitSource;
+use camelk_reconciler::sync::{self, SyncConfig};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use common::{MANIFEST, git, repo_with, start_operator, wait_running};
+
+const NAME: &str = "fleet";
+
+fn manifest(ns: &str, staged: &str) -> String {
+    format!(
+        "apiVersion: camelk.dev/v1alpha1
+kind: OperatorAssignment
+metadata:
+  name: {NAME}
+spec:
+  operators:
+    - id: operator-1
+      namespace: {ns}
+    - id: operator-2
+      namespace: {ns}
+  scope:
+    namespaces: [{ns}]
+    kinds: [Integration]
+  defaultOperator: operator-1
+{staged}  rollout:
+    healthGate:
+      timeout: 60s
+  handoff:
+    drainTimeout: 1m
+"
+    )
+}
+
+fn camelk(kubeconfig: &std::path::Path, ns: &str, args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-camelk"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--context", "reconciler", "-n", ns])
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+async fn install_crd(admin: &kube::Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    let crd = camelk_reconciler::api::crd();
+    crds.patch(
+        crd.metadata.name.as_deref().unwrap(),
+        &PatchParams::apply("camelk-e2e").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .unwrap();
+    let api: Api<OperatorAssignment> = Api::all(admin.clone());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while api.list(&Default::default()).await.is_err() {
+        assert!(Instant::now() < deadline, "CRD not served");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn wait_applied(api: &Api<OperatorAssignment>, sha: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(object) = api.get(NAME).await
+            && object.status.and_then(|s| s.last_applied_revision) == Some(sha.to_string())
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "revision {sha} not applied");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
+    let cluster = camelk_testkit::shared();
+    cluster.grant_camelk_roles().await;
+    let admin = cluster.admin().await;
+    install_crd(&admin).await;
+    let ns = cluster.namespace("plugin-sync").await;
+    let stop = CancellationToken::new();
+    for id in ["operator-1", "operator-2"] {
+        start_operator(cluster.client_as(id).await, id, &ns.name, &stop);
+    }
+    let integrations: Api<DynamicObject> = Api::namespaced_with(
+        admin.clone(),
+        &ns.name,
+        &CamelKind::Integration.api_resource(),
+    );
+    let names = ["a", "b", "c", "d"];
+    for name in names {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": CamelKind::Integration.api_version(), "kind": "Integration",
+            "metadata": { "name": name, "labels": { OPERATOR_ID_KEY: "operator-1" }, "annotations": { OPERATOR_ID_KEY: "operator-1" } },
+            "spec": {}
+        }))
+        .unwrap();
+        integrations
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap();
+        wait_running(&integrations, name, "operator-1").await;
+    }
+
+    // The reconciler fetches once an hour: only a sync request makes it look sooner.
+    let repo = repo_with(&manifest(&ns.name, ""));
+    let cache = tempfile::tempdir().unwrap();
+    let timing = LockTiming::new(
+        Duration::from_secs(4),
+        Duration::from_secs(3),
+        Duration::from_secs(1),
+    )
+    .unwrap();
+    let cfg = SyncConfig {
+        namespace: ns.name.clone(),
+        identity: "plugin-sync-test".into(),
+        lock_namespace: ns.name.clone(),
+        lock_timing: timing,
+        operator_lock_timing: timing,
+        interval: Duration::from_secs(3600),
+        poll: Duration::from_millis(300),
+        live_cache: Default::default(),
+    };
+    let source = GitSource::new(
+        &repo.path().display().to_string(),
+        "main",
+        MANIFEST,
+        &cache.path().join("clone"),
+    );
+    // The sync loop's future is not Send (handoff progress callbacks): it
+    // gets a runtime of its own, as in the `reconciler` binary.
+    let client = cluster.client_as("reconciler").await;
+    let sync_stop = stop.clone();
+    let sync_thread = std::thread::spawn(move || {
+        tokio::runtime::Runtime::new().unwrap().block_on(sync::run(
+            client,
+            source.into(),
+            cfg,
+            None,
+            None,
+            sync_stop,
+        ))
+    });
+    let assignments: Api<OperatorAssignment> = Api::namespaced(admin.clone(), &ns.name);
+    wait_applied(
+        &assignments,
+        git(repo.path(), &["rev-parse", "HEAD"]).trim(),
+    )
+    .await;
+
+    let staged = "  stagedMoves:\n    - from: operator-1\n      to: operator-2\n      steps: [\"50%\", \"100%\"]\n";
+    std::fs::write(repo.path().join(MANIFEST), manifest(&ns.name, staged)).unwrap();
+    git(
+        repo.path(),
+        &["commit", "-qam", "move everything to operator-2"],
+    );
+    let head = git(repo.path(), &["rev-parse", "HEAD"]).trim().to_string();
+    let kubeconfig = cluster.kubeconfig();
+
+    let out = camelk(
+        &kubeconfig,
+        &ns.name,
+        &["sync", NAME, "--wait", "--timeout", "2m"],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("operatorassignment {}/{NAME} synced", ns.name)),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("step 1/2") || stderr.contains("step 2/2"),
+        "the rollout's progress is shown on stderr: {stderr}"
+    );
+    // Returned only once the round handling this request was over.
+    let status = assignments.get(NAME).await.unwrap().status.unwrap();
+    assert_eq!(
+        status.last_applied_revision.as_deref(),
+        Some(head.as_str()),
+        "{status:?}"
+    );
+    for name in names {
+        let obj = integrations.get(name).await.unwrap();
+        assert_eq!(
+            obj.metadata.labels.unwrap().get(OPERATOR_ID_KEY).unwrap(),
+            "operator-2",
+            "{name}"
+        );
+    }
+
+    // A suspended object does not sync: --wait says so and exits 1.
+    let out = camelk(&kubeconfig, &ns.name, &["suspend", NAME]);
+    assert!(out.status.success());
+    let out = camelk(
+        &kubeconfig,
+        &ns.name,
+        &["sync", NAME, "--wait", "--timeout", "1m", "-o", "json"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result[0]["outcome"], "suspended", "{result}");
+
+    // Without a reconciler to answer, --wait gives up at its timeout.
+    stop.cancel();
+    sync_thread.join().unwrap();
+    let out = camelk(&kubeconfig, &ns.name, &["resume", NAME]);
+    assert!(out.status.success());
+    let out = camelk(
+        &kubeconfig,
+        &ns.name,
+        &["sync", NAME, "--wait", "--timeout", "2s"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("timed out"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -1,0 +1,393 @@
+//! The cluster side the sync watches: who owns each Camel K resource, kept
+//! by one watch per kind, and the `OperatorAssignment` objects themselves.
+//!
+//! Contract:
+//! - [`LiveCache::start`] opens one cluster-wide watch per Camel K kind. In
+//!   [`LiveCacheMode::Metadata`] (the default) they are metadata-only watches
+//!   and the cache keeps per resource only what ownership needs (its labels
+//!   and owner annotation), never a spec; [`LiveCacheMode::Full`] watches full
+//!   objects and keeps them, as a plain informer would (the benchmark's
+//!   comparison).
+//! - After each kind's initial list the cache follows watch events only; the
+//!   watcher lists again only if the API server expired its resourceVersion
+//!   (410 Gone). A kind whose CRD is not installed counts as synced and empty
+//!   and is retried with back-off.
+//! - Every change of a resource's ownership inputs (created, deleted, labels
+//!   or owner annotation changed) wakes the sync loop; status-only updates do
+//!   not. [`watch_assignments`] wakes it when an `OperatorAssignment`'s spec
+//!   or annotations change (suspend, resume, `kubectl camelk sync`), not on
+//!   its status.
+//! - [`LiveCache::snapshot`] answers only once every kind asked for is synced;
+//!   the sync uses it to decide whether there is anything to do, and reads
+//!   authoritatively (a metadata list) only when it acts: a watch cache may
+//!   lag the sync's own writes by a moment.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::core::PartialObjectMeta;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::Reach;
+use crate::api::OperatorAssignment;
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use crate::inventory::{Inventory, Resource, ResourceRef};
+
+/// What the watches of Camel K resources fetch and keep.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LiveCacheMode {
+    /// Metadata-only watches; labels and the owner annotation are kept.
+    #[default]
+    Metadata,
+    /// Full-object watches; whole objects are kept.
+    Full,
+}
+
+impl std::str::FromStr for LiveCacheMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "metadata" => Ok(LiveCacheMode::Metadata),
+            "full" => Ok(LiveCacheMode::Full),
+            other => Err(format!(
+                "unknown live cache mode {other:?} (metadata, full)"
+            )),
+        }
+    }
+}
+
+/// One cached resource.
+struct Entry {
+    resource: Resource,
+    /// The whole object, in [`LiveCacheMode::Full`] only.
+    _object: Option<DynamicObject>,
+}
+
+#[derive(Default)]
+struct KindCache {
+    synced: bool,
+    entries: HashMap<(String, String), Entry>,
+    /// Entries of a list in progress; replaces `entries` when it is complete.
+    relist: Option<HashMap<(String, String), Entry>>,
+}
+
+/// Live ownership of every Camel K resource, kept by watches.
+#[derive(Clone)]
+pub struct LiveCache {
+    kinds: Arc<Mutex<HashMap<CamelKind, KindCache>>>,
+}
+
+impl LiveCache {
+    /// Starts one watch per Camel K kind; each change of ownership inputs
+    /// notifies `wake`. The watches stop with `shutdown`.
+    pub fn start(
+        client: &Client,
+        mode: LiveCacheMode,
+        wake: Arc<Notify>,
+        shutdown: &CancellationToken,
+    ) -> LiveCache {
+        let cache = LiveCache {
+            kinds: Arc::new(Mutex::new(HashMap::new())),
+        };
+        for kind in CamelKind::ALL {
+            let task = cache
+                .clone()
+                .follow(client.clone(), kind, mode, wake.clone());
+            let stop = shutdown.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = stop.cancelled() => {}
+                    _ = task => {}
+                }
+            });
+        }
+        cache
+    }
+
+    /// The resources of `reach`, or `None` while a kind it needs is not synced.
+    pub(super) fn snapshot(&self, reach: &Reach) -> Option<Inventory> {
+        let kinds = self.kinds.lock().expect("live cache lock");
+        let mut resources = Vec::new();
+        for kind in &reach.kinds {
+            let cached = kinds.get(kind).filter(|k| k.synced)?;
+            resources.extend(
+                cached
+                    .entries
+                    .values()
+                    .filter(|e| reach.covers_namespace(&e.resource.id.namespace))
+                    .map(|e| e.resource.clone()),
+            );
+        }
+        Some(Inventory { resources })
+    }
+
+    async fn follow(self, client: Client, kind: CamelKind, mode: LiveCacheMode, wake: Arc<Notify>) {
+        let resource = kind.api_resource();
+        let config = watcher::Config::default();
+        match mode {
+            LiveCacheMode::Metadata => {
+                let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &resource);
+                let mut events = watcher::watcher(api, config).default_backoff().boxed();
+                while let Some(event) = events.next().await {
+                    let event = event.map(|e| {
+                        map_event(e, |meta| Entry {
+                            resource: resource_of(kind, meta.metadata, None),
+                            _object: None,
+                        })
+                    });
+                    self.apply(kind, event, &wake);
+                }
+            }
+            LiveCacheMode::Full => {
+                let api: Api<DynamicObject> = Api::all_with(client, &resource);
+                let mut events = watcher::watcher(api, config).default_backoff().boxed();
+                while let Some(event) = events.next().await {
+                    let event = event.map(|e| {
+                        map_event(e, |object| {
+                            let phase = object
+                                .data
+                                .pointer("/status/phase")
+                                .and_then(|p| p.as_str())
+                                .map(str::to_string);
+                            Entry {
+                                resource: resource_of(kind, object.metadata.clone(), phase),
+                                _object: Some(object),
+                            }
+                        })
+                    });
+                    self.apply(kind, event, &wake);
+                }
+            }
+        }
+    }
+
+    fn apply(&self, kind: CamelKind, event: Result<Event<Entry>, watcher::Error>, wake: &Notify) {
+        let mut kinds = self.kinds.lock().expect("live cache lock");
+        let cache = kinds.entry(kind).or_default();
+        let changed = match event {
+            Ok(Event::Init) => {
+                cache.relist = Some(HashMap::new());
+                false
+            }
+            Ok(Event::InitApply(entry)) => {
+                cache
+                    .relist
+                    .get_or_insert_with(HashMap::new)
+                    .insert(key(&entry), entry);
+                false
+            }
+            Ok(Event::InitDone) => {
+                let fresh = cache.relist.take().unwrap_or_default();
+                cache.entries = fresh;
+                cache.synced = true;
+                tracing::debug!(%kind, resources = cache.entries.len(), "live cache synced");
+                true
+            }
+            Ok(Event::Apply(entry)) => {
+                let key = key(&entry);
+                let changed = cache
+                    .entries
+                    .get(&key)
+                    .is_none_or(|old| !same_ownership(&old.resource, &entry.resource));
+                cache.entries.insert(key, entry);
+                changed
+            }
+            Ok(Event::Delete(entry)) => cache.entries.remove(&key(&entry)).is_some(),
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404 => {
+                // The CRD is not installed: nothing of this kind exists.
+                if !cache.synced {
+                    tracing::debug!(%kind, "kind not installed; retrying with back-off");
+                }
+                cache.synced = true;
+                cache.entries.clear();
+                false
+            }
+            Err(e) => {
+                tracing::warn!(%kind, error = %e, "watch failed; retrying with back-off");
+                false
+            }
+        };
+        drop(kinds);
+        if changed {
+            wake.notify_one();
+        }
+    }
+}
+
+/// Wakes `wake` whenever an `OperatorAssignment` in `namespace` changes its
+/// spec (generation) or annotations, until `shutdown`. A new object is found
+/// by the next interval's round.
+pub fn watch_assignments(
+    client: Client,
+    namespace: &str,
+    wake: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
+    let api: Api<OperatorAssignment> = Api::namespaced(client, namespace);
+    tokio::spawn(async move {
+        // Per object: its generation and annotations as last seen.
+        type Seen = (
+            Option<i64>,
+            Option<std::collections::BTreeMap<String, String>>,
+        );
+        let mut seen: HashMap<String, Seen> = HashMap::new();
+        let mut events = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        loop {
+            let event = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                event = events.next() => event,
+            };
+            let Some(Ok(Event::Apply(object) | Event::InitApply(object))) = event else {
+                continue;
+            };
+            let now = (
+                object.metadata.generation,
+                object.metadata.annotations.clone(),
+            );
+            // A first sighting does not wake: at start the first round runs
+            // anyway, and with a Git source the object is the sync's own.
+            if seen
+                .insert(object.name_any(), now.clone())
+                .is_some_and(|before| before != now)
+            {
+                wake.notify_one();
+            }
+        }
+    });
+}
+
+fn map_event<A, B>(event: Event<A>, f: impl FnOnce(A) -> B) -> Event<B> {
+    match event {
+        Event::Apply(a) => Event::Apply(f(a)),
+        Event::Delete(a) => Event::Delete(f(a)),
+        Event::Init => Event::Init,
+        Event::InitApply(a) => Event::InitApply(f(a)),
+        Event::InitDone => Event::InitDone,
+    }
+}
+
+fn key(entry: &Entry) -> (String, String) {
+    let id = &entry.resource.id;
+    (id.namespace.clone(), id.name.clone())
+}
+
+fn resource_of(kind: CamelKind, meta: kube::api::ObjectMeta, phase: Option<String>) -> Resource {
+    let mut annotations = meta.annotations.unwrap_or_default();
+    Resource {
+        id: ResourceRef {
+            kind,
+            namespace: meta.namespace.unwrap_or_default(),
+            name: meta.name.unwrap_or_default(),
+        },
+        labels: meta.labels.unwrap_or_default(),
+        owner_annotation: annotations.remove(OPERATOR_ID_KEY),
+        phase,
+    }
+}
+
+/// Whether two states of a resource have the same ownership inputs (labels,
+/// because rules select by label, and the owner annotation).
+fn same_ownership(a: &Resource, b: &Resource) -> bool {
+    a.labels == b.labels && a.owner_annotation == b.owner_annotation
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn entry(name: &str, owner: &str) -> Entry {
+        Entry {
+            resource: Resource {
+                id: ResourceRef {
+                    kind: CamelKind::Integration,
+                    namespace: "ns".into(),
+                    name: name.into(),
+                },
+                labels: BTreeMap::from([(OPERATOR_ID_KEY.to_string(), owner.to_string())]),
+                owner_annotation: Some(owner.into()),
+                phase: None,
+            },
+            _object: None,
+        }
+    }
+
+    fn reach() -> Reach {
+        Reach {
+            kinds: vec![CamelKind::Integration],
+            namespaces: None,
+        }
+    }
+
+    fn woken(wake: &Notify) -> bool {
+        futures::FutureExt::now_or_never(wake.notified()).is_some()
+    }
+
+    #[test]
+    fn answers_only_after_the_initial_list_and_wakes_on_ownership_changes_only() {
+        let cache = LiveCache {
+            kinds: Arc::new(Mutex::new(HashMap::new())),
+        };
+        let wake = Notify::new();
+        let kind = CamelKind::Integration;
+        assert!(
+            cache.snapshot(&reach()).is_none(),
+            "nothing before the list"
+        );
+        cache.apply(kind, Ok(Event::Init), &wake);
+        cache.apply(kind, Ok(Event::InitApply(entry("a", "op-1"))), &wake);
+        assert!(cache.snapshot(&reach()).is_none(), "list not complete");
+        cache.apply(kind, Ok(Event::InitDone), &wake);
+        assert!(woken(&wake));
+        assert_eq!(cache.snapshot(&reach()).unwrap().resources.len(), 1);
+
+        // A status-only update (same labels and annotation) does not wake.
+        let mut same = entry("a", "op-1");
+        same.resource.phase = Some("Running".into());
+        cache.apply(kind, Ok(Event::Apply(same)), &wake);
+        assert!(!woken(&wake));
+
+        cache.apply(kind, Ok(Event::Apply(entry("a", "op-2"))), &wake);
+        assert!(woken(&wake));
+        cache.apply(kind, Ok(Event::Delete(entry("a", "op-2"))), &wake);
+        assert!(woken(&wake));
+        assert!(cache.snapshot(&reach()).unwrap().resources.is_empty());
+    }
+
+    #[test]
+    fn a_relist_replaces_the_entries_only_when_complete() {
+        let cache = LiveCache {
+            kinds: Arc::new(Mutex::new(HashMap::new())),
+        };
+        let wake = Notify::new();
+        let kind = CamelKind::Integration;
+        for event in [
+            Event::Init,
+            Event::InitApply(entry("a", "op-1")),
+            Event::InitApply(entry("b", "op-1")),
+            Event::InitDone,
+            Event::Init,
+            Event::InitApply(entry("b", "op-1")),
+        ] {
+            cache.apply(kind, Ok(event), &wake);
+        }
+        assert_eq!(cache.snapshot(&reach()).unwrap().resources.len(), 2);
+        cache.apply(kind, Ok(Event::InitDone), &wake);
+        let names: Vec<String> = cache
+            .snapshot(&reach())
+            .unwrap()
+            .resources
+            .into_iter()
+            .map(|r| r.id.name)
+            .collect();
+        assert_eq!(names, vec!["b".to_string()], "a deleted while relisting");
+    }
+}
