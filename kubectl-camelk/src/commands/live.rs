@@ -395,7 +395,7 @@ pub async fn status(cli: &Cli, args: &StatusArgs) -> anyhow::Result<()> {
         let st = a.status.clone().unwrap_or_default();
         let short = |r: &Option<String>| {
             r.as_deref()
-                .map(|r| r.chars().take(12).collect::<String>())
+                .map(|r| camelk_reconciler::source::short_sha(r).to_string())
                 .unwrap_or_else(|| "<none>".into())
         };
         println!(
@@ -463,7 +463,7 @@ pub async fn status(cli: &Cli, args: &StatusArgs) -> anyhow::Result<()> {
             ]];
             for h in &st.history {
                 table.push(vec![
-                    h.revision.chars().take(12).collect(),
+                    camelk_reconciler::source::short_sha(&h.revision).to_string(),
                     h.started_at.clone(),
                     h.moves.to_string(),
                     h.steps.to_string(),

@@ -29,8 +29,9 @@ enum Command {
     Crds,
     /// Run the scoped operator loops of one operator id.
     Operator(Box<OperatorArgs>),
-    /// Sync the OperatorAssignment manifest from Git: validate, plan, and
-    /// execute the migration step by step through guarded handoffs.
+    /// Sync the OperatorAssignment from Git (or the object in the cluster):
+    /// validate, plan, and execute the migration step by step through
+    /// guarded handoffs.
     Sync(Box<SyncArgs>),
 }
 
