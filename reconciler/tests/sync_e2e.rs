@@ -1230,3 +1230,65 @@ async fn with_drift_policy_report_an_owner_changed_by_hand_is_only_reported() {
     );
     assert_single_owner(cluster, &ns.name);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_force_pushed_branch_is_followed_and_said_so() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-rewind").await;
+    let git = GitRemote::new();
+    let all = names(2);
+    let (_op1, _op2, sync, rev1) =
+        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
+    let admin = cluster.admin().await;
+    let rev2 = git.push(
+        &manifest(&ns.name, Some("\"100%\""), "60s", "0s"),
+        "everything to operator-2",
+    );
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(90),
+        "rollout applied",
+        &sync,
+        applied(&rev2),
+    )
+    .await;
+
+    // Someone rewrites history: main goes back to rev1 plus a new commit.
+    let rev3 = git.force_push_from(
+        &rev1,
+        &manifest(&ns.name, None, "60s", "0s"),
+        "revert the rollout by force",
+    );
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(90),
+        "new head applied",
+        &sync,
+        applied(&rev3),
+    )
+    .await;
+    assert!(
+        event_reasons(&admin, &ns.name)
+            .await
+            .iter()
+            .any(|(reason, _)| reason == "BranchRewound"),
+        "the rewind is said in an Event"
+    );
+    for name in &all {
+        wait_for(
+            &admin,
+            CamelKind::Integration,
+            &ns.name,
+            name,
+            Duration::from_secs(60),
+            "back with operator-1",
+            running_under("operator-1"),
+        )
+        .await;
+    }
+    assert_single_owner(cluster, &ns.name);
+}

@@ -352,9 +352,19 @@ impl GitRemote {
             .unwrap();
         let mut remote = self.work.find_remote("origin").unwrap();
         remote
-            .push(&["refs/heads/main:refs/heads/main"], None)
+            .push(&["+refs/heads/main:refs/heads/main"], None)
             .unwrap();
         id.to_string()
+    }
+
+    /// Rewinds `main` to `sha`, commits `text` on it and force-pushes: the
+    /// remote's branch no longer contains its previous head.
+    pub fn force_push_from(&self, sha: &str, text: &str, message: &str) -> String {
+        let id = git2::Oid::from_str(sha).unwrap();
+        self.work
+            .reference("refs/heads/main", id, true, "rewind")
+            .unwrap();
+        self.push(text, message)
     }
 }
 
