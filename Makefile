@@ -37,3 +37,10 @@ local-cluster-status:
 demo: control-plane
 	cargo build --quiet --locked -p camelk-reconciler -p kubectl-camelk --bins
 	cargo run --quiet --locked -p camelk-testkit --bin demo
+
+## Release archives for krew in dist/ (kubectl-camelk and reconciler, each with its
+## .sha256) and krew-manifest.yaml rendered with their checksums. DIST_TARGETS names
+## Rust target triples (default: the host's); see scripts/dist/package.sh.
+.PHONY: dist
+dist:
+	DIST_TARGETS="$(DIST_TARGETS)" bash scripts/dist/package.sh

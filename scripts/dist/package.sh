@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Release archives and the krew manifest (`make dist`).
+#
+# For each Rust target triple in DIST_TARGETS (default: the host's) this builds
+# `kubectl-camelk` and `reconciler` in release mode and writes, in DIST_DIR:
+#
+#   kubectl-camelk_<version>_<os>_<arch>.tar.gz   kubectl-camelk, LICENSE, README.md
+#   reconciler_<version>_<os>_<arch>.tar.gz       reconciler, LICENSE, README.md
+#   <archive>.sha256                              `sha256sum -c` format
+#
+# then renders KREW_MANIFEST from scripts/dist/krew-manifest.yaml.tmpl with the
+# version (the workspace's, from Cargo.toml) and one platform per built target.
+#
+# Archives are reproducible: entries in a fixed order, owner 0:0, fixed modes,
+# mtime SOURCE_DATE_EPOCH (default 0), gzip without name or timestamp. The
+# same binaries always give the same sha256.
+#
+# Variables:
+#   DIST_TARGETS       target triples, space separated (default: host)
+#   DIST_DIR           output directory (default: dist)
+#   DIST_BIN_DIR       take kubectl-camelk and reconciler from this directory
+#                      instead of building them (one target only; tests use it)
+#   DIST_LICENSE       licence file to ship (default: LICENSE); krew requires one
+#   KREW_MANIFEST      where to write the manifest (default: krew-manifest.yaml)
+#   SOURCE_DATE_EPOCH  mtime of every archive entry (default: 0)
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+
+die() {
+    echo "dist: $*" >&2
+    exit 1
+}
+
+# `key = "value"` of the [workspace.package] table of the workspace Cargo.toml.
+workspace_field() {
+    awk -v key="$1" '
+        /^\[/ { in_table = ($0 == "[workspace.package]"); next }
+        in_table && $1 == key && $2 == "=" { gsub(/"/, "", $3); print $3; exit }
+    ' Cargo.toml
+}
+
+version=$(workspace_field version)
+repository=$(workspace_field repository)
+[[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "workspace version '$version' is not X.Y.Z"
+[[ -n $repository ]] || die "no repository in [workspace.package] of Cargo.toml"
+
+host=$(rustc -vV | awk '/^host: / { print $2 }')
+targets=${DIST_TARGETS:-$host}
+out=${DIST_DIR:-dist}
+license=${DIST_LICENSE:-LICENSE}
+manifest=${KREW_MANIFEST:-krew-manifest.yaml}
+epoch=${SOURCE_DATE_EPOCH:-0}
+bin_dir=${DIST_BIN_DIR:-}
+
+[[ -f $license ]] || die "no licence file '$license': krew installs only archives that ship one (add LICENSE at the repository root)"
+[[ -f README.md ]] || die "no README.md"
+if [[ -n $bin_dir ]] && [[ $(wc -w <<<"$targets") -ne 1 ]]; then
+    die "DIST_BIN_DIR holds the binaries of one target; DIST_TARGETS names several: $targets"
+fi
+
+# krew's os/arch of a Rust target triple. Only Unix-like targets: a Windows
+# archive would be a .zip with kubectl-camelk.exe, which this script does not make.
+platform_of() {
+    local os arch
+    case $1 in
+        *-linux-*) os=linux ;;
+        *-apple-darwin) os=darwin ;;
+        *) die "target $1: no packaging rule for this platform" ;;
+    esac
+    case $1 in
+        x86_64-*) arch=amd64 ;;
+        aarch64-*) arch=arm64 ;;
+        *) die "target $1: no krew arch for this CPU" ;;
+    esac
+    echo "$os $arch"
+}
+
+# Paths of the two release executables for target $1, built by cargo.
+build() {
+    local target=$1 target_flag=()
+    [[ $target == "$host" ]] || target_flag=(--target "$target")
+    cargo build --release --locked "${target_flag[@]}" \
+        -p kubectl-camelk -p camelk-reconciler --bin kubectl-camelk --bin reconciler \
+        --message-format=json-render-diagnostics |
+        sed -n 's/.*"executable":"\([^"]*\)".*/\1/p'
+}
+
+# pack ARCHIVE BINARY: a reproducible tar.gz of BINARY, the licence and README.md.
+pack() {
+    local archive=$1 binary=$2 stage
+    stage=$(mktemp -d)
+    install -m 0755 "$binary" "$stage/$(basename "$binary")"
+    install -m 0644 "$license" "$stage/LICENSE"
+    install -m 0644 README.md "$stage/README.md"
+    # Sorted names; tar keeps the order it is given.
+    (cd "$stage" && LC_ALL=C ls -1) | LC_ALL=C sort |
+        tar -C "$stage" --create --format=gnu --no-recursion --files-from=- \
+            --owner=0 --group=0 --numeric-owner --mtime="@$epoch" |
+        gzip -9 -n >"$archive.tmp"
+    mv "$archive.tmp" "$archive"
+    rm -rf "$stage"
+    (cd "$(dirname "$archive")" && sha256sum "$(basename "$archive")") >"$archive.sha256"
+}
+
+mkdir -p "$out"
+platforms=""
+for target in $targets; do
+    platform=$(platform_of "$target")
+    read -r os arch <<<"$platform"
+    if [[ -n $bin_dir ]]; then
+        plugin=$bin_dir/kubectl-camelk
+        reconciler=$bin_dir/reconciler
+    else
+        executables=$(build "$target")
+        plugin=$(grep '/kubectl-camelk$' <<<"$executables") || die "cargo built no kubectl-camelk"
+        reconciler=$(grep '/reconciler$' <<<"$executables") || die "cargo built no reconciler"
+    fi
+    [[ -x $plugin && -x $reconciler ]] || die "missing executables: $plugin $reconciler"
+
+    plugin_archive=kubectl-camelk_${version}_${os}_${arch}.tar.gz
+    pack "$out/$plugin_archive" "$plugin"
+    pack "$out/reconciler_${version}_${os}_${arch}.tar.gz" "$reconciler"
+    sha256=$(cut -d' ' -f1 "$out/$plugin_archive.sha256")
+    uri=$repository/releases/download/v$version/$plugin_archive
+    platforms+=$(sed -e "s|@OS@|$os|" -e "s|@ARCH@|$arch|" -e "s|@URI@|$uri|" \
+        -e "s|@SHA256@|$sha256|" scripts/dist/krew-platform.yaml.tmpl)$'\n'
+    echo "dist: $out/$plugin_archive $sha256" >&2
+done
+
+rendered=$(mktemp)
+trap 'rm -f "$rendered"' EXIT
+while IFS= read -r line; do
+    if [[ $line == "@PLATFORMS@" ]]; then
+        printf '%s' "$platforms"
+    else
+        line=${line//@VERSION@/$version}
+        printf '%s\n' "${line//@REPOSITORY@/$repository}"
+    fi
+done <scripts/dist/krew-manifest.yaml.tmpl >"$rendered"
+cp "$rendered" "$manifest"
+echo "dist: $manifest (v$version)" >&2
