@@ -1292,3 +1292,99 @@ async fn a_force_pushed_branch_is_followed_and_said_so() {
     }
     assert_single_owner(cluster, &ns.name);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_health_gate_rolls_the_step_back_when_the_manifest_asks() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-rollback").await;
+    let git = GitRemote::new();
+    let all = names(4);
+    let (_op1, op2, sync, _rev1) =
+        setup(cluster, &ns.name, &all, "3s", &git, ("5s", "0s"), &[]).await;
+    let admin = cluster.admin().await;
+    let rollback = |text: String| {
+        text.replace(
+            "      timeout: 5s\n",
+            "      timeout: 5s\n      onFailure: Rollback\n",
+        )
+    };
+
+    let rev2 = git.push(
+        &rollback(manifest(&ns.name, Some("\"50%\""), "5s", "0s")),
+        "rollout",
+    );
+    // Step 1 moves it-00 and it-01; the target is stopped before it can run them.
+    for name in ["it-00", "it-01"] {
+        wait_for(
+            &admin,
+            CamelKind::Integration,
+            &ns.name,
+            name,
+            Duration::from_secs(60),
+            "moved",
+            |o| owner(o).as_deref() == Some("operator-2"),
+        )
+        .await;
+    }
+    op2.signal(Signal::SIGSTOP);
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(90),
+        "rolled back",
+        &sync,
+        |s| s.rollout.as_ref().is_some_and(|r| r.state == "RolledBack"),
+    )
+    .await;
+    let (stalled, reason, message) = condition(&status, "Stalled").unwrap();
+    assert_eq!((stalled, reason), ("True", "RolledBack"));
+    assert!(
+        message.contains("it-00") && message.contains("handed back"),
+        "{message}"
+    );
+    for name in ["it-00", "it-01"] {
+        wait_for(
+            &admin,
+            CamelKind::Integration,
+            &ns.name,
+            name,
+            Duration::from_secs(60),
+            "back with operator-1",
+            running_under("operator-1"),
+        )
+        .await;
+    }
+    // The revision is not retried: nothing moves again, even once the target is back.
+    op2.signal(Signal::SIGCONT);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let moves = integration_moves(cluster, &ns.name);
+    assert_eq!(moves.len(), 4, "two there, two back: {moves:?}");
+    let status = assignment(&admin, &ns.name, NAME)
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(
+        status.rollout.as_ref().map(|r| r.state.as_str()),
+        Some("RolledBack")
+    );
+    assert_ne!(status.last_applied_revision.as_deref(), Some(rev2.as_str()));
+
+    // A new revision starts over, and with a healthy target it completes.
+    let rev3 = git.push(
+        &manifest(&ns.name, Some("\"50%\""), "30s", "0s"),
+        "rollout again",
+    );
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(120),
+        "applied",
+        &sync,
+        applied(&rev3),
+    )
+    .await;
+    assert_single_owner(cluster, &ns.name);
+}

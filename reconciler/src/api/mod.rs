@@ -288,6 +288,20 @@ pub struct HealthGate {
     /// rollout stops (a duration).
     #[serde(default = "default_health_timeout")]
     pub timeout: String,
+    /// What a failed gate does: `Pause` (default) or `Rollback`.
+    #[serde(default)]
+    pub on_failure: GateFailure,
+}
+
+/// What happens when a step's moved resources are not healthy in time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum GateFailure {
+    /// The rollout pauses; a later round checks the step's health again.
+    #[default]
+    Pause,
+    /// The step's moved resources are handed back to where they came from,
+    /// and the rollout waits for a new revision.
+    Rollback,
 }
 
 fn yes() -> bool {
@@ -303,6 +317,7 @@ impl Default for HealthGate {
         HealthGate {
             require_ready: true,
             timeout: default_health_timeout(),
+            on_failure: GateFailure::default(),
         }
     }
 }
@@ -391,7 +406,7 @@ pub struct RolloutStatus {
     pub current_step: u32,
     /// Last step whose moves were all done and found healthy.
     pub completed_steps: u32,
-    /// `Progressing`, `WaitingForHealth`, `Pausing`, `Paused`, `Complete`.
+    /// `Progressing`, `WaitingForHealth`, `Pausing`, `Paused`, `RolledBack`, `Complete`.
     pub state: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,

@@ -61,8 +61,9 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
-    self, DriftPolicy, ForcePolicy as ManifestForce, MigrationRecord, OperatorAssignment,
-    OperatorAssignmentSpec, OperatorAssignmentStatus, Protocol, RolloutStatus, parse_duration,
+    self, DriftPolicy, ForcePolicy as ManifestForce, GateFailure, MigrationRecord,
+    OperatorAssignment, OperatorAssignmentSpec, OperatorAssignmentStatus, Protocol, RolloutStatus,
+    parse_duration,
 };
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use crate::handoff::executor::HandoffError;
@@ -90,6 +91,11 @@ pub const SUSPEND_ANNOTATION: &str = "camelk.dev/suspend";
 /// (`kubectl camelk sync`, as Flux's `reconcile.fluxcd.io/requestedAt`); a
 /// round that ends copies its value to `status.lastHandledReconcileAt`.
 pub const RECONCILE_REQUEST_ANNOTATION: &str = "camelk.dev/reconcile-requested-at";
+
+/// Rollout states that stop it: a later round retries a `Paused` step; a
+/// `RolledBack` one waits for a new revision.
+const PAUSED: &str = "Paused";
+const ROLLED_BACK: &str = "RolledBack";
 
 /// Operator id of the reconciler's own lock: its Lease is `camelk-reconciler-lock`.
 pub const LOCK_ID: &str = "camelk-reconciler";
@@ -537,6 +543,16 @@ impl Syncer {
         let require_ready = rollout_cfg.health_gate.require_ready;
         let pause = parse_duration(&rollout_cfg.pause).unwrap_or(Duration::ZERO);
 
+        // A rolled-back step waits for a new revision.
+        if ro.state == ROLLED_BACK && !steady {
+            status.rollout = Some(ro);
+            handled(&object, &mut status);
+            if before.as_ref() != Some(&status) {
+                self.write(&name, &status).await?;
+            }
+            return Ok(());
+        }
+
         // Steps done (by this or an earlier process) but not yet found healthy.
         if (ro.completed_steps as usize) < position.done {
             let watches = watches(
@@ -559,8 +575,9 @@ impl Syncer {
             )
             .await?;
             if !failing.is_empty() {
+                let steps = &plan.batches[ro.completed_steps as usize..position.done];
                 return self
-                    .pause_on_health(&object, &name, status, ro, failing, gate_timeout)
+                    .on_unhealthy(&object, head, steps, status, ro, failing, gate_timeout)
                     .await;
             }
             ro.completed_steps = position.done as u32;
@@ -670,8 +687,9 @@ impl Syncer {
             )
             .await?;
             if !failing.is_empty() {
+                let steps = std::slice::from_ref(batch);
                 return self
-                    .pause_on_health(&object, &name, status, ro, failing, gate_timeout)
+                    .on_unhealthy(&object, head, steps, status, ro, failing, gate_timeout)
                     .await;
             }
             ro.completed_steps = (i + 1) as u32;
@@ -1092,31 +1110,89 @@ impl Syncer {
         }
     }
 
-    async fn pause_on_health(
-        &self,
+    /// A failed health gate: pauses the rollout, or first hands the moves of
+    /// `steps` back (`healthGate.onFailure: Rollback`) and then waits for a
+    /// new revision.
+    #[allow(clippy::too_many_arguments)]
+    async fn on_unhealthy(
+        &mut self,
         object: &OperatorAssignment,
-        name: &str,
+        head: &OperatorAssignmentSpec,
+        steps: &[Batch],
         status: OperatorAssignmentStatus,
         mut ro: RolloutStatus,
         failing: Vec<String>,
         timeout: Duration,
     ) -> Result<(), SyncError> {
-        let summary = format!(
-            "step {} of {}: {} moved resources not healthy within {timeout:?}; rollout paused",
+        let name = object.metadata.name.clone().unwrap_or_default();
+        let unhealthy = format!(
+            "step {} of {}: {} moved resources not healthy within {timeout:?}",
             ro.current_step,
             ro.total_steps,
             failing.len()
         );
-        let message = format!("{summary}: {}", failing.join("; "));
+        let listed = failing.join("; ");
         ro.failing = failing;
+        if head.rollout.health_gate.on_failure == GateFailure::Pause {
+            let summary = format!("{unhealthy}; rollout paused");
+            let message = format!("{summary}: {listed}");
+            return self
+                .pause(
+                    object,
+                    &name,
+                    status,
+                    ro,
+                    summary,
+                    message,
+                    "HealthCheckFailed",
+                    PAUSED,
+                )
+                .await;
+        }
+        let back = Batch {
+            step: ro.current_step as usize,
+            moves: steps
+                .iter()
+                .flat_map(|b| &b.moves)
+                .map(|m| plan::Move {
+                    from: m.to.clone(),
+                    to: m.from.clone(),
+                    ..m.clone()
+                })
+                .collect(),
+        };
+        let live = LiveOwners::new(&self.read(&Reach::of(head, None)).await?);
+        let label = format!("rollback of step {} of {}", ro.current_step, ro.total_steps);
+        tracing::warn!(%unhealthy, moves = back.moves.len(), "health gate failed; rolling the step back");
+        if let StepResult::Paused(reason) = self.execute(head, &back, &live, &label).await? {
+            let summary = format!("{unhealthy}; the rollback stalled: {reason}");
+            return self
+                .pause(
+                    object,
+                    &name,
+                    status,
+                    ro,
+                    summary.clone(),
+                    summary,
+                    "HandoffStalled",
+                    PAUSED,
+                )
+                .await;
+        }
+        let summary = format!(
+            "{unhealthy}; {} resources handed back; the rollout waits for a new revision",
+            back.moves.len()
+        );
+        let message = format!("{summary}: {listed}");
         self.pause(
             object,
-            name,
+            &name,
             status,
             ro,
             summary,
             message,
-            "HealthCheckFailed",
+            "RolledBack",
+            ROLLED_BACK,
         )
         .await
     }
@@ -1138,11 +1214,12 @@ impl Syncer {
             summary.clone(),
             summary,
             "HandoffStalled",
+            PAUSED,
         )
         .await
     }
 
-    /// Pauses the rollout: `Paused` with `summary` on the rollout, Ready and
+    /// Pauses the rollout: `state` with `summary` on the rollout, Ready and
     /// Reconciling false and Stalled true with `reason` and `message`, and a
     /// warning Event.
     #[allow(clippy::too_many_arguments)]
@@ -1155,10 +1232,11 @@ impl Syncer {
         summary: String,
         message: String,
         reason: &str,
+        state: &str,
     ) -> Result<(), SyncError> {
         let generation = object.metadata.generation;
         handled(object, &mut status);
-        ro.state = "Paused".into();
+        ro.state = state.into();
         ro.message = summary;
         status.rollout = Some(ro);
         for (condition, value) in [(READY, false), (RECONCILING, false), (STALLED, true)] {
