@@ -1033,7 +1033,15 @@ async fn an_owner_changed_by_hand_is_reported_and_moved_back() {
         "moved back through a handoff"
     );
 
-    // Keys that disagree are only reported.
+    // Keys that disagree are set right: a label changed by hand is handed
+    // back from the operator it names; an annotation changed by hand is set
+    // back without a move.
+    let annotation_of = |o: &kube::api::DynamicObject| {
+        o.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("camel.apache.org/operator.id").cloned())
+    };
     let label_only = serde_json::json!({ "metadata": {
         "labels": { "camel.apache.org/operator.id": "operator-2" },
     }});
@@ -1041,22 +1049,55 @@ async fn an_owner_changed_by_hand_is_reported_and_moved_back() {
         .patch("it-01", &PatchParams::default(), &Patch::Merge(label_only))
         .await
         .unwrap();
+    let annotation_only = serde_json::json!({ "metadata": {
+        "annotations": { "camel.apache.org/operator.id": "operator-2" },
+    }});
+    camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+        .patch(
+            "it-00",
+            &PatchParams::default(),
+            &Patch::Merge(annotation_only),
+        )
+        .await
+        .unwrap();
+    for name in ["it-00", "it-01"] {
+        wait_for(
+            &admin,
+            CamelKind::Integration,
+            &ns.name,
+            name,
+            Duration::from_secs(90),
+            "both keys back on operator-1",
+            |o| {
+                owner(o).as_deref() == Some("operator-1")
+                    && annotation_of(o).as_deref() == Some("operator-1")
+            },
+        )
+        .await;
+    }
     let status = wait_status(
         &admin,
         &ns.name,
         NAME,
         Duration::from_secs(60),
-        "drift reported",
+        "drift reverted",
         &sync,
-        |s| condition(s, "Drifted").is_some_and(|c| c.0 == "True" && c.2.contains("it-01")),
+        |s| condition(s, "Drifted").is_some_and(|c| c.0 == "False"),
     )
     .await;
-    assert!(
-        condition(&status, "Drifted")
-            .unwrap()
-            .2
-            .contains("annotation"),
-        "{status:?}"
+    assert_eq!(
+        condition(&status, "Drifted").map(|c| c.1),
+        Some("DriftReverted")
+    );
+    let back: Vec<_> = integration_moves(cluster, &ns.name)
+        .into_iter()
+        .filter(|m| m.1 == "operator-2" && m.2 == "operator-1")
+        .map(|m| m.0)
+        .collect();
+    assert_eq!(
+        back,
+        vec!["it-00".to_string(), "it-01".to_string()],
+        "it-00 once (its first drift), it-01 by its label; it-00's annotation needed no move"
     );
     assert_single_owner(cluster, &ns.name);
 }
@@ -1216,6 +1257,35 @@ async fn with_drift_policy_report_an_owner_changed_by_hand_is_only_reported() {
         .filter(|m| m.0 == "it-00" && m.2 == "operator-1" && m.1 == "operator-2")
         .count();
     assert_eq!(back, 0, "not moved back");
+
+    // Keys that disagree are reported and left too.
+    let label_only = serde_json::json!({ "metadata": {
+        "labels": { "camel.apache.org/operator.id": "operator-2" },
+    }});
+    camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+        .patch("it-01", &PatchParams::default(), &Patch::Merge(label_only))
+        .await
+        .unwrap();
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(60),
+        "disagreeing keys reported",
+        &sync,
+        |s| condition(s, "Drifted").is_some_and(|c| c.0 == "True" && c.2.contains("annotation")),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let it01 = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+        .get("it-01")
+        .await
+        .unwrap();
+    assert_eq!(
+        owner(&it01).as_deref(),
+        Some("operator-2"),
+        "label left as set"
+    );
     let status = assignment(&admin, &ns.name, NAME)
         .await
         .unwrap()

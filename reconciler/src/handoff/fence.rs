@@ -64,6 +64,15 @@ pub fn flip(object: &DynamicObject, from: &str, to: &str, guard: &FlipGuard) -> 
     to_patch(ops)
 }
 
+/// Sets the owner annotation to `owner`, only while the label names `owner`:
+/// repairs an annotation changed by hand without moving the resource.
+pub fn match_annotation(owner: &str) -> json_patch::Patch {
+    fenced(
+        owner,
+        [json!({ "op": "add", "path": owner_annotation_path(), "value": owner })],
+    )
+}
+
 /// The first assignment of an unowned object: the label must be absent.
 pub fn assign(object: &DynamicObject, to: &str) -> json_patch::Patch {
     let mut ops = Vec::new();

@@ -702,6 +702,13 @@ impl Syncer {
             tracing::info!(revision = %rev.short(), step = i + 1, "step done and healthy");
         }
 
+        // Keys that disagree are set right too, unless drift is only reported.
+        let repaired = if steady && !report_only && !plan.errors.is_empty() {
+            self.repair_keys(head, &plan.errors, &reach).await?
+        } else {
+            0
+        };
+
         // Every step done and healthy: the revision is applied.
         let newly_applied = status.last_applied_revision.as_deref() != Some(rev.sha.as_str());
         status.last_applied_revision = Some(rev.sha.clone());
@@ -719,9 +726,12 @@ impl Syncer {
             record.finished_at = Some(status::now());
             record.result = "Succeeded".into();
         }
-        let settled = conflicts.is_empty() && (!report_only || drifted.is_empty());
-        if settled && !drifted.is_empty() {
-            let message = format!("{} drifted resources moved back", drifted.len());
+        let settled = repaired >= conflicts.len() && (!report_only || drifted.is_empty());
+        if settled && !(drifted.is_empty() && conflicts.is_empty()) {
+            let message = format!(
+                "{} drifted resources moved back",
+                drifted.len() + conflicts.len()
+            );
             set_condition(
                 &mut status,
                 DRIFTED,
@@ -1074,6 +1084,84 @@ impl Syncer {
             }
         }
         Ok(StepResult::Moved(moved))
+    }
+
+    /// Owner keys that disagree, under `driftPolicy: revert`; returns how many
+    /// were set right. The label is what operators select by, so it names who
+    /// holds the resource now: when it is the desired owner only the annotation
+    /// is set to match (fenced on the label); otherwise the resource is handed
+    /// from the label's operator to the desired one, whose flip sets both keys.
+    /// A label that is no valid id is left for a person.
+    async fn repair_keys(
+        &mut self,
+        head: &OperatorAssignmentSpec,
+        errors: &[plan::ResourceError],
+        reach: &Reach,
+    ) -> Result<usize, SyncError> {
+        let inventory = self.read(reach).await?;
+        let desired = plan::desired::Desired::new(head);
+        let mut handoffs: BTreeMap<(String, api::OperatorId, api::OperatorId), Vec<_>> =
+            BTreeMap::new();
+        let mut repaired = 0;
+        for error in errors {
+            let Some(resource) = inventory.resources.iter().find(|r| r.id == error.resource) else {
+                continue;
+            };
+            let label = resource.labels.get(OPERATOR_ID_KEY);
+            let (Some(label), Some(decision)) = (
+                label.and_then(|l| api::OperatorId::new(l).ok()),
+                desired.decide(resource),
+            ) else {
+                continue;
+            };
+            let id = &resource.id;
+            if label != decision.operator {
+                handoffs
+                    .entry((id.namespace.clone(), label, decision.operator))
+                    .or_default()
+                    .push((id.kind, id.name.clone()));
+                continue;
+            }
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &id.namespace, &id.kind.api_resource());
+            let patch = fence::match_annotation(label.as_str());
+            match api
+                .patch(&id.name, &PatchParams::default(), &Patch::<()>::Json(patch))
+                .await
+            {
+                Ok(_) => {
+                    repaired += 1;
+                    tracing::info!(resource = %id, owner = %label, "owner annotation set back");
+                }
+                // Changed since it was read: the next round decides again.
+                Err(kube::Error::Api(s)) if matches!(s.code, 404 | 409 | 422) => {}
+                Err(source) => {
+                    return Err(SyncError::Assign {
+                        resource: id.clone(),
+                        source,
+                    });
+                }
+            }
+        }
+        for ((namespace, from, to), resources) in handoffs {
+            let group = MoveBatch {
+                namespace,
+                from,
+                to,
+                resources,
+            };
+            let opts = self.options(head, &group.from);
+            let outcome = self.coordinator.execute(&group, &opts, &mut |_| {}).await;
+            let mut moved = BTreeSet::new();
+            let result = outcome_moved(&group, outcome, &mut moved)?;
+            self.moved_events(&group, &moved, "owner keys set right")
+                .await;
+            repaired += moved.len();
+            if let Err(reason) = result {
+                tracing::warn!(%reason, "setting owner keys right stalled; the next round retries");
+            }
+        }
+        Ok(repaired)
     }
 
     /// One `Moved` Event on each resource of `group` that `moved` holds.
