@@ -4,25 +4,12 @@
 
 mod common;
 
-use std::process::Output;
-
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use common::{start_operator, wait_running};
-
-fn camelk(kubeconfig: &std::path::Path, ns: &str, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-camelk"))
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["--context", "reconciler", "-n", ns])
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap()
-}
+use common::{live_camelk, start_operator, wait_running};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn move_get_and_operators_on_a_live_cluster() {
@@ -57,7 +44,7 @@ async fn move_get_and_operators_on_a_live_cluster() {
     }
     let kubeconfig = cluster.kubeconfig();
 
-    let out = camelk(
+    let out = live_camelk(
         &kubeconfig,
         &ns.name,
         &[
@@ -84,7 +71,7 @@ async fn move_get_and_operators_on_a_live_cluster() {
     );
     wait_running(&api, "orders", "operator-2").await;
 
-    let out = camelk(&kubeconfig, &ns.name, &["get", "integration", "-o", "json"]);
+    let out = live_camelk(&kubeconfig, &ns.name, &["get", "integration", "-o", "json"]);
     assert!(
         out.status.success(),
         "{}",
@@ -109,14 +96,14 @@ async fn move_get_and_operators_on_a_live_cluster() {
             ("orders".into(), "operator-2".into())
         ]
     );
-    let out = camelk(&kubeconfig, &ns.name, &["get", "--operator", "operator-2"]);
+    let out = live_camelk(&kubeconfig, &ns.name, &["get", "--operator", "operator-2"]);
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
         table.contains("orders") && !table.contains("billing"),
         "{table}"
     );
 
-    let out = camelk(
+    let out = live_camelk(
         &kubeconfig,
         &ns.name,
         &["operators", "--observe", "2500ms", "-o", "json"],
@@ -139,7 +126,7 @@ async fn move_get_and_operators_on_a_live_cluster() {
     }
 
     // Without --wait only the request is written; the owner releases by itself.
-    let out = camelk(
+    let out = live_camelk(
         &kubeconfig,
         &ns.name,
         &["move", "it/billing", "--to", "operator-2"],
@@ -153,14 +140,14 @@ async fn move_get_and_operators_on_a_live_cluster() {
     wait_running(&api, "billing", "operator-2").await;
 
     // Bad input: a kind that is not Camel K's, and a move to an operator that runs nowhere.
-    let out = camelk(
+    let out = live_camelk(
         &kubeconfig,
         &ns.name,
         &["move", "deployment/x", "--to", "operator-2"],
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a Camel K kind"));
-    let out = camelk(
+    let out = live_camelk(
         &kubeconfig,
         &ns.name,
         &["move", "integration/orders", "--to", "operator-7"],

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::OperatorAssignment;
@@ -17,7 +16,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use common::{MANIFEST, git, repo_with, start_operator, wait_running};
+use common::{MANIFEST, git, live_camelk, repo_with, start_operator, wait_running};
 
 const NAME: &str = "fleet";
 
@@ -44,17 +43,6 @@ spec:
     drainTimeout: 1m
 "
     )
-}
-
-fn camelk(kubeconfig: &std::path::Path, ns: &str, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-camelk"))
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["--context", "reconciler", "-n", ns])
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap()
 }
 
 async fn install_crd(admin: &kube::Client) {
@@ -174,7 +162,7 @@ async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
     let head = git(repo.path(), &["rev-parse", "HEAD"]).trim().to_string();
     let kubeconfig = cluster.kubeconfig();
 
-    let out = camelk(
+    let out = live_camelk(
         &kubeconfig,
         &ns.name,
         &["sync", NAME, "--wait", "--timeout", "2m"],
@@ -207,9 +195,9 @@ async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
     }
 
     // A suspended object does not sync: --wait says so and exits 1.
-    let out = camelk(&kubeconfig, &ns.name, &["suspend", NAME]);
+    let out = live_camelk(&kubeconfig, &ns.name, &["suspend", NAME]);
     assert!(out.status.success());
-    let out = camelk(
+    let out = live_camelk(
         &kubeconfig,
         &ns.name,
         &["sync", NAME, "--wait", "--timeout", "1m", "-o", "json"],
@@ -226,9 +214,9 @@ async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
     // Without a reconciler to answer, --wait gives up at its timeout.
     stop.cancel();
     sync_thread.join().unwrap();
-    let out = camelk(&kubeconfig, &ns.name, &["resume", NAME]);
+    let out = live_camelk(&kubeconfig, &ns.name, &["resume", NAME]);
     assert!(out.status.success());
-    let out = camelk(
+    let out = live_camelk(
         &kubeconfig,
         &ns.name,
         &["sync", NAME, "--wait", "--timeout", "2s"],

@@ -158,3 +158,15 @@ pub async fn wait_running(api: &Api<DynamicObject>, name: &str, owner: &str) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Runs the plugin against a live cluster as the `reconciler` identity in `ns`.
+pub fn live_camelk(kubeconfig: &Path, ns: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kubectl-camelk"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--context", "reconciler", "-n", ns])
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}

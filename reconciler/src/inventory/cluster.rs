@@ -12,7 +12,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 
 use super::{Inventory, Resource, ResourceRef};
-use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use crate::camel_k::CamelKind;
 
 /// Why the cluster could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -66,20 +66,11 @@ pub async fn read(
             }
             Err(source) => return Err(ClusterReadError::List { kind, source }),
         };
-        for item in list.items {
-            let meta = item.metadata;
-            let mut annotations = meta.annotations.unwrap_or_default();
-            resources.push(Resource {
-                id: ResourceRef {
-                    kind,
-                    namespace: meta.namespace.unwrap_or_default(),
-                    name: meta.name.unwrap_or_default(),
-                },
-                labels: meta.labels.unwrap_or_default(),
-                owner_annotation: annotations.remove(OPERATOR_ID_KEY),
-                phase: None,
-            });
-        }
+        resources.extend(
+            list.items
+                .into_iter()
+                .map(|item| Resource::from_metadata(kind, item.metadata, None)),
+        );
     }
     Ok(LiveInventory {
         inventory: Inventory { resources },

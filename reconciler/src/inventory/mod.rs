@@ -12,6 +12,7 @@ pub mod file;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 
 use crate::api::OperatorId;
@@ -55,6 +56,22 @@ pub enum Owner {
 }
 
 impl Resource {
+    /// The resource an object's metadata describes (its owner annotation
+    /// taken apart from the other annotations, which are not kept).
+    pub fn from_metadata(kind: CamelKind, meta: ObjectMeta, phase: Option<String>) -> Resource {
+        let mut annotations = meta.annotations.unwrap_or_default();
+        Resource {
+            id: ResourceRef {
+                kind,
+                namespace: meta.namespace.unwrap_or_default(),
+                name: meta.name.unwrap_or_default(),
+            },
+            labels: meta.labels.unwrap_or_default(),
+            owner_annotation: annotations.remove(OPERATOR_ID_KEY),
+            phase,
+        }
+    }
+
     pub fn owner(&self) -> Owner {
         let label = self.labels.get(OPERATOR_ID_KEY).map(String::as_str);
         let annotation = self.owner_annotation.as_deref();

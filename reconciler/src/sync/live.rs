@@ -36,8 +36,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::Reach;
 use crate::api::OperatorAssignment;
-use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
-use crate::inventory::{Inventory, Resource, ResourceRef};
+use crate::camel_k::CamelKind;
+use crate::inventory::{Inventory, Resource};
 
 /// What the watches of Camel K resources fetch and keep.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -137,7 +137,7 @@ impl LiveCache {
                 while let Some(event) = events.next().await {
                     let event = event.map(|e| {
                         map_event(e, |meta| Entry {
-                            resource: resource_of(kind, meta.metadata, None),
+                            resource: Resource::from_metadata(kind, meta.metadata, None),
                             _object: None,
                         })
                     });
@@ -156,7 +156,7 @@ impl LiveCache {
                                 .and_then(|p| p.as_str())
                                 .map(str::to_string);
                             Entry {
-                                resource: resource_of(kind, object.metadata.clone(), phase),
+                                resource: Resource::from_metadata(kind, object.metadata.clone(), phase),
                                 _object: Some(object),
                             }
                         })
@@ -279,20 +279,6 @@ fn key(entry: &Entry) -> (String, String) {
     (id.namespace.clone(), id.name.clone())
 }
 
-fn resource_of(kind: CamelKind, meta: kube::api::ObjectMeta, phase: Option<String>) -> Resource {
-    let mut annotations = meta.annotations.unwrap_or_default();
-    Resource {
-        id: ResourceRef {
-            kind,
-            namespace: meta.namespace.unwrap_or_default(),
-            name: meta.name.unwrap_or_default(),
-        },
-        labels: meta.labels.unwrap_or_default(),
-        owner_annotation: annotations.remove(OPERATOR_ID_KEY),
-        phase,
-    }
-}
-
 /// Whether two states of a resource have the same ownership inputs (labels,
 /// because rules select by label, and the owner annotation).
 fn same_ownership(a: &Resource, b: &Resource) -> bool {
@@ -302,6 +288,8 @@ fn same_ownership(a: &Resource, b: &Resource) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::camel_k::OPERATOR_ID_KEY;
+    use crate::inventory::ResourceRef;
     use std::collections::BTreeMap;
 
     fn entry(name: &str, owner: &str) -> Entry {

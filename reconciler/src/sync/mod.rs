@@ -54,6 +54,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
@@ -96,6 +97,16 @@ pub const RECONCILE_REQUEST_ANNOTATION: &str = "camelk.dev/reconcile-requested-a
 /// `RolledBack` one waits for a new revision.
 const PAUSED: &str = "Paused";
 const ROLLED_BACK: &str = "RolledBack";
+
+/// Whether `object` carries [`SUSPEND_ANNOTATION`]` = "true"`.
+pub fn is_suspended(object: &OperatorAssignment) -> bool {
+    object
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SUSPEND_ANNOTATION))
+        .is_some_and(|v| v == "true")
+}
 
 /// Operator id of the reconciler's own lock: its Lease is `camelk-reconciler-lock`.
 pub const LOCK_ID: &str = "camelk-reconciler";
@@ -812,13 +823,7 @@ impl Syncer {
 
     async fn suspended(&self, object: &OperatorAssignment) -> Result<bool, SyncError> {
         let name = object.metadata.name.as_deref().unwrap_or_default();
-        let suspended = object
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(SUSPEND_ANNOTATION))
-            .is_some_and(|v| v == "true");
-        if !suspended {
+        if !is_suspended(object) {
             return Ok(false);
         }
         let mut status = object.status.clone().unwrap_or_default();
@@ -1175,26 +1180,10 @@ impl Syncer {
             if !moved.contains(&(group.namespace.clone(), format!("{kind}/{name}"))) {
                 continue;
             }
-            let reference = k8s_openapi::api::core::v1::ObjectReference {
-                api_version: Some(kind.api_version()),
-                kind: Some(kind.kind().into()),
-                namespace: Some(group.namespace.clone()),
-                name: Some(name.clone()),
-                ..Default::default()
-            };
-            let event = Event {
-                type_: EventType::Normal,
-                reason: "Moved".into(),
-                note: Some(format!(
-                    "handed over from {} to {} ({step})",
-                    group.from, group.to
-                )),
-                action: "Handoff".into(),
-                secondary: None,
-            };
-            if let Err(e) = self.recorder.publish(&event, &reference).await {
-                tracing::debug!(error = %e, resource = %name, "move event not recorded");
-            }
+            let regarding = reference(&kind.api_version(), kind.kind(), &group.namespace, name);
+            let note = format!("handed over from {} to {} ({step})", group.from, group.to);
+            self.publish(regarding, EventType::Normal, "Moved", "Handoff", note)
+                .await;
         }
     }
 
@@ -1440,28 +1429,11 @@ impl Syncer {
         let Some(name) = &self.last_name else {
             return;
         };
-        let reference = k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some(format!("{}/{}", api::GROUP, api::VERSION)),
-            kind: Some(api::KIND.into()),
-            namespace: Some(self.cfg.namespace.clone()),
-            name: Some(name.clone()),
-            ..Default::default()
-        };
-        let event = Event {
-            type_: EventType::Warning,
-            reason: "SyncFailed".into(),
-            note: Some(
-                format!("{}: {error}", error.kind())
-                    .chars()
-                    .take(1000)
-                    .collect(),
-            ),
-            action: "Sync".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
-            tracing::debug!(error = %e, "failure event not recorded");
-        }
+        let api_version = format!("{}/{}", api::GROUP, api::VERSION);
+        let regarding = reference(&api_version, api::KIND, &self.cfg.namespace, name);
+        let note = format!("{}: {error}", error.kind());
+        self.publish(regarding, EventType::Warning, "SyncFailed", "Sync", note)
+            .await;
     }
 
     async fn event(
@@ -1471,17 +1443,40 @@ impl Syncer {
         reason: &str,
         note: String,
     ) {
-        let reference = object.object_ref(&());
+        self.publish(object.object_ref(&()), type_, reason, "Sync", note)
+            .await;
+    }
+
+    /// Records an Event about `regarding`; a failure is only logged.
+    async fn publish(
+        &self,
+        regarding: ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         let event = Event {
             type_,
             reason: reason.into(),
             note: Some(note.chars().take(1000).collect()),
-            action: "Sync".into(),
+            action: action.into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
+        if let Err(e) = self.recorder.publish(&event, &regarding).await {
             tracing::debug!(error = %e, reason, "event not recorded");
         }
+    }
+}
+
+/// A reference to an object by API version, kind, namespace and name.
+fn reference(api_version: &str, kind: &str, namespace: &str, name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
+        namespace: Some(namespace.into()),
+        name: Some(name.into()),
+        ..Default::default()
     }
 }
 
