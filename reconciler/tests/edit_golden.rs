@@ -232,3 +232,66 @@ fn a_missing_list_is_created() {
     assert_eq!(again.assignment.spec.pins.len(), 1);
     insta::assert_snapshot!(diff(&text, &edited.text));
 }
+
+/// The pin edits above take the splice path, and it writes exactly the bytes
+/// of the general (`yaml-edit`) path, with the manifest a fresh parse gives.
+#[test]
+fn the_splice_writes_the_bytes_of_the_general_path() {
+    use edit::EditPath;
+    let m = manifest();
+    let check = |fast: edit::Edited, general: edit::Edited, path: EditPath| {
+        assert_eq!(fast.path, path, "{}", fast.text);
+        assert_eq!(general.path, EditPath::General);
+        assert_eq!(fast.text, general.text);
+        assert_eq!(fast.changes, general.changes);
+        let parsed = Manifest::parse("commented.yaml", fast.text.clone()).unwrap();
+        assert_eq!(
+            format!("{:?}", fast.manifest.tree),
+            format!("{:?}", parsed.tree)
+        );
+        assert_eq!(fast.manifest.assignment.spec, parsed.assignment.spec);
+        assert_eq!(
+            fast.manifest.assignment.metadata,
+            parsed.assignment.metadata
+        );
+        assert_eq!(fast.manifest.warnings, parsed.warnings);
+    };
+    let assigns = [
+        (
+            vec![resource(CamelKind::Integration, "shop", "orders")],
+            "operator-2",
+        ),
+        (
+            vec![resource(CamelKind::Integration, "billing", "ledger")],
+            "operator-2",
+        ),
+        (
+            vec![
+                resource(CamelKind::Pipe, "shop", "events"),
+                resource(CamelKind::Integration, "search", "indexer"),
+            ],
+            "operator-1",
+        ),
+    ];
+    for (resources, to) in assigns {
+        check(
+            edit::assign(&m, &resources, &id(to)).unwrap(),
+            edit::assign_general(&m, &resources, &id(to)).unwrap(),
+            EditPath::Splice,
+        );
+    }
+    // A pin next to a blank line or under a comment: the general path
+    // decides what becomes of them.
+    let events = [resource(CamelKind::Pipe, "shop", "events")];
+    check(
+        edit::unassign(&m, &events).unwrap(),
+        edit::unassign_general(&m, &events).unwrap(),
+        EditPath::General,
+    );
+    let orders = [resource(CamelKind::Integration, "shop", "orders")];
+    check(
+        edit::unassign(&m, &orders).unwrap(),
+        edit::unassign_general(&m, &orders).unwrap(),
+        EditPath::General,
+    );
+}

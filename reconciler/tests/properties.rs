@@ -255,3 +255,128 @@ proptest! {
         prop_assert!(first.message.contains("is pinned twice"));
     }
 }
+
+/// How one pin is written in a generated manifest.
+#[derive(Clone, Debug)]
+struct PinText {
+    flow: bool,
+    /// 0 plain, 1 single-quoted, 2 double-quoted operator.
+    quotes: usize,
+    trailing_comment: bool,
+    blank_before: bool,
+    comment_before: bool,
+}
+
+fn pin_text() -> impl Strategy<Value = PinText> {
+    (
+        prop::bool::weighted(0.3),
+        0..3usize,
+        any::<bool>(),
+        prop::bool::weighted(0.2),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(
+            |(flow, quotes, trailing_comment, blank_before, comment_before)| PinText {
+                flow,
+                quotes,
+                trailing_comment,
+                blank_before,
+                comment_before,
+            },
+        )
+}
+
+/// A manifest whose pins are written in assorted styles, and what follows
+/// the list (nothing, a comment, another key).
+fn styled_manifest(pins: &[(PinText, usize)], dash: usize, after: usize) -> String {
+    let mut text = String::from(
+        "apiVersion: camelk.dev/v1alpha1\nkind: OperatorAssignment\nmetadata:\n  name: t\nspec:\n  operators:\n    - id: op-a\n      namespace: camel-k\n    - id: op-b\n      namespace: camel-k\n    - id: op-c\n      namespace: camel-k\n  defaultOperator: op-a\n  pins:\n",
+    );
+    let pad = " ".repeat(dash);
+    for (i, (style, op)) in pins.iter().enumerate() {
+        let op = match style.quotes {
+            0 => OPERATORS[*op].to_string(),
+            1 => format!("'{}'", OPERATORS[*op]),
+            _ => format!("\"{}\"", OPERATORS[*op]),
+        };
+        let comment = if style.trailing_comment {
+            "   # note"
+        } else {
+            ""
+        };
+        if style.blank_before {
+            text.push('\n');
+        }
+        if style.comment_before {
+            text.push_str(&format!("{pad}# about pin {i}\n"));
+        }
+        if style.flow {
+            text.push_str(&format!(
+                "{pad}- {{kind: Integration, namespace: shop, name: app-{i}, operator: {op}}}{comment}\n"
+            ));
+        } else {
+            text.push_str(&format!(
+                "{pad}- kind: Integration\n{pad}  namespace: shop\n{pad}  name: app-{i}\n{pad}  operator: {op}{comment}\n"
+            ));
+        }
+    }
+    match after {
+        0 => {}
+        1 => text.push_str("  # end of pins\n"),
+        2 => text.push_str("\n  rollout:\n    pause: 2m\n"),
+        _ => text.push_str("# the end\n"),
+    }
+    text
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The splice path writes exactly the bytes of the general path, and
+    /// its manifest (tree, positions, warnings) is that of a fresh parse.
+    #[test]
+    fn the_splice_writes_what_the_general_path_writes(
+        pins in prop::collection::vec((pin_text(), 0..3usize), 1..8),
+        dash in prop::sample::select(vec![2usize, 4]),
+        after in 0..4usize,
+        targets in prop::collection::vec((0..10usize, 0..3usize), 1..4),
+        unpin in any::<bool>(),
+    ) {
+        let text = styled_manifest(&pins, dash, after);
+        let manifest = Manifest::parse("t.yaml", text.clone()).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let resources: Vec<ResourceRef> = targets
+            .iter()
+            .map(|(i, _)| ResourceRef {
+                kind: CamelKind::Integration,
+                namespace: "shop".into(),
+                name: format!("app-{i}"),
+            })
+            .collect();
+        let (fast, general) = if unpin {
+            let mut named: Vec<ResourceRef> = Vec::new();
+            for r in resources.into_iter().filter(|r| manifest.assignment.spec.pins.iter().any(|p| p.name == r.name)) {
+                if !named.contains(&r) {
+                    named.push(r);
+                }
+            }
+            (edit::unassign(&manifest, &named), edit::unassign_general(&manifest, &named))
+        } else {
+            let to = id(targets[0].1);
+            (edit::assign(&manifest, &resources, &to), edit::assign_general(&manifest, &resources, &to))
+        };
+        match (fast, general) {
+            (Ok(fast), Ok(general)) => {
+                prop_assert_eq!(&fast.text, &general.text, "{}", text);
+                prop_assert_eq!(&fast.changes, &general.changes);
+                let parsed = Manifest::parse("t.yaml", fast.text.clone()).unwrap();
+                let (got, want) = (format!("{:#?}", fast.manifest.tree), format!("{:#?}", parsed.tree));
+                let first_difference = got.lines().zip(want.lines()).enumerate().find(|(_, (a, b))| a != b);
+                prop_assert!(got == want, "tree differs at {:?}\n{}", first_difference, fast.text);
+                prop_assert_eq!(&fast.manifest.assignment.spec, &parsed.assignment.spec);
+                prop_assert_eq!(&fast.manifest.warnings, &parsed.warnings);
+            }
+            (Err(fast), Err(general)) => prop_assert_eq!(fast.to_string(), general.to_string()),
+            (fast, general) => prop_assert!(false, "{:?} vs {:?}\n{}", fast.map(|e| e.text), general.map(|e| e.text), text),
+        }
+    }
+}

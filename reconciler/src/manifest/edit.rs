@@ -11,6 +11,10 @@
 //!   the old one with the change applied (the guard against an editor
 //!   surprise); otherwise the edit fails and nothing is returned.
 //! - Edits are pure: they never touch the file system.
+//! - Pin edits (`assign`, `unassign`) first try the splice of
+//!   [`super::splice`], which writes the same bytes without a second parse of
+//!   the whole file, and checks the changed part against the expected pins;
+//!   the `yaml-edit` path above is the general one for every other shape.
 
 use std::str::FromStr;
 
@@ -18,6 +22,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use yaml_edit::{Document, Mapping, MappingBuilder, ScalarValue, Sequence, SequenceBuilder};
 
 use super::diagnostic::hint;
+use super::splice::{self, PinEdit};
 use super::{Manifest, ManifestError};
 use crate::api::{OperatorAssignmentSpec, OperatorId, Pin, StagedMove, Step};
 use crate::inventory::ResourceRef;
@@ -49,6 +54,19 @@ pub struct Edited {
     pub manifest: Manifest,
     /// One line per change, e.g. `Integration shop/orders: operator-1 -> operator-2`.
     pub changes: Vec<String>,
+    /// How the text was written.
+    pub path: EditPath,
+}
+
+/// The mechanism that wrote an edit (the bytes are the same either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EditPath {
+    /// Nothing to change: the text is the manifest's.
+    Unchanged,
+    /// Spliced into the pin list at known byte ranges ([`super::splice`]).
+    Splice,
+    /// Through the lossless `yaml-edit` tree, then parsed again in full.
+    General,
 }
 
 /// Pins each of `resources` to `to` (changing an existing pin's operator).
@@ -57,11 +75,29 @@ pub fn assign(
     resources: &[ResourceRef],
     to: &OperatorId,
 ) -> Result<Edited, EditError> {
+    assign_by(manifest, resources, to, true)
+}
+
+/// [`assign`] through the general path only (the reference the splice path
+/// is tested against).
+pub fn assign_general(
+    manifest: &Manifest,
+    resources: &[ResourceRef],
+    to: &OperatorId,
+) -> Result<Edited, EditError> {
+    assign_by(manifest, resources, to, false)
+}
+
+fn assign_by(
+    manifest: &Manifest,
+    resources: &[ResourceRef],
+    to: &OperatorId,
+    splice: bool,
+) -> Result<Edited, EditError> {
     require_operator(&manifest.assignment.spec, to)?;
-    let doc = open(manifest)?;
-    let spec = spec_mapping(manifest, &doc)?;
     let mut expected = manifest.assignment.spec.clone();
     let mut changes = Vec::new();
+    let mut edits = Vec::new();
     for resource in resources {
         let current = crate::plan::Desired::new(&expected).decide(&crate::inventory::Resource {
             id: resource.clone(),
@@ -77,44 +113,51 @@ pub fn assign(
                 if expected.pins[index].operator == *to {
                     continue;
                 }
-                let pins = sequence(manifest, &spec, "pins")?;
-                let item = pins
-                    .get(index)
-                    .and_then(|n| n.as_mapping().cloned())
-                    .ok_or_else(|| structure(manifest, "a pin is not a mapping"))?;
-                set_scalar(&item, "operator", to.as_str());
                 expected.pins[index].operator = to.clone();
+                edits.push(PinEdit::Set {
+                    index,
+                    to: to.clone(),
+                });
             }
             None => {
-                let pin = MappingBuilder::new()
-                    .pair("kind", resource.kind.kind())
-                    .pair("namespace", resource.namespace.as_str())
-                    .pair("name", resource.name.as_str())
-                    .pair("operator", to.as_str())
-                    .build_document();
-                let item = pin
-                    .as_mapping()
-                    .ok_or_else(|| structure(manifest, "building a pin"))?;
-                append(manifest, &spec, "pins", &item)?;
-                expected.pins.push(Pin {
+                let pin = Pin {
                     kind: resource.kind,
                     namespace: resource.namespace.clone(),
                     name: resource.name.clone(),
                     operator: to.clone(),
-                });
+                };
+                expected.pins.push(pin.clone());
+                edits.push(PinEdit::Append(pin));
             }
         }
         changes.push(format!("{resource}: {before} -> {to}"));
     }
-    finish(manifest, &doc, &expected, changes)
+    apply(manifest, &edits, &expected, changes, splice)
 }
 
 /// Removes the pins of `resources`.
 pub fn unassign(manifest: &Manifest, resources: &[ResourceRef]) -> Result<Edited, EditError> {
-    let doc = open(manifest)?;
-    let spec = spec_mapping(manifest, &doc)?;
+    unassign_by(manifest, resources, true)
+}
+
+/// [`unassign`] through the general path only.
+pub fn unassign_general(
+    manifest: &Manifest,
+    resources: &[ResourceRef],
+) -> Result<Edited, EditError> {
+    unassign_by(manifest, resources, false)
+}
+
+fn unassign_by(
+    manifest: &Manifest,
+    resources: &[ResourceRef],
+    splice: bool,
+) -> Result<Edited, EditError> {
     let mut expected = manifest.assignment.spec.clone();
+    // Where each remaining pin was before the edit.
+    let mut origin: Vec<usize> = (0..expected.pins.len()).collect();
     let mut changes = Vec::new();
+    let mut edits = Vec::new();
     for resource in resources {
         let index = expected
             .pins
@@ -122,8 +165,9 @@ pub fn unassign(manifest: &Manifest, resources: &[ResourceRef]) -> Result<Edited
             .position(|p| same(p, resource))
             .ok_or_else(|| EditError::NotPinned(resource.clone(), manifest.file.clone()))?;
         let pinned_to = expected.pins.remove(index).operator;
-        let pins = sequence(manifest, &spec, "pins")?;
-        pins.remove(index);
+        edits.push(PinEdit::Remove {
+            index: origin.remove(index),
+        });
         let after = crate::plan::Desired::new(&expected)
             .decide(&crate::inventory::Resource {
                 id: resource.clone(),
@@ -137,7 +181,72 @@ pub fn unassign(manifest: &Manifest, resources: &[ResourceRef]) -> Result<Edited
             "{resource}: unpinned from {pinned_to}, now {after}"
         ));
     }
-    finish(manifest, &doc, &expected, changes)
+    apply(manifest, &edits, &expected, changes, splice)
+}
+
+/// Makes pin edits: through the splice when it can, else through the
+/// lossless tree of `yaml-edit`.
+fn apply(
+    manifest: &Manifest,
+    edits: &[PinEdit],
+    expected: &OperatorAssignmentSpec,
+    changes: Vec<String>,
+    splice: bool,
+) -> Result<Edited, EditError> {
+    if changes.is_empty() {
+        return Ok(Edited {
+            text: manifest.text.clone(),
+            manifest: manifest.clone(),
+            changes,
+            path: EditPath::Unchanged,
+        });
+    }
+    if splice && let Some(edited) = splice::pins(manifest, edits, expected) {
+        return Ok(Edited {
+            text: edited.text.clone(),
+            manifest: edited,
+            changes,
+            path: EditPath::Splice,
+        });
+    }
+    let doc = open(manifest)?;
+    let spec = spec_mapping(manifest, &doc)?;
+    // Indices of the pins before the edit, as removals go.
+    let mut origin: Vec<usize> = (0..manifest.assignment.spec.pins.len()).collect();
+    for edit in edits {
+        match edit {
+            PinEdit::Set { index, to } => {
+                let pins = sequence(manifest, &spec, "pins")?;
+                let item = pins
+                    .get(*index)
+                    .and_then(|n| n.as_mapping().cloned())
+                    .ok_or_else(|| structure(manifest, "a pin is not a mapping"))?;
+                set_scalar(&item, "operator", to.as_str());
+            }
+            PinEdit::Append(pin) => {
+                let built = MappingBuilder::new()
+                    .pair("kind", pin.kind.kind())
+                    .pair("namespace", pin.namespace.as_str())
+                    .pair("name", pin.name.as_str())
+                    .pair("operator", pin.operator.as_str())
+                    .build_document();
+                let item = built
+                    .as_mapping()
+                    .ok_or_else(|| structure(manifest, "building a pin"))?;
+                append(manifest, &spec, "pins", &item)?;
+            }
+            PinEdit::Remove { index } => {
+                let current = origin
+                    .iter()
+                    .position(|i| i == index)
+                    .ok_or_else(|| structure(manifest, "a pin is removed twice"))?;
+                origin.remove(current);
+                let pins = sequence(manifest, &spec, "pins")?;
+                pins.remove(current);
+            }
+        }
+    }
+    finish(manifest, &doc, expected, changes)
 }
 
 /// Adds (or, for the same `from`, `to` and selector, updates) a staged move.
@@ -186,6 +295,7 @@ pub fn rollout(
                     text: manifest.text.clone(),
                     manifest: manifest.clone(),
                     changes: Vec::new(),
+                    path: EditPath::Unchanged,
                 });
             }
             let moves = sequence(manifest, &spec, "stagedMoves")?;
@@ -356,7 +466,8 @@ fn finish(
     expected: &OperatorAssignmentSpec,
     changes: Vec<String>,
 ) -> Result<Edited, EditError> {
-    let text = if changes.is_empty() {
+    let unchanged = changes.is_empty();
+    let text = if unchanged {
         manifest.text.clone()
     } else {
         doc.to_string()
@@ -373,5 +484,10 @@ fn finish(
         text,
         manifest: edited,
         changes,
+        path: if unchanged {
+            EditPath::Unchanged
+        } else {
+            EditPath::General
+        },
     })
 }

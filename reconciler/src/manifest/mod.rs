@@ -17,6 +17,7 @@
 pub mod diagnostic;
 pub mod edit;
 pub mod fields;
+mod splice;
 pub mod template;
 pub mod tree;
 pub mod validate;

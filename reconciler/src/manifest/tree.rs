@@ -5,10 +5,14 @@
 //! the parser's position on a syntax error; [`Tree::locate`] maps a
 //! [`FieldPath`] to the position of the deepest node of that path that exists,
 //! so a message about a missing field points at its parent.
+//!
+//! Every node also keeps its byte range in the text and its style (plain,
+//! quoted, block, flow), so an edit can splice at a known place
+//! ([`super::edit`]) without a second parser.
 
 use std::fmt;
 
-use serde_saphyr::granit_parser::{Event, Parser, ScanError, Span};
+use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, ScanError, Span, StructureStyle};
 
 /// A position in the file; both numbers start at 1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -97,6 +101,27 @@ pub struct Node {
     /// Where the value starts.
     pub at: Location,
     pub value: Value,
+    /// Byte offset of the value's first character (for a quoted scalar, the
+    /// quote; for a flow collection, the bracket).
+    pub start: usize,
+    /// Byte offset just past the value's last character: the closing quote
+    /// or bracket, or for a block collection the end of its last item.
+    pub end: usize,
+    pub style: Style,
+}
+
+/// How a node is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    Plain,
+    SingleQuoted,
+    DoubleQuoted,
+    /// `|` or `>` scalars.
+    BlockScalar,
+    /// A block (indented) collection.
+    Block,
+    /// A flow collection (`[...]`, `{...}`).
+    Flow,
 }
 
 /// What a node holds. Mapping keys that are not scalars are kept as their
@@ -130,19 +155,44 @@ pub struct Tree {
     pub root: Node,
 }
 
+/// A collection being read: where it starts, its style, its children.
+struct Opened {
+    at: Location,
+    start: usize,
+    style: Style,
+    kind: Open,
+}
+
 enum Open {
-    Sequence(Location, Vec<Node>),
-    Mapping(Location, Vec<Entry>, Option<(String, Location)>),
+    Sequence(Vec<Node>),
+    Mapping(Vec<Entry>, Option<(String, Location)>),
+}
+
+fn collection_style(style: StructureStyle) -> Style {
+    match style {
+        StructureStyle::Block => Style::Block,
+        StructureStyle::Flow => Style::Flow,
+    }
+}
+
+/// End of a collection: after its closing bracket (flow), or after its
+/// last item (block).
+fn collection_end(opened: &Opened, span: &Span, last_child_end: Option<usize>) -> usize {
+    match opened.style {
+        Style::Flow => span.end.byte_offset().unwrap_or(opened.start),
+        _ => last_child_end.unwrap_or(opened.start),
+    }
 }
 
 impl Tree {
     pub fn parse(text: &str) -> Result<Tree, SyntaxError> {
-        let mut stack: Vec<Open> = Vec::new();
+        let mut stack: Vec<Opened> = Vec::new();
         let mut root: Option<Node> = None;
         let mut documents = 0;
         for event in Parser::new_from_str(text) {
             let (event, span) = event.map_err(syntax_error)?;
             let at = Location::of(&span);
+            let start = span.start.byte_offset().unwrap_or_default();
             let finished = match event {
                 Event::DocumentStart(..) => {
                     documents += 1;
@@ -154,43 +204,67 @@ impl Tree {
                     }
                     None
                 }
-                Event::MappingStart(..) => {
-                    stack.push(Open::Mapping(at, Vec::new(), None));
+                Event::MappingStart(style, ..) => {
+                    stack.push(Opened {
+                        at,
+                        start,
+                        style: collection_style(style),
+                        kind: Open::Mapping(Vec::new(), None),
+                    });
                     None
                 }
-                Event::SequenceStart(..) => {
-                    stack.push(Open::Sequence(at, Vec::new()));
+                Event::SequenceStart(style, ..) => {
+                    stack.push(Opened {
+                        at,
+                        start,
+                        style: collection_style(style),
+                        kind: Open::Sequence(Vec::new()),
+                    });
                     None
                 }
-                Event::MappingEnd => match stack.pop() {
-                    Some(Open::Mapping(at, entries, _)) => Some(Node {
-                        at,
-                        value: Value::Mapping(entries),
-                    }),
-                    _ => None,
-                },
-                Event::SequenceEnd => match stack.pop() {
-                    Some(Open::Sequence(at, items)) => Some(Node {
-                        at,
-                        value: Value::Sequence(items),
-                    }),
-                    _ => None,
-                },
-                Event::Scalar(value, ..) => Some(Node {
+                Event::MappingEnd | Event::SequenceEnd => stack.pop().map(|opened| {
+                    let last = match &opened.kind {
+                        Open::Mapping(entries, _) => entries.last().map(|e| e.value.end),
+                        Open::Sequence(items) => items.last().map(|n| n.end),
+                    };
+                    let end = collection_end(&opened, &span, last);
+                    Node {
+                        at: opened.at,
+                        start: opened.start,
+                        end,
+                        style: opened.style,
+                        value: match opened.kind {
+                            Open::Mapping(entries, _) => Value::Mapping(entries),
+                            Open::Sequence(items) => Value::Sequence(items),
+                        },
+                    }
+                }),
+                Event::Scalar(value, style, ..) => Some(Node {
                     at,
+                    start,
+                    end: span.end.byte_offset().unwrap_or(start),
+                    style: match style {
+                        ScalarStyle::Plain => Style::Plain,
+                        ScalarStyle::SingleQuoted => Style::SingleQuoted,
+                        ScalarStyle::DoubleQuoted => Style::DoubleQuoted,
+                        _ => Style::BlockScalar,
+                    },
                     value: Value::Scalar(value.into_owned()),
                 }),
                 Event::Alias(_) | Event::UnresolvedAlias(_) => Some(Node {
                     at,
+                    start,
+                    end: span.end.byte_offset().unwrap_or(start),
+                    style: Style::Plain,
                     value: Value::Alias,
                 }),
                 _ => None,
             };
             let Some(node) = finished else { continue };
-            match stack.last_mut() {
+            match stack.last_mut().map(|o| &mut o.kind) {
                 None => root = Some(node),
-                Some(Open::Sequence(_, items)) => items.push(node),
-                Some(Open::Mapping(_, entries, pending)) => match pending.take() {
+                Some(Open::Sequence(items)) => items.push(node),
+                Some(Open::Mapping(entries, pending)) => match pending.take() {
                     Some((key, key_at)) => entries.push(Entry {
                         key,
                         key_at,
@@ -210,6 +284,9 @@ impl Tree {
             root: root.unwrap_or(Node {
                 at: Location { line: 1, column: 1 },
                 value: Value::Scalar(String::new()),
+                start: 0,
+                end: 0,
+                style: Style::Plain,
             }),
         })
     }
@@ -300,6 +377,22 @@ mod tests {
             tree.locate(&FieldPath::parse("a.b[7].z")),
             Location { line: 3, column: 5 }
         );
+    }
+
+    #[test]
+    fn nodes_know_their_bytes_and_style() {
+        let text = "a:\n  - 'x'   # c\n  - {b: \"y\"}\nz: w\n";
+        let tree = Tree::parse(text).unwrap();
+        let span = |path: &str| {
+            let node = tree.get(&FieldPath::parse(path)).unwrap();
+            (&text[node.start..node.end], node.style)
+        };
+        assert_eq!(span("a[0]"), ("'x'", Style::SingleQuoted));
+        assert_eq!(span("a[1]"), ("{b: \"y\"}", Style::Flow));
+        assert_eq!(span("a[1].b"), ("\"y\"", Style::DoubleQuoted));
+        assert_eq!(span("z"), ("w", Style::Plain));
+        // A block collection ends where its last item ends.
+        assert_eq!(span("a"), ("- 'x'   # c\n  - {b: \"y\"}", Style::Block));
     }
 
     #[test]
