@@ -542,10 +542,27 @@ async fn steady_state(
 
     let mark = audit.mark().unwrap();
     let (initial, _) = audit.requests_since(start_mark).unwrap();
+    let mut initial_detail: BTreeMap<String, usize> = BTreeMap::new();
+    for r in initial
+        .iter()
+        .filter(|r| r.user.username == RECONCILER && r.is_request_start())
+    {
+        *initial_detail
+            .entry(format!("{} {}", r.verb, r.resource().unwrap_or("-")))
+            .or_insert(0) += 1;
+    }
     let initial_lists = initial
         .iter()
         .filter(|r| r.user.username == RECONCILER && r.is_request_start() && r.verb == "list")
         .count();
+    println!(
+        "  (b) {label}: requests until the initial sync was applied: {}",
+        initial_detail
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let window_start = Instant::now();
     let mut max_sampled = 0;
     let mut exited = None;
