@@ -380,3 +380,30 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// Manifests written by the serializer read the same from the tree as
+    /// through `serde-saphyr`.
+    #[test]
+    fn the_tree_reader_reads_what_serde_saphyr_reads(spec in spec()) {
+        use camelk_reconciler::manifest::{Tree, typed};
+        let text = format!(
+            "apiVersion: camelk.dev/v1alpha1\nkind: OperatorAssignment\nmetadata:\n  name: t\n  labels: {{team: a, tier: \"1\"}}\nspec:\n{}",
+            serde_saphyr::to_string(&spec)
+                .unwrap()
+                .lines()
+                .map(|l| format!("  {l}\n"))
+                .collect::<String>()
+        );
+        let reference: camelk_reconciler::api::OperatorAssignment =
+            serde_saphyr::from_str(&text).unwrap();
+        let tree = Tree::parse(&text).unwrap();
+        match typed::from_tree::<camelk_reconciler::api::OperatorAssignment>(&tree.root) {
+            Ok(ours) => {
+                prop_assert_eq!(&ours.spec, &reference.spec);
+                prop_assert_eq!(&ours.metadata, &reference.metadata);
+            }
+            Err(e) => prop_assert!(false, "{e}\n{text}"),
+        }
+    }
+}

@@ -89,3 +89,49 @@ fn the_crd_and_the_checks_agree_on_field_names() {
     );
     assert!(manifest.is_ok(), "{manifest:?}");
 }
+
+/// The typed value read from the positioned tree equals what `serde-saphyr`
+/// reads from the text, and the tree reader never accepts what
+/// `serde-saphyr` rejects (it leaves every doubt, and every error, to it).
+#[test]
+fn the_tree_reader_agrees_with_serde_saphyr() {
+    use camelk_reconciler::api::OperatorAssignment;
+    use camelk_reconciler::manifest::{Tree, typed};
+
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = vec![
+        root.join("reconciler/tests/fixtures/commented.yaml"),
+        root.join("examples/operator-assignment.yaml"),
+    ];
+    for dir in ["kubectl-camelk/tests/malformed", "examples/demo"] {
+        if let Ok(entries) = std::fs::read_dir(root.join(dir)) {
+            files.extend(
+                entries
+                    .map(|e| e.unwrap().path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "yaml")),
+            );
+        }
+    }
+    let mut read_from_tree = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let Ok(tree) = Tree::parse(&text) else {
+            continue;
+        };
+        let reference = serde_saphyr::from_str::<OperatorAssignment>(&text);
+        let ours = typed::from_tree::<OperatorAssignment>(&tree.root);
+        match (ours, reference) {
+            (Ok(ours), Ok(reference)) => {
+                read_from_tree += 1;
+                assert_eq!(ours.spec, reference.spec, "{}", file.display());
+                assert_eq!(ours.metadata, reference.metadata, "{}", file.display());
+            }
+            (Ok(_), Err(e)) => panic!(
+                "{}: accepted what serde-saphyr rejects: {e}",
+                file.display()
+            ),
+            (Err(_), _) => {}
+        }
+    }
+    assert!(read_from_tree >= 10, "{read_from_tree} of {}", files.len());
+}

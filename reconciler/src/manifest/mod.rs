@@ -6,7 +6,9 @@
 //! 2. `apiVersion` and `kind`;
 //! 3. unknown fields against the generated CRD schema ([`fields`]), each with
 //!    a "did you mean";
-//! 4. typed deserialization (wrong types, invalid operator ids, bad steps);
+//! 4. typed deserialization (wrong types, invalid operator ids, bad steps),
+//!    from the tree of stage 1 when that is unambiguous ([`typed`]), else
+//!    from the text by `serde-saphyr`, which words every error;
 //! 5. the checks of [`validate`] (unknown operators, duplicate pins, scope, ...).
 //!
 //! Guarantees: every error names `file:line:column`; parsing never writes
@@ -20,6 +22,7 @@ pub mod fields;
 mod splice;
 pub mod template;
 pub mod tree;
+pub mod typed;
 pub mod validate;
 
 use std::path::Path;
@@ -127,17 +130,27 @@ impl Manifest {
             ));
         }
 
-        let assignment: OperatorAssignment = serde_saphyr::from_str(&text).map_err(|e| {
-            let at = e
-                .location()
-                .filter(|l| l.line() > 0)
-                .map(|l| Location {
-                    line: l.line() as usize,
-                    column: l.column() as usize,
-                })
-                .unwrap_or(tree.root.at);
-            error(at, serde_message(&e))
-        })?;
+        // One parse: the typed value from the tree when it is unambiguous;
+        // otherwise (and for every error message) from the text.
+        let from_tree = if tree.plain {
+            typed::from_tree::<OperatorAssignment>(&tree.root).ok()
+        } else {
+            None
+        };
+        let assignment: OperatorAssignment = match from_tree {
+            Some(assignment) => assignment,
+            None => serde_saphyr::from_str(&text).map_err(|e| {
+                let at = e
+                    .location()
+                    .filter(|l| l.line() > 0)
+                    .map(|l| Location {
+                        line: l.line() as usize,
+                        column: l.column() as usize,
+                    })
+                    .unwrap_or(tree.root.at);
+                error(at, serde_message(&e))
+            })?,
+        };
         if assignment
             .metadata
             .name

@@ -153,6 +153,9 @@ pub struct SyntaxError {
 #[derive(Clone, Debug)]
 pub struct Tree {
     pub root: Node,
+    /// Whether the document has no tags, anchors or aliases (its nodes are
+    /// then all there is to know).
+    pub plain: bool,
 }
 
 /// A collection being read: where it starts, its style, its children.
@@ -189,6 +192,7 @@ impl Tree {
         let mut stack: Vec<Opened> = Vec::new();
         let mut root: Option<Node> = None;
         let mut documents = 0;
+        let mut plain = true;
         for event in Parser::new_from_str(text) {
             let (event, span) = event.map_err(syntax_error)?;
             let at = Location::of(&span);
@@ -204,7 +208,8 @@ impl Tree {
                     }
                     None
                 }
-                Event::MappingStart(style, ..) => {
+                Event::MappingStart(style, anchor, tag) => {
+                    plain &= anchor == 0 && tag.is_none();
                     stack.push(Opened {
                         at,
                         start,
@@ -213,7 +218,8 @@ impl Tree {
                     });
                     None
                 }
-                Event::SequenceStart(style, ..) => {
+                Event::SequenceStart(style, anchor, tag) => {
+                    plain &= anchor == 0 && tag.is_none();
                     stack.push(Opened {
                         at,
                         start,
@@ -239,7 +245,7 @@ impl Tree {
                         },
                     }
                 }),
-                Event::Scalar(value, style, ..) => Some(Node {
+                Event::Scalar(value, style, anchor, tag) => Some(Node {
                     at,
                     start,
                     end: span.end.byte_offset().unwrap_or(start),
@@ -249,10 +255,16 @@ impl Tree {
                         ScalarStyle::DoubleQuoted => Style::DoubleQuoted,
                         _ => Style::BlockScalar,
                     },
-                    value: Value::Scalar(value.into_owned()),
+                    value: {
+                        plain &= anchor == 0 && tag.is_none();
+                        Value::Scalar(value.into_owned())
+                    },
                 }),
                 Event::Alias(_) | Event::UnresolvedAlias(_) => Some(Node {
-                    at,
+                    at: {
+                        plain = false;
+                        at
+                    },
                     start,
                     end: span.end.byte_offset().unwrap_or(start),
                     style: Style::Plain,
@@ -288,6 +300,7 @@ impl Tree {
                 end: 0,
                 style: Style::Plain,
             }),
+            plain,
         })
     }
 
