@@ -46,7 +46,11 @@ fn api(client: &Client, kind: CamelKind, namespace: Option<&str>) -> Api<Dynamic
     }
 }
 
+/// Objects per list page: bounds what one response holds in memory.
+const PAGE: u32 = 500;
+
 /// Lists `kinds` in `namespace` (all namespaces when `None`).
+/// Lists are paged ([`PAGE`] objects per response).
 pub async fn read(
     client: &Client,
     kinds: &[CamelKind],
@@ -55,22 +59,27 @@ pub async fn read(
     let mut resources = Vec::new();
     let mut missing_kinds = Vec::new();
     for &kind in kinds {
-        let list = match api(client, kind, namespace)
-            .list_metadata(&ListParams::default())
-            .await
-        {
-            Ok(list) => list,
-            Err(kube::Error::Api(status)) if status.code == 404 => {
-                missing_kinds.push(kind);
-                continue;
+        let api = api(client, kind, namespace);
+        let mut params = ListParams::default().limit(PAGE);
+        loop {
+            let page = match api.list_metadata(&params).await {
+                Ok(page) => page,
+                Err(kube::Error::Api(status)) if status.code == 404 => {
+                    missing_kinds.push(kind);
+                    break;
+                }
+                Err(source) => return Err(ClusterReadError::List { kind, source }),
+            };
+            resources.extend(
+                page.items
+                    .into_iter()
+                    .map(|item| Resource::from_metadata(kind, item.metadata, None)),
+            );
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => break,
             }
-            Err(source) => return Err(ClusterReadError::List { kind, source }),
-        };
-        resources.extend(
-            list.items
-                .into_iter()
-                .map(|item| Resource::from_metadata(kind, item.metadata, None)),
-        );
+        }
     }
     Ok(LiveInventory {
         inventory: Inventory { resources },

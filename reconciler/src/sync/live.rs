@@ -2,7 +2,8 @@
 //! by one watch per kind, and the `OperatorAssignment` objects themselves.
 //!
 //! Contract:
-//! - [`LiveCache::start`] opens one cluster-wide watch per Camel K kind. In
+//! - [`LiveCache::start`] opens one cluster-wide watch per Camel K kind a
+//!   manifest governs, when a round first asks for it. In
 //!   [`LiveCacheMode::Metadata`] (the default) they are metadata-only watches
 //!   and the cache keeps per resource only what ownership needs (its labels
 //!   and owner annotation), never a spec; [`LiveCacheMode::Full`] watches full
@@ -77,42 +78,55 @@ struct KindCache {
     relist: Option<HashMap<(String, String), Entry>>,
 }
 
-/// Live ownership of every Camel K resource, kept by watches.
+/// Live ownership of the Camel K kinds asked for, kept by watches.
 #[derive(Clone)]
 pub struct LiveCache {
+    /// A kind is present once its watch was started.
     kinds: Arc<Mutex<HashMap<CamelKind, KindCache>>>,
+    watches: Option<Arc<Watches>>,
+}
+
+/// What starting a watch needs.
+struct Watches {
+    client: Client,
+    mode: LiveCacheMode,
+    wake: Arc<Notify>,
+    shutdown: CancellationToken,
 }
 
 impl LiveCache {
-    /// Starts one watch per Camel K kind; each change of ownership inputs
-    /// notifies `wake`. The watches stop with `shutdown`.
+    /// A cache whose watches start when a kind is first asked for (only the
+    /// kinds a manifest governs are watched); each change of ownership
+    /// inputs notifies `wake`. The watches stop with `shutdown`.
     pub fn start(
         client: &Client,
         mode: LiveCacheMode,
         wake: Arc<Notify>,
         shutdown: &CancellationToken,
     ) -> LiveCache {
-        let cache = LiveCache {
+        LiveCache {
             kinds: Arc::new(Mutex::new(HashMap::new())),
-        };
-        for kind in CamelKind::ALL {
-            let task = cache
-                .clone()
-                .follow(client.clone(), kind, mode, wake.clone());
-            let stop = shutdown.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    _ = stop.cancelled() => {}
-                    _ = task => {}
-                }
-            });
+            watches: Some(Arc::new(Watches {
+                client: client.clone(),
+                mode,
+                wake,
+                shutdown: shutdown.clone(),
+            })),
         }
-        cache
     }
 
-    /// The resources of `reach`, or `None` while a kind it needs is not synced.
+    /// The resources of `reach`, or `None` while a kind it needs is not
+    /// synced (its watch is started then, if it was not).
     pub(super) fn snapshot(&self, reach: &Reach) -> Option<Inventory> {
-        let kinds = self.kinds.lock().expect("live cache lock");
+        let mut kinds = self.kinds.lock().expect("live cache lock");
+        if let Some(watches) = &self.watches {
+            for &kind in &reach.kinds {
+                if let std::collections::hash_map::Entry::Vacant(new) = kinds.entry(kind) {
+                    new.insert(KindCache::default());
+                    self.watch(watches, kind);
+                }
+            }
+        }
         let mut resources = Vec::new();
         for kind in &reach.kinds {
             let cached = kinds.get(kind).filter(|k| k.synced)?;
@@ -125,6 +139,22 @@ impl LiveCache {
             );
         }
         Some(Inventory { resources })
+    }
+
+    fn watch(&self, watches: &Watches, kind: CamelKind) {
+        let task = self.clone().follow(
+            watches.client.clone(),
+            kind,
+            watches.mode,
+            watches.wake.clone(),
+        );
+        let stop = watches.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = task => {}
+            }
+        });
     }
 
     async fn follow(self, client: Client, kind: CamelKind, mode: LiveCacheMode, wake: Arc<Notify>) {
@@ -156,7 +186,11 @@ impl LiveCache {
                                 .and_then(|p| p.as_str())
                                 .map(str::to_string);
                             Entry {
-                                resource: Resource::from_metadata(kind, object.metadata.clone(), phase),
+                                resource: Resource::from_metadata(
+                                    kind,
+                                    object.metadata.clone(),
+                                    phase,
+                                ),
                                 _object: Some(object),
                             }
                         })
@@ -323,6 +357,7 @@ mod tests {
     fn answers_only_after_the_initial_list_and_wakes_on_ownership_changes_only() {
         let cache = LiveCache {
             kinds: Arc::new(Mutex::new(HashMap::new())),
+            watches: None,
         };
         let wake = Notify::new();
         let kind = CamelKind::Integration;
@@ -354,6 +389,7 @@ mod tests {
     fn a_relist_replaces_the_entries_only_when_complete() {
         let cache = LiveCache {
             kinds: Arc::new(Mutex::new(HashMap::new())),
+            watches: None,
         };
         let wake = Notify::new();
         let kind = CamelKind::Integration;
