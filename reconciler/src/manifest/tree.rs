@@ -12,7 +12,9 @@
 
 use std::fmt;
 
-use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, ScanError, Span, StructureStyle};
+use serde_saphyr::granit_parser::{
+    Event, Options, Parser, ScalarStyle, ScanError, Span, StructureStyle,
+};
 
 /// A position in the file; both numbers start at 1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -193,7 +195,11 @@ impl Tree {
         let mut root: Option<Node> = None;
         let mut documents = 0;
         let mut plain = true;
-        for event in Parser::new_from_str(text) {
+        // Comments are still checked as syntax, but not kept: nothing here
+        // reads them, and keeping them costs a tenth of the parse.
+        let mut options = Options::default();
+        options.emit_comments = false;
+        for event in Parser::new_from_str_with_options(text, options) {
             let (event, span) = event.map_err(syntax_error)?;
             let at = Location::of(&span);
             let start = span.start.byte_offset().unwrap_or_default();

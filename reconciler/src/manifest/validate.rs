@@ -132,6 +132,19 @@ pub fn validate(spec: &OperatorAssignmentSpec) -> Vec<Finding> {
     let pins = root.key("pins");
     let mut pinned: HashMap<(CamelKind, &str, &str), usize> = HashMap::new();
     for (i, pin) in spec.pins.iter().enumerate() {
+        // Paths are built only for a pin with a finding: there are many pins.
+        let valid = ids.contains(&pin.operator.as_str())
+            && !pin.name.is_empty()
+            && is_dns_label(&pin.namespace)
+            && spec.scope.covers_kind(pin.kind)
+            && spec.scope.covers_namespace(&pin.namespace);
+        if valid {
+            let key = (pin.kind, pin.namespace.as_str(), pin.name.as_str());
+            if let std::collections::hash_map::Entry::Vacant(first) = pinned.entry(key) {
+                first.insert(i);
+                continue;
+            }
+        }
         let path = pins.index(i);
         known(&mut out, path.key("operator"), &pin.operator);
         if pin.name.is_empty() {
