@@ -18,10 +18,11 @@
 //!   not. [`watch_assignments`] wakes it when an `OperatorAssignment`'s spec
 //!   or annotations change (suspend, resume, `kubectl camelk sync`), not on
 //!   its status.
-//! - [`LiveCache::snapshot`] answers only once every kind asked for is synced;
-//!   the sync uses it to decide whether there is anything to do, and reads
-//!   authoritatively (a metadata list) only when it acts: a watch cache may
-//!   lag the sync's own writes by a moment.
+//! - [`LiveCache::snapshot`] answers only once every kind asked for is synced
+//!   (a round waits a bounded time for that); the sync decides from it
+//!   whether there is anything to do, and reads authoritatively (a metadata
+//!   list) only when it is about to act after having written owner keys
+//!   itself, because a watch cache may lag those writes by a moment.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -139,6 +140,25 @@ impl LiveCache {
             );
         }
         Some(Inventory { resources })
+    }
+
+    /// [`LiveCache::snapshot`], waiting up to `patience` for the kinds of
+    /// `reach` to finish their initial list.
+    pub(super) async fn synced_snapshot(
+        &self,
+        reach: &Reach,
+        patience: std::time::Duration,
+    ) -> Option<Inventory> {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            if let Some(inventory) = self.snapshot(reach) {
+                return Some(inventory);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
     }
 
     fn watch(&self, watches: &Watches, kind: CamelKind) {

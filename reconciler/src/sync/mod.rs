@@ -35,8 +35,8 @@
 //! # Steady state
 //! Live ownership is watched ([`live`], metadata only): a round decides from
 //! the watch cache whether it has anything to do and lists (metadata only)
-//! only when it acts, so a cluster in sync costs one GET of the object per
-//! interval and no LIST. Ownership changes and edits of the object (suspend,
+//! only when it acts after having written owner keys itself, so a cluster in
+//! sync costs one GET of the object per interval and no LIST. Ownership changes and edits of the object (suspend,
 //! a sync request) wake the loop at once.
 //!
 //! # Limits
@@ -87,6 +87,10 @@ use status::{
 /// Annotation on the `OperatorAssignment` object that suspends the sync
 /// (`"true"`), as `flux suspend` does; removing it resumes.
 pub const SUSPEND_ANNOTATION: &str = "camelk.dev/suspend";
+
+/// How long a round waits for the watch cache's initial lists before it
+/// lists for itself.
+const CACHE_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Annotation on the `OperatorAssignment` object that asks for a round now
 /// (`kubectl camelk sync`, as Flux's `reconcile.fluxcd.io/requestedAt`); a
@@ -301,6 +305,9 @@ pub struct Syncer {
     live: Option<live::LiveCache>,
     /// The revision fetched last, planned again when the cluster changes.
     last_fetched: Option<Revision>,
+    /// Whether this process has written owner keys (then the watch cache
+    /// may lag its own writes).
+    wrote_owners: bool,
 }
 
 impl Syncer {
@@ -328,6 +335,7 @@ impl Syncer {
             wrote: AtomicBool::new(false),
             live: None,
             last_fetched: None,
+            wrote_owners: false,
         }
     }
 
@@ -408,9 +416,16 @@ impl Syncer {
         let base = self.base(&status, &rev).await;
         let reach = Reach::of(head, base.as_ref());
 
-        let mut inventory = match self.live.as_ref().and_then(|l| l.snapshot(&reach)) {
-            // About to act: read authoritatively, the cache may lag our own writes.
-            Some(cached) if !idle(head, base.as_ref(), &status, &rev.sha, &cached) => {
+        let cached = match &self.live {
+            Some(live) => live.synced_snapshot(&reach, CACHE_PATIENCE).await,
+            None => None,
+        };
+        let mut inventory = match cached {
+            // About to act after writing owner keys before: read
+            // authoritatively, the cache may lag those writes.
+            Some(cached)
+                if self.wrote_owners && !idle(head, base.as_ref(), &status, &rev.sha, &cached) =>
+            {
                 self.read(&reach).await?
             }
             Some(cached) => cached,
@@ -928,8 +943,9 @@ impl Syncer {
     }
 
     /// Fenced first assignments; returns how many were written.
-    async fn assign(&self, first: &[plan::Assignment]) -> Result<usize, SyncError> {
+    async fn assign(&mut self, first: &[plan::Assignment]) -> Result<usize, SyncError> {
         let mut written = 0;
+        self.wrote_owners |= !first.is_empty();
         for a in first {
             let id = &a.resource;
             let api: Api<DynamicObject> =
@@ -1032,6 +1048,7 @@ impl Syncer {
                     continue;
                 };
                 tracing::info!(request = %request.name, "resuming a handoff request left by an earlier run");
+                self.wrote_owners = true;
                 let group = MoveBatch {
                     namespace: namespace.clone(),
                     from: from.clone(),
@@ -1065,6 +1082,7 @@ impl Syncer {
         live: &LiveOwners,
         step: &str,
     ) -> Result<StepResult, SyncError> {
+        self.wrote_owners = true;
         let mut moved = BTreeSet::new();
         for group in rollout::handoffs(batch, live) {
             let opts = self.options(spec, &group.from);
@@ -1103,6 +1121,7 @@ impl Syncer {
         errors: &[plan::ResourceError],
         reach: &Reach,
     ) -> Result<usize, SyncError> {
+        self.wrote_owners = true;
         let inventory = self.read(reach).await?;
         let desired = plan::desired::Desired::new(head);
         let mut handoffs: BTreeMap<(String, api::OperatorId, api::OperatorId), Vec<_>> =
