@@ -416,6 +416,24 @@ async fn an_invalid_revision_moves_nothing_and_status_says_where() {
     assert_single_owner(cluster, &ns.name);
 }
 
+/// Waits until step 1 handed it-00 and it-01 to operator-2, then stops
+/// operator-2 (SIGSTOP) before it can run them.
+async fn stop_target_after_step_one(admin: &kube::Client, ns: &str, op2: &OperatorProcess) {
+    for name in ["it-00", "it-01"] {
+        wait_for(
+            admin,
+            CamelKind::Integration,
+            ns,
+            name,
+            Duration::from_secs(60),
+            "moved",
+            |o| owner(o).as_deref() == Some("operator-2"),
+        )
+        .await;
+    }
+    op2.signal(Signal::SIGSTOP);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_health_gate_pauses_the_rollout_and_names_the_resources() {
     let cluster = camelk_testkit::shared();
@@ -428,19 +446,7 @@ async fn a_failing_health_gate_pauses_the_rollout_and_names_the_resources() {
 
     let rev2 = git.push(&manifest(&ns.name, Some("\"50%\""), "5s", "0s"), "rollout");
     // Step 1 moves it-00 and it-01; the target is stopped before it can run them.
-    for name in ["it-00", "it-01"] {
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            &ns.name,
-            name,
-            Duration::from_secs(60),
-            "moved",
-            |o| owner(o).as_deref() == Some("operator-2"),
-        )
-        .await;
-    }
-    op2.signal(Signal::SIGSTOP);
+    stop_target_after_step_one(&admin, &ns.name, &op2).await;
     let status = wait_status(
         &admin,
         &ns.name,
@@ -1384,19 +1390,7 @@ async fn a_failing_health_gate_rolls_the_step_back_when_the_manifest_asks() {
         "rollout",
     );
     // Step 1 moves it-00 and it-01; the target is stopped before it can run them.
-    for name in ["it-00", "it-01"] {
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            &ns.name,
-            name,
-            Duration::from_secs(60),
-            "moved",
-            |o| owner(o).as_deref() == Some("operator-2"),
-        )
-        .await;
-    }
-    op2.signal(Signal::SIGSTOP);
+    stop_target_after_step_one(&admin, &ns.name, &op2).await;
     let status = wait_status(
         &admin,
         &ns.name,

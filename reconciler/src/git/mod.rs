@@ -22,10 +22,11 @@
 use std::path::{Path, PathBuf};
 
 use git2::build::TreeUpdateBuilder;
-use git2::{
-    BranchType, Cred, CredentialType, ErrorCode, FileMode, Oid, PushOptions, RemoteCallbacks,
-    Repository, StatusOptions,
-};
+use git2::{BranchType, ErrorCode, FileMode, Oid, PushOptions, Repository, StatusOptions};
+
+use crate::source;
+use crate::source::credentials::GitCredentials;
+use crate::source::known_hosts::ssh_port;
 
 /// Environment variable holding an access token for HTTPS pushes.
 pub const TOKEN_ENV: &str = "CAMELK_GIT_TOKEN";
@@ -299,37 +300,12 @@ impl Checkout {
             .repo
             .config()
             .map_err(git("reading the Git configuration"))?;
-        let token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty());
-        let mut attempts = 0;
         let mut rejected: Option<String> = None;
         {
-            let mut callbacks = RemoteCallbacks::new();
-            callbacks.credentials(|url, username, allowed| {
-                attempts += 1;
-                if attempts > 4 {
-                    return Err(git2::Error::from_str(
-                        "the remote refused every credential offered",
-                    ));
-                }
-                if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) {
-                    if let Some(token) = &token {
-                        return Cred::userpass_plaintext(
-                            username.unwrap_or("x-access-token"),
-                            token,
-                        );
-                    }
-                    if let Ok(cred) = Cred::credential_helper(&config, url, username) {
-                        return Ok(cred);
-                    }
-                }
-                if allowed.contains(CredentialType::SSH_KEY) {
-                    return Cred::ssh_key_from_agent(username.unwrap_or("git"));
-                }
-                if allowed.contains(CredentialType::USERNAME) {
-                    return Cred::username(username.unwrap_or("git"));
-                }
-                Cred::default()
-            });
+            // The ambient credentials, offered as a fetch offers them.
+            let ambient = GitCredentials::default();
+            let url = remote_handle.url().unwrap_or_default().to_string();
+            let mut callbacks = source::git::callbacks(&ambient, Some(&config), ssh_port(&url));
             callbacks.push_update_reference(|_, status| {
                 if let Some(message) = status {
                     rejected = Some(message.to_string());

@@ -208,8 +208,9 @@ fn read_blob(repo: &Repository, commit: Oid, path: &str) -> Result<String, Sourc
 }
 
 /// libgit2's callbacks: credentials as the remote asks for them, and the
-/// host key check when a known_hosts is given.
-fn callbacks<'a>(
+/// host key check when a known_hosts is given. Fetches and the plugin's
+/// pushes ([`crate::git::Checkout::push`]) offer credentials the same way.
+pub(crate) fn callbacks<'a>(
     credentials: &'a GitCredentials,
     config: Option<&'a git2::Config>,
     port: u16,

@@ -36,8 +36,9 @@
 //! Live ownership is watched ([`live`], metadata only): a round decides from
 //! the watch cache whether it has anything to do and lists (metadata only)
 //! only when it acts after having written owner keys itself, so a cluster in
-//! sync costs one GET of the object per interval and no LIST. Ownership changes and edits of the object (suspend,
-//! a sync request) wake the loop at once.
+//! sync costs one GET of the object per interval and no LIST. Ownership
+//! changes and edits of the object (suspend, a sync request) wake the loop at
+//! once.
 //!
 //! # Limits
 //! - A rollout in progress waits while the branch head is invalid.
@@ -73,7 +74,7 @@ use crate::handoff::{
     Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode, fence,
 };
 use crate::inventory::cluster::{self, ClusterReadError};
-use crate::inventory::{Inventory, ResourceRef};
+use crate::inventory::{self, Inventory, ResourceRef};
 use crate::lock::{Leadership, LockTiming, OperatorLock};
 use crate::manifest::{FieldPath, Manifest, ManifestError, Tree, tree};
 use crate::plan::{self, Actual, Batch};
@@ -730,7 +731,7 @@ impl Syncer {
 
         // Keys that disagree are set right too, unless drift is only reported.
         let repaired = if steady && !report_only && !plan.errors.is_empty() {
-            self.repair_keys(head, &plan.errors, &reach).await?
+            self.repair_keys(head, &plan.errors, &inventory).await?
         } else {
             0
         };
@@ -1082,31 +1083,44 @@ impl Syncer {
         live: &LiveOwners,
         step: &str,
     ) -> Result<StepResult, SyncError> {
-        self.wrote_owners = true;
         let mut moved = BTreeSet::new();
         for group in rollout::handoffs(batch, live) {
-            let opts = self.options(spec, &group.from);
-            self.telemetry.handoffs_in_progress.inc();
-            let started = Instant::now();
-            let outcome = self
-                .coordinator
-                .execute(&group, &opts, &mut |p| {
-                    tracing::debug!(done = p.done, total = p.total, waiting_on = ?p.waiting_on, "handoff progress");
-                })
-                .await;
-            self.telemetry.handoffs_in_progress.dec();
-            self.telemetry
-                .handoff_duration
-                .observe(started.elapsed().as_secs_f64());
-            let mut now = BTreeSet::new();
-            let result = outcome_moved(&group, outcome, &mut now)?;
-            self.moved_events(&group, &now, step).await;
-            moved.extend(now);
-            if let Err(reason) = result {
+            if let Err(reason) = self.hand_over(spec, &group, step, &mut moved).await? {
                 return Ok(StepResult::Paused(reason));
             }
         }
         Ok(StepResult::Moved(moved))
+    }
+
+    /// One handoff through the coordinator, timed in the metrics, with a
+    /// `Moved` Event per resource it moved (added to `moved`);
+    /// `Ok(Err(reason))` when it could not finish.
+    async fn hand_over(
+        &mut self,
+        spec: &OperatorAssignmentSpec,
+        group: &MoveBatch,
+        step: &str,
+        moved: &mut BTreeSet<(String, String)>,
+    ) -> Result<Result<(), String>, SyncError> {
+        self.wrote_owners = true;
+        let opts = self.options(spec, &group.from);
+        self.telemetry.handoffs_in_progress.inc();
+        let started = Instant::now();
+        let outcome = self
+            .coordinator
+            .execute(group, &opts, &mut |p| {
+                tracing::debug!(done = p.done, total = p.total, waiting_on = ?p.waiting_on, "handoff progress");
+            })
+            .await;
+        self.telemetry.handoffs_in_progress.dec();
+        self.telemetry
+            .handoff_duration
+            .observe(started.elapsed().as_secs_f64());
+        let mut now = BTreeSet::new();
+        let result = outcome_moved(group, outcome, &mut now)?;
+        self.moved_events(group, &now, step).await;
+        moved.extend(now);
+        Ok(result)
     }
 
     /// Owner keys that disagree, under `driftPolicy: revert`; returns how many
@@ -1115,20 +1129,22 @@ impl Syncer {
     /// is set to match (fenced on the label); otherwise the resource is handed
     /// from the label's operator to the desired one, whose flip sets both keys.
     /// A label that is no valid id is left for a person.
+    /// Every write is fenced on the label, so `inventory` may come from the
+    /// watch cache.
     async fn repair_keys(
         &mut self,
         head: &OperatorAssignmentSpec,
         errors: &[plan::ResourceError],
-        reach: &Reach,
+        inventory: &Inventory,
     ) -> Result<usize, SyncError> {
-        self.wrote_owners = true;
-        let inventory = self.read(reach).await?;
+        let by_id: std::collections::HashMap<&ResourceRef, &inventory::Resource> =
+            inventory.resources.iter().map(|r| (&r.id, r)).collect();
         let desired = plan::desired::Desired::new(head);
         let mut handoffs: BTreeMap<(String, api::OperatorId, api::OperatorId), Vec<_>> =
             BTreeMap::new();
         let mut repaired = 0;
         for error in errors {
-            let Some(resource) = inventory.resources.iter().find(|r| r.id == error.resource) else {
+            let Some(resource) = by_id.get(&error.resource) else {
                 continue;
             };
             let label = resource.labels.get(OPERATOR_ID_KEY);
@@ -1146,6 +1162,7 @@ impl Syncer {
                     .push((id.kind, id.name.clone()));
                 continue;
             }
+            self.wrote_owners = true;
             let api: Api<DynamicObject> =
                 Api::namespaced_with(self.client.clone(), &id.namespace, &id.kind.api_resource());
             let patch = fence::match_annotation(label.as_str());
@@ -1174,12 +1191,10 @@ impl Syncer {
                 to,
                 resources,
             };
-            let opts = self.options(head, &group.from);
-            let outcome = self.coordinator.execute(&group, &opts, &mut |_| {}).await;
             let mut moved = BTreeSet::new();
-            let result = outcome_moved(&group, outcome, &mut moved)?;
-            self.moved_events(&group, &moved, "owner keys set right")
-                .await;
+            let result = self
+                .hand_over(head, &group, "owner keys set right", &mut moved)
+                .await?;
             repaired += moved.len();
             if let Err(reason) = result {
                 tracing::warn!(%reason, "setting owner keys right stalled; the next round retries");
