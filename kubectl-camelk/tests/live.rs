@@ -60,6 +60,75 @@ async fn create(
     }
 }
 
+/// An IntegrationKit `kit` and its Build `<kit>-build` (owned by the kit, as
+/// the operator creates it) in `build_phase`.
+async fn kit_with_build(client: &Client, ns: &str, kit: &str, build_phase: &str) {
+    create(
+        client,
+        ns,
+        CamelKind::IntegrationKit,
+        kit,
+        Some("operator-1"),
+        None,
+    )
+    .await;
+    let uid = api(client.clone(), CamelKind::IntegrationKit, ns)
+        .get(kit)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    let builds = api(client.clone(), CamelKind::Build, ns);
+    let build: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": CamelKind::Build.api_version(),
+        "kind": "Build",
+        "metadata": {
+            "name": format!("{kit}-build"),
+            "labels": { OPERATOR_ID_KEY: "operator-1" },
+            "ownerReferences": [{
+                "apiVersion": CamelKind::IntegrationKit.api_version(),
+                "kind": "IntegrationKit", "name": kit, "uid": uid, "controller": true
+            }]
+        },
+        "spec": {}
+    }))
+    .unwrap();
+    builds.create(&PostParams::default(), &build).await.unwrap();
+    builds
+        .patch_status(
+            &format!("{kit}-build"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "phase": build_phase } })),
+        )
+        .await
+        .unwrap();
+}
+
+/// An Integration owned by operator-1, `Running` on the kit `kit`.
+async fn integration_using_kit(client: &Client, ns: &str, name: &str, kit: &str) {
+    create(
+        client,
+        ns,
+        CamelKind::Integration,
+        name,
+        Some("operator-1"),
+        None,
+    )
+    .await;
+    api(client.clone(), CamelKind::Integration, ns)
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": {
+                "phase": "Running",
+                "integrationKit": { "name": kit, "namespace": ns }
+            } })),
+        )
+        .await
+        .unwrap();
+}
+
 fn manifest(ns: &str) -> String {
     format!(
         "apiVersion: camelk.dev/v1alpha1
@@ -134,6 +203,12 @@ async fn plan_reads_owners_and_phases_from_the_cluster() {
         Some("Ready"),
     )
     .await;
+    // Running, but its kit's Build has not finished: blocked. Its twin's
+    // kit was built already: it moves.
+    kit_with_build(&client, &ns.name, "kit-c", "Running").await;
+    kit_with_build(&client, &ns.name, "kit-d", "Succeeded").await;
+    integration_using_kit(&client, &ns.name, "canary-c", "kit-c").await;
+    integration_using_kit(&client, &ns.name, "canary-d", "kit-d").await;
     // Outside the scope's kinds: never planned.
     create(
         &client,
@@ -185,12 +260,20 @@ async fn plan_reads_owners_and_phases_from_the_cluster() {
         moves,
         vec![
             ("canary-a".into(), "operator-1".into(), "operator-2".into()),
+            ("canary-d".into(), "operator-1".into(), "operator-2".into()),
             ("events".into(), "operator-2".into(), "operator-1".into()),
         ],
         "{plan:#}"
     );
     assert_eq!(plan["blocked"][0]["move"]["resource"]["name"], "canary-b");
     assert_eq!(plan["blocked"][0]["why"]["phase"], "Building Kit");
+    assert_eq!(plan["blocked"][1]["move"]["resource"]["name"], "canary-c");
+    assert_eq!(plan["blocked"][1]["why"]["phase"], "Running", "{plan:#}");
+    assert_eq!(
+        plan["blocked"][1]["why"]["detail"],
+        "build kit-c-build of kit kit-c has not finished"
+    );
+    assert_eq!(plan["blocked"].as_array().unwrap().len(), 2);
     assert_eq!(plan["firstAssignments"][0]["resource"]["name"], "fresh");
     assert_eq!(plan["unchanged"]["total"], 1);
 

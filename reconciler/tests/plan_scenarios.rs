@@ -41,6 +41,7 @@ fn res(
         labels: map,
         owner_annotation: owner.map(str::to_string),
         phase: phase.map(str::to_string),
+        in_flight: None,
     }
 }
 

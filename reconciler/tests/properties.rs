@@ -51,6 +51,7 @@ fn resource() -> impl Strategy<Value = Resource> {
                 labels,
                 owner_annotation: annotation.map(|o| OPERATORS[o].to_string()),
                 phase: None,
+                in_flight: None,
             }
         })
 }

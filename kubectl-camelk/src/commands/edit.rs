@@ -279,6 +279,7 @@ fn named_inventory(named: &[ResourceRef]) -> Inventory {
                 labels: Default::default(),
                 owner_annotation: None,
                 phase: None,
+                in_flight: None,
             })
             .collect(),
     }

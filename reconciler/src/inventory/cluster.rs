@@ -6,13 +6,19 @@
 //!   is not installed is skipped and reported in [`LiveInventory::missing_kinds`].
 //! - Phases are not in metadata. [`fill_phases`] reads the full object of
 //!   only the resources named (the plan's would-be moves), so traffic grows
-//!   with the change, not with the cluster.
+//!   with the change, not with the cluster. It judges each one with the rule
+//!   an owner applies before it releases ([`owner_may_release`]), so an
+//!   Integration whose kit is still being built shows as blocked; the Builds
+//!   are listed once per namespace that has such an Integration.
+
+use std::collections::{HashMap, HashSet};
 
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 
 use super::{Inventory, Resource, ResourceRef};
 use crate::camel_k::CamelKind;
+use crate::handoff::release::{kit_name, owner_may_release, phase};
 
 /// Why the cluster could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -87,38 +93,69 @@ pub async fn read(
     })
 }
 
-/// Reads `status.phase` of each resource in `wanted` into `inventory`.
+/// Reads `status.phase` of each resource in `wanted` into `inventory`, and
+/// whether its owner may release it now (`in_flight`).
 pub async fn fill_phases(
     client: &Client,
     inventory: &mut Inventory,
     wanted: &[ResourceRef],
 ) -> Result<(), ClusterReadError> {
-    let wanted: std::collections::HashSet<&ResourceRef> = wanted.iter().collect();
+    let wanted: HashSet<&ResourceRef> = wanted.iter().collect();
+    let mut builds: HashMap<String, Vec<DynamicObject>> = HashMap::new();
     for resource in inventory
         .resources
         .iter_mut()
         .filter(|r| wanted.contains(&r.id))
     {
         let id = &resource.id;
-        let object = match api(client, id.kind, Some(&id.namespace))
+        let object = api(client, id.kind, Some(&id.namespace))
             .get_opt(&id.name)
             .await
-        {
-            Ok(object) => object,
-            Err(source) => {
-                return Err(ClusterReadError::Get {
-                    resource: id.clone(),
-                    source,
-                });
-            }
+            .map_err(|source| ClusterReadError::Get {
+                resource: id.clone(),
+                source,
+            })?;
+        let Some(object) = object else {
+            resource.phase = None;
+            resource.in_flight = None;
+            continue;
         };
-        resource.phase = object.and_then(|o| {
-            o.data
-                .get("status")?
-                .get("phase")?
-                .as_str()
-                .map(str::to_string)
-        });
+        if id.kind == CamelKind::Integration
+            && kit_name(&object).is_some()
+            && !builds.contains_key(&id.namespace)
+        {
+            let listed = list_builds(client, &id.namespace).await?;
+            builds.insert(id.namespace.clone(), listed);
+        }
+        let in_namespace: Vec<&DynamicObject> = builds
+            .get(&id.namespace)
+            .map(|b| b.iter().collect())
+            .unwrap_or_default();
+        resource.phase = phase(&object).map(str::to_string);
+        resource.in_flight = owner_may_release(id.kind, &object, &in_namespace);
     }
     Ok(())
+}
+
+/// The Builds of `namespace`; none when the Build CRD is not installed.
+async fn list_builds(
+    client: &Client,
+    namespace: &str,
+) -> Result<Vec<DynamicObject>, ClusterReadError> {
+    let kind = CamelKind::Build;
+    let api = api(client, kind, Some(namespace));
+    let mut params = ListParams::default().limit(PAGE);
+    let mut builds = Vec::new();
+    loop {
+        let page = match api.list(&params).await {
+            Ok(page) => page,
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Vec::new()),
+            Err(source) => return Err(ClusterReadError::List { kind, source }),
+        };
+        builds.extend(page.items);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(builds),
+        }
+    }
 }

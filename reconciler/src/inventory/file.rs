@@ -110,6 +110,7 @@ pub fn parse(file: &str, text: &str) -> Result<Inventory, InventoryFileError> {
             labels: item.metadata.labels.unwrap_or_default(),
             owner_annotation: annotations.remove(OPERATOR_ID_KEY),
             phase: item.status.and_then(|s| s.phase),
+            in_flight: None,
         });
     }
     Ok(Inventory { resources })

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::api::OperatorId;
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use crate::plan::BlockReason;
 
 /// Identity of one Camel K resource. Orders by kind, namespace, then name:
 /// the order of every list the plan prints.
@@ -42,6 +43,9 @@ pub struct Resource {
     pub owner_annotation: Option<String>,
     /// `status.phase`; `None` when unknown (a metadata-only read).
     pub phase: Option<String>,
+    /// Why the owner must not release it now, when a live read of the whole
+    /// object (and its kit's Builds) looked; `None` when nobody looked.
+    pub in_flight: Option<BlockReason>,
 }
 
 /// Who owns a resource now, according to its owner keys.
@@ -69,6 +73,7 @@ impl Resource {
             labels: meta.labels.unwrap_or_default(),
             owner_annotation: annotations.remove(OPERATOR_ID_KEY),
             phase,
+            in_flight: None,
         }
     }
 

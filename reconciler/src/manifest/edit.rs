@@ -104,6 +104,7 @@ fn assign_by(
             labels: Default::default(),
             owner_annotation: None,
             phase: None,
+            in_flight: None,
         });
         let before = current
             .map(|d| d.operator.to_string())
@@ -174,6 +175,7 @@ fn unassign_by(
                 labels: Default::default(),
                 owner_annotation: None,
                 phase: None,
+                in_flight: None,
             })
             .map(|d| format!("{} (by {})", d.operator, d.because))
             .unwrap_or_else(|| "out of scope".into());

@@ -174,7 +174,11 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
                     to: decision.operator,
                     because: decision.because,
                 };
-                match phase::work_in_flight(resource.id.kind, resource.phase.as_deref()) {
+                let in_flight = resource
+                    .in_flight
+                    .clone()
+                    .or_else(|| phase::work_in_flight(resource.id.kind, resource.phase.as_deref()));
+                match in_flight {
                     Some(why) => out.blocked.push(Blocked { change, why }),
                     None => {
                         let group = match change.because {

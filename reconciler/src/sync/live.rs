@@ -357,6 +357,7 @@ mod tests {
                 labels: BTreeMap::from([(OPERATOR_ID_KEY.to_string(), owner.to_string())]),
                 owner_annotation: Some(owner.into()),
                 phase: None,
+                in_flight: None,
             },
             _object: None,
         }

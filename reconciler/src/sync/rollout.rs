@@ -31,6 +31,7 @@ pub fn plan(
     let mut labels_only = inventory.clone();
     for resource in &mut labels_only.resources {
         resource.phase = None;
+        resource.in_flight = None;
     }
     let actual = match base {
         Some(spec) => Actual::Manifest(spec),
@@ -193,6 +194,7 @@ mod tests {
                         .unwrap_or_default(),
                     owner_annotation: owner.map(str::to_string),
                     phase: Some("Building Kit".into()),
+                    in_flight: None,
                 })
                 .collect(),
         }
