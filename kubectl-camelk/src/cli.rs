@@ -81,6 +81,28 @@ pub enum Command {
     Version,
 }
 
+impl Command {
+    /// Whether the command may open a network connection: to the cluster,
+    /// or to the Git remote for `--push`.
+    pub fn connects(&self) -> bool {
+        match self {
+            Command::Validate(_) | Command::Completion { .. } | Command::Version => false,
+            Command::Init(InitArgs { edit, .. })
+            | Command::Assign(AssignArgs { edit, .. })
+            | Command::Unassign(UnassignArgs { edit, .. })
+            | Command::Rollout(RolloutArgs { edit, .. }) => edit.push,
+            Command::Plan(args) | Command::Diff(args) => args.inventory.is_none(),
+            Command::Move(_)
+            | Command::Get(_)
+            | Command::Operators(_)
+            | Command::Status(_)
+            | Command::Sync(_)
+            | Command::Suspend(_)
+            | Command::Resume(_) => true,
+        }
+    }
+}
+
 /// Where the manifest is.
 #[derive(Args, Debug, Clone)]
 pub struct ManifestArgs {
@@ -250,4 +272,28 @@ pub struct SyncArgs {
     /// How long --wait waits.
     #[arg(long, value_parser = crate::commands::live::duration, default_value = "10m")]
     pub timeout: std::time::Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn connects(args: &[&str]) -> bool {
+        let argv = std::iter::once("kubectl-camelk").chain(args.iter().copied());
+        Cli::try_parse_from(argv).unwrap().command.connects()
+    }
+
+    /// Commands that connect keep the system CA bundle (see `main`); the
+    /// rest skip loading it.
+    #[test]
+    fn only_pushes_and_cluster_reads_connect() {
+        assert!(!connects(&["validate"]));
+        assert!(!connects(&["assign", "it/a", "--to", "op"]));
+        assert!(connects(&["assign", "it/a", "--to", "op", "--push"]));
+        assert!(connects(&["rollout", "--from", "a", "--to", "b", "--push"]));
+        assert!(!connects(&["plan", "--inventory", "inv.json"]));
+        assert!(connects(&["plan"]));
+        assert!(connects(&["diff", "--base", "main"]));
+        assert!(connects(&["get"]));
+    }
 }
