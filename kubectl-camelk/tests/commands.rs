@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{MANIFEST, SHOP, camelk, git, repo_with, state};
+use common::{ASSIGN_ORDERS, MANIFEST, SHOP, camelk, git, repo_with, state};
 use predicates::prelude::*;
 
 fn inventory() -> String {
@@ -79,16 +79,8 @@ fn assign_commits_only_the_changed_lines_on_a_new_branch() {
     let repo = repo_with(SHOP);
     let dir = repo.path();
     camelk(dir)
-        .args([
-            "assign",
-            "integration/orders",
-            "--to",
-            "operator-2",
-            "-n",
-            "shop",
-            "--branch",
-            "move-orders",
-        ])
+        .args(ASSIGN_ORDERS)
+        .args(["--branch", "move-orders"])
         .assert()
         .success()
         .stdout(predicate::str::contains(
@@ -188,33 +180,15 @@ fn a_dirty_work_tree_is_refused_unless_allowed() {
     std::fs::write(dir.join("README"), "local edit\n").unwrap();
     std::fs::write(dir.join("notes.txt"), "untracked\n").unwrap();
     let before = state(dir);
-    camelk(dir)
-        .args([
-            "assign",
-            "integration/orders",
-            "--to",
-            "operator-2",
-            "-n",
-            "shop",
-        ])
-        .assert()
-        .code(1)
-        .stderr(
-            predicate::str::contains("uncommitted changes (README, notes.txt)")
-                .and(predicate::str::contains("--allow-dirty")),
-        );
+    camelk(dir).args(ASSIGN_ORDERS).assert().code(1).stderr(
+        predicate::str::contains("uncommitted changes (README, notes.txt)")
+            .and(predicate::str::contains("--allow-dirty")),
+    );
     assert_eq!(state(dir), before);
 
     camelk(dir)
-        .args([
-            "assign",
-            "integration/orders",
-            "--to",
-            "operator-2",
-            "-n",
-            "shop",
-            "--allow-dirty",
-        ])
+        .args(ASSIGN_ORDERS)
+        .args(["--allow-dirty"])
         .assert()
         .success();
     // Only the manifest was committed; the other changes are still there, uncommitted.
@@ -235,16 +209,8 @@ fn an_existing_branch_is_never_overwritten() {
     git(dir, &["branch", "taken"]);
     let before = state(dir);
     camelk(dir)
-        .args([
-            "assign",
-            "integration/orders",
-            "--to",
-            "operator-2",
-            "-n",
-            "shop",
-            "--branch",
-            "taken",
-        ])
+        .args(ASSIGN_ORDERS)
+        .args(["--branch", "taken"])
         .assert()
         .code(1)
         .stderr(predicate::str::contains("branch `taken` already exists"));
@@ -452,14 +418,7 @@ fn a_missing_manifest_points_to_init() {
     let dir = tempfile::tempdir().unwrap();
     git(dir.path(), &["init", "-q", "-b", "main"]);
     camelk(dir.path())
-        .args([
-            "assign",
-            "integration/orders",
-            "--to",
-            "operator-2",
-            "-n",
-            "shop",
-        ])
+        .args(ASSIGN_ORDERS)
         .assert()
         .code(1)
         .stderr(

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{SHOP, camelk, git, repo_with};
+use common::{ASSIGN_ORDERS, SHOP, camelk, git, repo_with};
 use predicates::prelude::*;
 
 /// A `git daemon` serving `root` on a free loopback port; stopped on drop.
@@ -80,17 +80,8 @@ fn push_to_a_bare_repository_on_disk() {
         &["remote", "add", "origin", &bare.display().to_string()],
     );
     camelk(repo.path())
-        .args([
-            "assign",
-            "integration/orders",
-            "--to",
-            "operator-2",
-            "-n",
-            "shop",
-            "--branch",
-            "move-orders",
-            "--push",
-        ])
+        .args(ASSIGN_ORDERS)
+        .args(["--branch", "move-orders", "--push"])
         .assert()
         .success()
         .stderr(predicate::str::contains("pushed move-orders to origin"));
@@ -152,17 +143,8 @@ fn a_refused_push_is_an_error_and_the_remote_is_unchanged() {
     );
     let refs_before = git(&bare, &["for-each-ref"]);
     camelk(repo.path())
-        .args([
-            "assign",
-            "integration/orders",
-            "--to",
-            "operator-2",
-            "-n",
-            "shop",
-            "--branch",
-            "move-orders",
-            "--push",
-        ])
+        .args(ASSIGN_ORDERS)
+        .args(["--branch", "move-orders", "--push"])
         .assert()
         .code(1)
         .stderr(predicate::str::contains(
@@ -181,17 +163,8 @@ fn push_to_a_missing_remote_is_refused_before_writing() {
     let repo = repo_with(SHOP);
     let before = common::state(repo.path());
     camelk(repo.path())
-        .args([
-            "assign",
-            "integration/orders",
-            "--to",
-            "operator-2",
-            "-n",
-            "shop",
-            "--push",
-            "--remote",
-            "nowhere",
-        ])
+        .args(ASSIGN_ORDERS)
+        .args(["--push", "--remote", "nowhere"])
         .assert()
         .code(1)
         .stderr(predicate::str::contains("finding the remote"));

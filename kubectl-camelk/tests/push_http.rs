@@ -10,7 +10,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::{SHOP, camelk, git, repo_with};
+use common::{ASSIGN_ORDERS, SHOP, camelk, git, repo_with};
 use predicates::prelude::*;
 
 fn base64(input: &[u8]) -> String {
@@ -183,17 +183,8 @@ fn push_over_http_with_a_token() {
     );
     camelk(repo.path())
         .env("CAMELK_GIT_TOKEN", "s3cret-token")
-        .args([
-            "assign",
-            "integration/orders",
-            "--to",
-            "operator-2",
-            "-n",
-            "shop",
-            "--branch",
-            "by-token",
-            "--push",
-        ])
+        .args(ASSIGN_ORDERS)
+        .args(["--branch", "by-token", "--push"])
         .assert()
         .success()
         .stderr(
@@ -228,17 +219,8 @@ fn push_over_http_with_the_credential_helper() {
         ],
     );
     camelk(repo.path())
-        .args([
-            "assign",
-            "integration/orders",
-            "--to",
-            "operator-2",
-            "-n",
-            "shop",
-            "--branch",
-            "by-helper",
-            "--push",
-        ])
+        .args(ASSIGN_ORDERS)
+        .args(["--branch", "by-helper", "--push"])
         .assert()
         .success();
     assert_eq!(
@@ -262,17 +244,8 @@ fn wrong_credentials_fail_the_push_without_leaking_them() {
     );
     let output = camelk(repo.path())
         .env("CAMELK_GIT_TOKEN", "wrong-token")
-        .args([
-            "assign",
-            "integration/orders",
-            "--to",
-            "operator-2",
-            "-n",
-            "shop",
-            "--branch",
-            "nope",
-            "--push",
-        ])
+        .args(ASSIGN_ORDERS)
+        .args(["--branch", "nope", "--push"])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));

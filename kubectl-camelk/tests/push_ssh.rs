@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{SHOP, camelk, git, repo_with};
+use common::{ASSIGN_ORDERS, SHOP, camelk, git, repo_with};
 use predicates::prelude::*;
 
 const SSHD: &str = "/usr/sbin/sshd";
@@ -212,17 +212,8 @@ fn assign_and_push(setup: &Setup, agent: &Agent, branch: &str) -> assert_cmd::as
     camelk(setup.repo.path())
         .env("HOME", &setup.home)
         .env("SSH_AUTH_SOCK", &agent.socket)
-        .args([
-            "assign",
-            "integration/orders",
-            "--to",
-            "operator-2",
-            "-n",
-            "shop",
-            "--branch",
-            branch,
-            "--push",
-        ])
+        .args(ASSIGN_ORDERS)
+        .args(["--branch", branch, "--push"])
         .timeout(Duration::from_secs(60))
         .assert()
 }

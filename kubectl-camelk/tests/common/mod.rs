@@ -19,6 +19,16 @@ use tokio_util::sync::CancellationToken;
 
 pub const MANIFEST: &str = "operator-assignment.yaml";
 
+/// The edit most tests make: pin Integration shop/orders to operator-2.
+pub const ASSIGN_ORDERS: [&str; 6] = [
+    "assign",
+    "integration/orders",
+    "--to",
+    "operator-2",
+    "-n",
+    "shop",
+];
+
 /// The plugin, isolated from the developer's kubeconfig and colour settings.
 pub fn camelk(dir: &Path) -> assert_cmd::Command {
     let mut cmd = assert_cmd::Command::new(env!("CARGO_BIN_EXE_kubectl-camelk"));
