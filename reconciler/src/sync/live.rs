@@ -67,8 +67,9 @@ impl std::str::FromStr for LiveCacheMode {
 /// One cached resource.
 struct Entry {
     resource: Resource,
-    /// The whole object, in [`LiveCacheMode::Full`] only.
-    _object: Option<DynamicObject>,
+    /// The whole object, in [`LiveCacheMode::Full`] only (boxed: an absent
+    /// object then costs a pointer per entry, not an object's size).
+    _object: Option<Box<DynamicObject>>,
 }
 
 #[derive(Default)]
@@ -128,7 +129,13 @@ impl LiveCache {
                 }
             }
         }
-        let mut resources = Vec::new();
+        let total = reach
+            .kinds
+            .iter()
+            .filter_map(|kind| kinds.get(kind))
+            .map(|k| k.entries.len())
+            .sum();
+        let mut resources = Vec::with_capacity(total);
         for kind in &reach.kinds {
             let cached = kinds.get(kind).filter(|k| k.synced)?;
             resources.extend(
@@ -211,7 +218,7 @@ impl LiveCache {
                                     object.metadata.clone(),
                                     phase,
                                 ),
-                                _object: Some(object),
+                                _object: Some(Box::new(object)),
                             }
                         })
                     });

@@ -28,15 +28,24 @@ pub fn plan(
     base: Option<&OperatorAssignmentSpec>,
     inventory: &Inventory,
 ) -> Plan {
+    let actual = match base {
+        Some(spec) => Actual::Manifest(spec),
+        None => Actual::OwnerKeys,
+    };
+    // The sync's own reads are metadata only, so a copy without phases is
+    // rarely needed; at 10,000 resources it would be a few MiB.
+    if inventory
+        .resources
+        .iter()
+        .all(|r| r.phase.is_none() && r.in_flight.is_none())
+    {
+        return plan::plan(head, actual, inventory);
+    }
     let mut labels_only = inventory.clone();
     for resource in &mut labels_only.resources {
         resource.phase = None;
         resource.in_flight = None;
     }
-    let actual = match base {
-        Some(spec) => Actual::Manifest(spec),
-        None => Actual::OwnerKeys,
-    };
     plan::plan(head, actual, &labels_only)
 }
 
