@@ -129,6 +129,47 @@ async fn integration_using_kit(client: &Client, ns: &str, name: &str, kit: &str)
         .unwrap();
 }
 
+/// The Integration a Pipe `name` creates: same name, owned by operator-1,
+/// `Running`, its controller owner reference naming the Pipe.
+async fn integration_of_pipe(client: &Client, ns: &str, name: &str) {
+    let uid = api(client.clone(), CamelKind::Pipe, ns)
+        .get(name)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    let integrations = api(client.clone(), CamelKind::Integration, ns);
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": CamelKind::Integration.api_version(),
+        "kind": "Integration",
+        "metadata": {
+            "name": name,
+            "labels": { OPERATOR_ID_KEY: "operator-1" },
+            "annotations": { OPERATOR_ID_KEY: "operator-1" },
+            "ownerReferences": [{
+                "apiVersion": CamelKind::Pipe.api_version(),
+                "kind": "Pipe", "name": name, "uid": uid,
+                "controller": true, "blockOwnerDeletion": true
+            }]
+        },
+        "spec": {}
+    }))
+    .unwrap();
+    integrations
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+    integrations
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "phase": "Running" } })),
+        )
+        .await
+        .unwrap();
+}
+
 fn manifest(ns: &str) -> String {
     format!(
         "apiVersion: camelk.dev/v1alpha1
@@ -148,6 +189,10 @@ spec:
   rules:
     - match:
         names: [\"canary-*\"]
+      operator: operator-2
+    - match:
+        kinds: [Pipe]
+        names: [stream]
       operator: operator-2
 "
     )
@@ -209,6 +254,19 @@ async fn plan_reads_owners_and_phases_from_the_cluster() {
     kit_with_build(&client, &ns.name, "kit-d", "Succeeded").await;
     integration_using_kit(&client, &ns.name, "canary-c", "kit-c").await;
     integration_using_kit(&client, &ns.name, "canary-d", "kit-d").await;
+    // A Pipe the rules send to operator-2, and the Integration it created:
+    // by the manifest alone that one stays with operator-1 (the default),
+    // but it follows its Pipe.
+    create(
+        &client,
+        &ns.name,
+        CamelKind::Pipe,
+        "stream",
+        Some("operator-1"),
+        Some("Ready"),
+    )
+    .await;
+    integration_of_pipe(&client, &ns.name, "stream").await;
     // Outside the scope's kinds: never planned.
     create(
         &client,
@@ -261,9 +319,15 @@ async fn plan_reads_owners_and_phases_from_the_cluster() {
         vec![
             ("canary-a".into(), "operator-1".into(), "operator-2".into()),
             ("canary-d".into(), "operator-1".into(), "operator-2".into()),
+            ("stream".into(), "operator-1".into(), "operator-2".into()),
             ("events".into(), "operator-2".into(), "operator-1".into()),
+            ("stream".into(), "operator-1".into(), "operator-2".into()),
         ],
         "{plan:#}"
+    );
+    assert_eq!(
+        plan["batches"][0]["moves"][2]["because"],
+        json!({ "by": "follows", "kind": "Pipe", "name": "stream" })
     );
     assert_eq!(plan["blocked"][0]["move"]["resource"]["name"], "canary-b");
     assert_eq!(plan["blocked"][0]["why"]["phase"], "Building Kit");

@@ -42,6 +42,7 @@ fn res(
         owner_annotation: owner.map(str::to_string),
         phase: phase.map(str::to_string),
         in_flight: None,
+        created_by: None,
     }
 }
 
@@ -260,4 +261,139 @@ fn pins_of_missing_resources_are_noted() {
     assert_eq!(planned.notes.len(), 1);
     assert!(planned.notes[0].contains("Pipe shop/later, which does not exist"));
     assert!(!planned.has_changes());
+}
+
+/// An Integration `name` created by the Pipe of the same name.
+fn pipe_integration(name: &str, owner: Option<&str>, phase: Option<&str>) -> Resource {
+    let mut it = res(CamelKind::Integration, name, owner, phase, &[]);
+    it.created_by = Some(ResourceRef {
+        kind: CamelKind::Pipe,
+        namespace: "shop".into(),
+        name: name.into(),
+    });
+    it
+}
+
+#[test]
+fn an_integration_created_by_a_pipe_goes_where_its_pipe_goes_in_the_same_batch() {
+    // Pipes p-a..p-d move to op-2 by rule in steps of 1 then the rest; the
+    // manifest alone would keep their Integrations on op-1 (the default).
+    let spec = spec(
+        "  defaultOperator: op-1\n  rules:\n    - match:\n        kinds: [Pipe]\n      operator: op-2\n  rollout:\n    steps: [1]\n",
+    );
+    let mut resources = Vec::new();
+    for name in ["p-a", "p-b", "p-c"] {
+        resources.push(res(CamelKind::Pipe, name, Some("op-1"), Some("Ready"), &[]));
+        resources.push(pipe_integration(name, Some("op-1"), Some("Running")));
+    }
+    // Its Pipe is already on op-2: the Integration catches up in step 1.
+    resources.push(res(
+        CamelKind::Pipe,
+        "p-d",
+        Some("op-2"),
+        Some("Ready"),
+        &[],
+    ));
+    resources.push(pipe_integration("p-d", Some("op-1"), Some("Running")));
+    // A plain Integration keeps the default.
+    resources.push(res(
+        CamelKind::Integration,
+        "plain",
+        Some("op-1"),
+        None,
+        &[],
+    ));
+    let planned = plan::plan(&spec, Actual::OwnerKeys, &Inventory { resources });
+
+    let batches: Vec<(usize, Vec<(CamelKind, &str)>)> = planned
+        .batches
+        .iter()
+        .map(|b| {
+            (
+                b.step,
+                b.moves
+                    .iter()
+                    .map(|m| (m.resource.kind, m.resource.name.as_str()))
+                    .collect(),
+            )
+        })
+        .collect();
+    use CamelKind::{Integration, Pipe};
+    assert_eq!(
+        batches,
+        vec![
+            (
+                1,
+                vec![(Integration, "p-a"), (Integration, "p-d"), (Pipe, "p-a")]
+            ),
+            (
+                2,
+                vec![
+                    (Integration, "p-b"),
+                    (Integration, "p-c"),
+                    (Pipe, "p-b"),
+                    (Pipe, "p-c")
+                ]
+            ),
+        ]
+    );
+    let follower = planned
+        .moves()
+        .find(|m| m.resource.kind == Integration && m.resource.name == "p-b")
+        .unwrap();
+    assert_eq!(follower.to.as_str(), "op-2");
+    assert_eq!(
+        follower.because,
+        Reason::Follows {
+            kind: Pipe,
+            name: "p-b".into()
+        }
+    );
+    assert_eq!(follower.because.to_string(), "follows its Pipe p-b");
+    assert_eq!(planned.unchanged.total, 2, "p-d's Pipe and the plain one");
+}
+
+#[test]
+fn an_integration_waits_while_its_pipe_is_blocked() {
+    let spec = spec("  defaultOperator: op-2\n");
+    let resources = vec![
+        res(CamelKind::Pipe, "p", Some("op-1"), Some("Creating"), &[]),
+        pipe_integration("p", Some("op-1"), Some("Running")),
+    ];
+    let planned = plan::plan(&spec, Actual::OwnerKeys, &Inventory { resources });
+    assert_eq!(planned.move_count(), 0);
+    let blocked: Vec<(CamelKind, String)> = planned
+        .blocked
+        .iter()
+        .map(|b| (b.change.resource.kind, b.why.to_string()))
+        .collect();
+    assert_eq!(
+        blocked,
+        vec![
+            (
+                CamelKind::Integration,
+                "phase `Creating`: its Pipe p cannot move yet: its Integration is being created"
+                    .to_string()
+            ),
+            (
+                CamelKind::Pipe,
+                "phase `Creating`: its Integration is being created".to_string()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_pipe_outside_the_scope_leaves_its_integration_to_the_manifest() {
+    let spec = spec(
+        "  scope:\n    kinds: [Integration]\n  defaultOperator: op-1\n  rules:\n    - match:\n        names: [\"p\"]\n        kinds: [Integration]\n      operator: op-2\n",
+    );
+    let resources = vec![
+        res(CamelKind::Pipe, "p", Some("op-1"), Some("Ready"), &[]),
+        pipe_integration("p", Some("op-1"), Some("Running")),
+    ];
+    let planned = plan::plan(&spec, Actual::OwnerKeys, &Inventory { resources });
+    let only = planned.moves().next().unwrap();
+    assert_eq!(only.resource.kind, CamelKind::Integration);
+    assert!(matches!(only.because, Reason::Rule { .. }));
 }

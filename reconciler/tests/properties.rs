@@ -52,6 +52,7 @@ fn resource() -> impl Strategy<Value = Resource> {
                 owner_annotation: annotation.map(|o| OPERATORS[o].to_string()),
                 phase: None,
                 in_flight: None,
+                created_by: None,
             }
         })
 }

@@ -280,6 +280,7 @@ fn named_inventory(named: &[ResourceRef]) -> Inventory {
                 owner_annotation: None,
                 phase: None,
                 in_flight: None,
+                created_by: None,
             })
             .collect(),
     }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{Inventory, Resource, ResourceRef};
+use super::{Inventory, OwnerRef, Resource, ResourceRef, created_by};
 use crate::camel_k::{CamelKind, GROUP, OPERATOR_ID_KEY};
 
 /// Why an inventory file cannot be read.
@@ -58,6 +58,20 @@ struct Metadata {
     labels: Option<BTreeMap<String, String>>,
     #[serde(default)]
     annotations: Option<BTreeMap<String, String>>,
+    #[serde(default, rename = "ownerReferences")]
+    owner_references: Vec<OwnerReference>,
+}
+
+#[derive(Deserialize)]
+struct OwnerReference {
+    #[serde(default, rename = "apiVersion")]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    controller: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -101,6 +115,16 @@ pub fn parse(file: &str, text: &str) -> Result<Inventory, InventoryFileError> {
             .namespace
             .ok_or_else(|| item_error(format!("{kind} {} has no namespace", item.metadata.name)))?;
         let mut annotations = item.metadata.annotations.unwrap_or_default();
+        let created_by = created_by(
+            kind,
+            &namespace,
+            item.metadata.owner_references.iter().map(|o| OwnerRef {
+                api_version: &o.api_version,
+                kind: &o.kind,
+                name: &o.name,
+                controller: o.controller == Some(true),
+            }),
+        );
         resources.push(Resource {
             id: ResourceRef {
                 kind,
@@ -111,6 +135,7 @@ pub fn parse(file: &str, text: &str) -> Result<Inventory, InventoryFileError> {
             owner_annotation: annotations.remove(OPERATOR_ID_KEY),
             phase: item.status.and_then(|s| s.phase),
             in_flight: None,
+            created_by,
         });
     }
     Ok(Inventory { resources })
@@ -151,6 +176,31 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("item 0")
+        );
+    }
+
+    #[test]
+    fn an_integration_controlled_by_a_pipe_names_it() {
+        let yaml = "items:
+- kind: Integration
+  metadata:
+    name: events
+    namespace: shop
+    ownerReferences:
+    - {apiVersion: camel.apache.org/v1, kind: Pipe, name: events, uid: u, controller: true}
+- kind: Integration
+  metadata:
+    name: other
+    namespace: shop
+    ownerReferences:
+    - {apiVersion: camel.apache.org/v1, kind: Pipe, name: events, uid: u}
+";
+        let inventory = parse("inv.yaml", yaml).unwrap();
+        let pipe = inventory.resources[0].created_by.as_ref().unwrap();
+        assert_eq!(pipe.to_string(), "Pipe shop/events");
+        assert_eq!(
+            inventory.resources[1].created_by, None,
+            "not its controller"
         );
     }
 }

@@ -46,6 +46,41 @@ pub struct Resource {
     /// Why the owner must not release it now, when a live read of the whole
     /// object (and its kit's Builds) looked; `None` when nobody looked.
     pub in_flight: Option<BlockReason>,
+    /// The Pipe (or KameletBinding) that created this Integration, from its
+    /// controller owner reference. Upstream copies the Pipe's annotations
+    /// onto it, so the Integration's owner follows its Pipe's.
+    pub created_by: Option<ResourceRef>,
+}
+
+/// An owner reference, as far as [`created_by`] needs it.
+pub struct OwnerRef<'a> {
+    pub api_version: &'a str,
+    pub kind: &'a str,
+    pub name: &'a str,
+    pub controller: bool,
+}
+
+/// The Pipe or KameletBinding among `owners` that controls an Integration in
+/// `namespace`; `None` for other kinds or owners.
+pub fn created_by<'a>(
+    kind: CamelKind,
+    namespace: &str,
+    owners: impl IntoIterator<Item = OwnerRef<'a>>,
+) -> Option<ResourceRef> {
+    if kind != CamelKind::Integration {
+        return None;
+    }
+    owners.into_iter().find_map(|o| {
+        let group = o.api_version.split('/').next().unwrap_or_default();
+        let owner_kind = [CamelKind::Pipe, CamelKind::KameletBinding]
+            .into_iter()
+            .find(|k| k.kind() == o.kind)?;
+        (o.controller && group == crate::camel_k::GROUP).then(|| ResourceRef {
+            kind: owner_kind,
+            namespace: namespace.to_string(),
+            name: o.name.to_string(),
+        })
+    })
 }
 
 /// Who owns a resource now, according to its owner keys.
@@ -64,16 +99,28 @@ impl Resource {
     /// taken apart from the other annotations, which are not kept).
     pub fn from_metadata(kind: CamelKind, meta: ObjectMeta, phase: Option<String>) -> Resource {
         let mut annotations = meta.annotations.unwrap_or_default();
+        let namespace = meta.namespace.unwrap_or_default();
+        let created_by = created_by(
+            kind,
+            &namespace,
+            meta.owner_references.iter().flatten().map(|o| OwnerRef {
+                api_version: &o.api_version,
+                kind: &o.kind,
+                name: &o.name,
+                controller: o.controller == Some(true),
+            }),
+        );
         Resource {
             id: ResourceRef {
                 kind,
-                namespace: meta.namespace.unwrap_or_default(),
+                namespace,
                 name: meta.name.unwrap_or_default(),
             },
             labels: meta.labels.unwrap_or_default(),
             owner_annotation: annotations.remove(OPERATOR_ID_KEY),
             phase,
             in_flight: None,
+            created_by,
         }
     }
 

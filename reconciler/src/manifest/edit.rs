@@ -105,6 +105,7 @@ fn assign_by(
             owner_annotation: None,
             phase: None,
             in_flight: None,
+            created_by: None,
         });
         let before = current
             .map(|d| d.operator.to_string())
@@ -176,6 +177,7 @@ fn unassign_by(
                 owner_annotation: None,
                 phase: None,
                 in_flight: None,
+                created_by: None,
             })
             .map(|d| format!("{} (by {})", d.operator, d.because))
             .unwrap_or_else(|| "out of scope".into());

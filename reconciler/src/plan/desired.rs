@@ -20,10 +20,23 @@ use crate::inventory::Resource;
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "camelCase", tag = "by")]
 pub enum Reason {
-    Pin { index: usize },
-    Rule { index: usize, name: Option<String> },
+    Pin {
+        index: usize,
+    },
+    Rule {
+        index: usize,
+        name: Option<String>,
+    },
     Default,
-    StagedMove { index: usize },
+    StagedMove {
+        index: usize,
+    },
+    /// An Integration created by a Pipe (or KameletBinding) goes where its
+    /// Pipe goes, whatever the manifest says of the Integration itself.
+    Follows {
+        kind: CamelKind,
+        name: String,
+    },
 }
 
 impl std::fmt::Display for Reason {
@@ -37,6 +50,7 @@ impl std::fmt::Display for Reason {
             Reason::Rule { index, name: None } => write!(f, "rule #{}", index + 1),
             Reason::Default => f.write_str("default"),
             Reason::StagedMove { index } => write!(f, "staged move #{}", index + 1),
+            Reason::Follows { kind, name } => write!(f, "follows its {kind} {name}"),
         }
     }
 }

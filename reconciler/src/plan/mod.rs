@@ -9,7 +9,11 @@
 //!    assignment; keys that disagree are an error; otherwise it is a move;
 //! 4. a move whose current owner is mid-work ([`phase`]) is blocked now;
 //! 5. the other moves are grouped by their rollout (a staged move's own steps,
-//!    or `spec.rollout.steps`) and split into batches ([`batch`]).
+//!    or `spec.rollout.steps`) and split into batches ([`batch`]);
+//! 6. an Integration created by a Pipe in scope ([`Resource::created_by`])
+//!    is decided as its Pipe is (upstream copies the Pipe's owner onto it),
+//!    moves in its Pipe's batch (in the first one when only it is off), and
+//!    is blocked while its Pipe's move is.
 //!
 //! Guarantees: pure (no I/O, no clock, no randomness); the same inputs give
 //! the same plan, every list ordered by kind, namespace and name; every
@@ -21,7 +25,7 @@ pub mod batch;
 pub mod desired;
 pub mod phase;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -29,6 +33,7 @@ pub use desired::{Decision, Desired, Reason};
 pub use phase::BlockReason;
 
 use crate::api::{OperatorAssignmentSpec, OperatorId, Step};
+use crate::camel_k::CamelKind;
 use crate::inventory::{Inventory, Owner, Resource, ResourceRef};
 
 /// One resource changing hands.
@@ -138,17 +143,45 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
     };
     let mut out = Plan::default();
     let mut groups: BTreeMap<Option<usize>, Vec<Move>> = BTreeMap::new();
+    // Moves of Integrations that follow their Pipe, placed once the Pipes'
+    // batches are known.
+    let mut followers: Vec<(Move, &Resource)> = Vec::new();
+    let pipes: HashMap<&ResourceRef, &Resource> = inventory
+        .resources
+        .iter()
+        .filter(|r| matches!(r.id.kind, CamelKind::Pipe | CamelKind::KameletBinding))
+        .map(|r| (&r.id, r))
+        .collect();
+    let decide = |desired: &Desired<'_>, resource: &Resource| -> Option<Decision> {
+        if !desired.in_scope(resource.id.kind, &resource.id.namespace) {
+            return None;
+        }
+        // A Pipe outside the scope decides nothing: the Integration then
+        // goes by the manifest's own precedence.
+        if let Some(pipe) = resource.created_by.as_ref().and_then(|p| pipes.get(p))
+            && let Some(d) = desired.decide(pipe)
+        {
+            return Some(Decision {
+                operator: d.operator,
+                because: Reason::Follows {
+                    kind: pipe.id.kind,
+                    name: pipe.id.name.clone(),
+                },
+            });
+        }
+        desired.decide(resource)
+    };
 
     let mut resources: Vec<&Resource> = inventory.resources.iter().collect();
     resources.sort_unstable_by(|a, b| a.id.cmp(&b.id));
     for resource in resources {
-        let Some(decision) = target.decide(resource) else {
+        let Some(decision) = decide(&target, resource) else {
             out.unchanged.out_of_scope += 1;
             continue;
         };
         let owner = match &base {
             None => resource.owner(),
-            Some(base) => match base.decide(resource) {
+            Some(base) => match decide(base, resource) {
                 Some(d) => Owner::Operator(d.operator),
                 None => Owner::Nobody,
             },
@@ -180,6 +213,9 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
                     .or_else(|| phase::work_in_flight(resource.id.kind, resource.phase.as_deref()));
                 match in_flight {
                     Some(why) => out.blocked.push(Blocked { change, why }),
+                    None if matches!(change.because, Reason::Follows { .. }) => {
+                        followers.push((change, resource));
+                    }
                     None => {
                         let group = match change.because {
                             Reason::StagedMove { index } => Some(index),
@@ -204,6 +240,34 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
             by_step.entry(step).or_default().extend(batch);
         }
     }
+    let step_of: HashMap<ResourceRef, usize> = by_step
+        .iter()
+        .flat_map(|(step, moves)| moves.iter().map(move |m| (m, *step)))
+        .filter(|(m, _)| pipes.contains_key(&m.resource))
+        .map(|(m, step)| (m.resource.clone(), step))
+        .collect();
+    let blocked_pipes: HashMap<&ResourceRef, &BlockReason> = out
+        .blocked
+        .iter()
+        .map(|b| (&b.change.resource, &b.why))
+        .collect();
+    let mut blocked_followers = Vec::new();
+    for (change, resource) in followers {
+        let pipe = resource.created_by.as_ref().expect("a follower has a Pipe");
+        if let Some(BlockReason::WorkInFlight { phase, detail }) = blocked_pipes.get(pipe) {
+            let why = BlockReason::WorkInFlight {
+                phase: phase.clone(),
+                detail: format!("its {} {} cannot move yet: {detail}", pipe.kind, pipe.name),
+            };
+            blocked_followers.push(Blocked { change, why });
+            continue;
+        }
+        let step = step_of.get(pipe).copied().unwrap_or(1);
+        by_step.entry(step).or_default().push(change);
+    }
+    out.blocked.extend(blocked_followers);
+    out.blocked
+        .sort_by(|a, b| a.change.resource.cmp(&b.change.resource));
     out.batches = by_step
         .into_iter()
         .map(|(step, mut moves)| {

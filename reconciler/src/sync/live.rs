@@ -343,7 +343,7 @@ fn key(entry: &Entry) -> (String, String) {
 /// Whether two states of a resource have the same ownership inputs (labels,
 /// because rules select by label, and the owner annotation).
 fn same_ownership(a: &Resource, b: &Resource) -> bool {
-    a.labels == b.labels && a.owner_annotation == b.owner_annotation
+    a.labels == b.labels && a.owner_annotation == b.owner_annotation && a.created_by == b.created_by
 }
 
 #[cfg(test)]
@@ -365,6 +365,7 @@ mod tests {
                 owner_annotation: Some(owner.into()),
                 phase: None,
                 in_flight: None,
+                created_by: None,
             },
             _object: None,
         }

@@ -204,6 +204,7 @@ mod tests {
                     owner_annotation: owner.map(str::to_string),
                     phase: Some("Building Kit".into()),
                     in_flight: None,
+                    created_by: None,
                 })
                 .collect(),
         }
