@@ -35,6 +35,42 @@ async fn create(
     owner: Option<&str>,
     phase: Option<&str>,
 ) {
+    create_with(client, ns, kind, name, owner, phase, json!([])).await;
+}
+
+/// [`create`], controlled by the existing resource `controller` (an owner
+/// reference with `controller: true`, as an operator sets on what it creates).
+async fn create_controlled(
+    client: &Client,
+    ns: &str,
+    (kind, name): (CamelKind, &str),
+    owner: Option<&str>,
+    phase: Option<&str>,
+    controller: (CamelKind, &str),
+) {
+    let uid = api(client.clone(), controller.0, ns)
+        .get(controller.1)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    let reference = json!([{
+        "apiVersion": controller.0.api_version(), "kind": controller.0.kind(),
+        "name": controller.1, "uid": uid, "controller": true, "blockOwnerDeletion": true
+    }]);
+    create_with(client, ns, kind, name, owner, phase, reference).await;
+}
+
+async fn create_with(
+    client: &Client,
+    ns: &str,
+    kind: CamelKind,
+    name: &str,
+    owner: Option<&str>,
+    phase: Option<&str>,
+    owner_references: serde_json::Value,
+) {
     let api = api(client.clone(), kind, ns);
     let keys = owner
         .map(|o| json!({ OPERATOR_ID_KEY: o }))
@@ -42,7 +78,10 @@ async fn create(
     let object: DynamicObject = serde_json::from_value(json!({
         "apiVersion": kind.api_version(),
         "kind": kind.kind(),
-        "metadata": { "name": name, "labels": keys, "annotations": keys },
+        "metadata": {
+            "name": name, "labels": keys, "annotations": keys,
+            "ownerReferences": owner_references
+        },
         "spec": {}
     }))
     .unwrap();
@@ -63,46 +102,19 @@ async fn create(
 /// An IntegrationKit `kit` and its Build `<kit>-build` (owned by the kit, as
 /// the operator creates it) in `build_phase`.
 async fn kit_with_build(client: &Client, ns: &str, kit: &str, build_phase: &str) {
-    create(
+    let kind = CamelKind::IntegrationKit;
+    create(client, ns, kind, kit, Some("operator-1"), None).await;
+    let build = format!("{kit}-build");
+    let phase = Some(build_phase);
+    create_controlled(
         client,
         ns,
-        CamelKind::IntegrationKit,
-        kit,
+        (CamelKind::Build, &build),
         Some("operator-1"),
-        None,
+        phase,
+        (kind, kit),
     )
     .await;
-    let uid = api(client.clone(), CamelKind::IntegrationKit, ns)
-        .get(kit)
-        .await
-        .unwrap()
-        .metadata
-        .uid
-        .unwrap();
-    let builds = api(client.clone(), CamelKind::Build, ns);
-    let build: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": CamelKind::Build.api_version(),
-        "kind": "Build",
-        "metadata": {
-            "name": format!("{kit}-build"),
-            "labels": { OPERATOR_ID_KEY: "operator-1" },
-            "ownerReferences": [{
-                "apiVersion": CamelKind::IntegrationKit.api_version(),
-                "kind": "IntegrationKit", "name": kit, "uid": uid, "controller": true
-            }]
-        },
-        "spec": {}
-    }))
-    .unwrap();
-    builds.create(&PostParams::default(), &build).await.unwrap();
-    builds
-        .patch_status(
-            &format!("{kit}-build"),
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": { "phase": build_phase } })),
-        )
-        .await
-        .unwrap();
 }
 
 /// An Integration owned by operator-1, `Running` on the kit `kit`.
@@ -132,42 +144,9 @@ async fn integration_using_kit(client: &Client, ns: &str, name: &str, kit: &str)
 /// The Integration a Pipe `name` creates: same name, owned by operator-1,
 /// `Running`, its controller owner reference naming the Pipe.
 async fn integration_of_pipe(client: &Client, ns: &str, name: &str) {
-    let uid = api(client.clone(), CamelKind::Pipe, ns)
-        .get(name)
-        .await
-        .unwrap()
-        .metadata
-        .uid
-        .unwrap();
-    let integrations = api(client.clone(), CamelKind::Integration, ns);
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": CamelKind::Integration.api_version(),
-        "kind": "Integration",
-        "metadata": {
-            "name": name,
-            "labels": { OPERATOR_ID_KEY: "operator-1" },
-            "annotations": { OPERATOR_ID_KEY: "operator-1" },
-            "ownerReferences": [{
-                "apiVersion": CamelKind::Pipe.api_version(),
-                "kind": "Pipe", "name": name, "uid": uid,
-                "controller": true, "blockOwnerDeletion": true
-            }]
-        },
-        "spec": {}
-    }))
-    .unwrap();
-    integrations
-        .create(&PostParams::default(), &object)
-        .await
-        .unwrap();
-    integrations
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": { "phase": "Running" } })),
-        )
-        .await
-        .unwrap();
+    let it = (CamelKind::Integration, name);
+    let pipe = (CamelKind::Pipe, name);
+    create_controlled(client, ns, it, Some("operator-1"), Some("Running"), pipe).await;
 }
 
 fn manifest(ns: &str) -> String {
