@@ -33,8 +33,9 @@ fn resource() -> impl Strategy<Value = Resource> {
         any::<bool>(),
         prop::option::of(0..3usize),
         prop::option::of(0..3usize),
+        any::<bool>(),
     )
-        .prop_map(|(kind, ns, name, gold, label, annotation)| {
+        .prop_map(|(kind, ns, name, gold, label, annotation, from_pipe)| {
             let mut labels = BTreeMap::new();
             if gold {
                 labels.insert("tier".to_string(), "gold".to_string());
@@ -52,7 +53,12 @@ fn resource() -> impl Strategy<Value = Resource> {
                 owner_annotation: annotation.map(|o| OPERATORS[o].to_string()),
                 phase: None,
                 in_flight: None,
-                created_by: None,
+                // As a Pipe names the Integration it creates after itself.
+                created_by: (from_pipe && kind == CamelKind::Integration).then(|| ResourceRef {
+                    kind: CamelKind::Pipe,
+                    namespace: NAMESPACES[ns].into(),
+                    name: NAMES[name].into(),
+                }),
             }
         })
 }
@@ -193,7 +199,20 @@ proptest! {
             shuffled.swap(i, j);
         }
         let again = plan::plan(&spec, Actual::OwnerKeys, &Inventory { resources: shuffled });
-        prop_assert_eq!(planned, again);
+        prop_assert_eq!(&planned, &again);
+
+        // An Integration that follows its Pipe moves in the Pipe's batch.
+        let step_of = |r: &ResourceRef| {
+            planned.batches.iter().find(|b| b.moves.iter().any(|m| &m.resource == r)).map(|b| b.step)
+        };
+        for m in planned.moves() {
+            if let Reason::Follows { kind, name } = &m.because {
+                let pipe = ResourceRef { kind: *kind, namespace: m.resource.namespace.clone(), name: name.clone() };
+                if let Some(pipe_step) = step_of(&pipe) {
+                    prop_assert_eq!(step_of(&m.resource), Some(pipe_step));
+                }
+            }
+        }
     }
 
     #[test]
