@@ -347,6 +347,85 @@ async fn plan_reads_owners_and_phases_from_the_cluster() {
         .code(2);
 }
 
+/// `viewer` may read Integrations and Pipes in `ns`, nothing else.
+async fn let_viewer_read_integrations_and_pipes(client: &Client, ns: &str) {
+    use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+    use kube::api::ObjectMeta;
+    let meta = ObjectMeta {
+        name: Some("integration-reader".into()),
+        ..Default::default()
+    };
+    let role = Role {
+        metadata: meta.clone(),
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec![camelk_reconciler::camel_k::GROUP.into()]),
+            resources: Some(vec!["integrations".into(), "pipes".into()]),
+            verbs: vec!["get".into(), "list".into()],
+            ..Default::default()
+        }]),
+    };
+    let binding = RoleBinding {
+        metadata: meta,
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: "integration-reader".into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "User".into(),
+            name: "viewer".into(),
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            ..Default::default()
+        }]),
+    };
+    let pp = PostParams::default();
+    Api::<Role>::namespaced(client.clone(), ns)
+        .create(&pp, &role)
+        .await
+        .unwrap();
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&pp, &binding)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_user_who_may_not_read_builds_still_gets_a_plan() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("plan-rbac").await;
+    let client = cluster.admin().await;
+    kit_with_build(&client, &ns.name, "kit-c", "Running").await;
+    integration_using_kit(&client, &ns.name, "canary-c", "kit-c").await;
+    let_viewer_read_integrations_and_pipes(&client, &ns.name).await;
+
+    let repo = repo_with(&manifest(&ns.name));
+    let kubeconfig = cluster.kubeconfig();
+    let plan_as = |context: &str| {
+        let output = camelk(repo.path())
+            .args(["plan", "--kubeconfig", kubeconfig.to_str().unwrap()])
+            .args(["--context", context, "-n", &ns.name, "-o", "json"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "{context}: {stderr}");
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    // The admin sees the kit's running Build: blocked.
+    let admin = plan_as("admin");
+    assert_eq!(
+        admin["blocked"][0]["move"]["resource"]["name"], "canary-c",
+        "{admin:#}"
+    );
+    // The viewer cannot list Builds: the plan judges by phase alone (the
+    // handoff still checks the Build before anything is released).
+    let viewer = plan_as("viewer");
+    assert_eq!(viewer["blocked"], json!([]), "{viewer:#}");
+    assert_eq!(
+        viewer["batches"][0]["moves"][0]["resource"]["name"],
+        "canary-c"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn kubeconfig_flags_follow_kubectl() {
     let cluster = camelk_testkit::shared();
