@@ -347,48 +347,6 @@ async fn plan_reads_owners_and_phases_from_the_cluster() {
         .code(2);
 }
 
-/// `viewer` may read Integrations and Pipes in `ns`, nothing else.
-async fn let_viewer_read_integrations_and_pipes(client: &Client, ns: &str) {
-    use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-    use kube::api::ObjectMeta;
-    let meta = ObjectMeta {
-        name: Some("integration-reader".into()),
-        ..Default::default()
-    };
-    let role = Role {
-        metadata: meta.clone(),
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec![camelk_reconciler::camel_k::GROUP.into()]),
-            resources: Some(vec!["integrations".into(), "pipes".into()]),
-            verbs: vec!["get".into(), "list".into()],
-            ..Default::default()
-        }]),
-    };
-    let binding = RoleBinding {
-        metadata: meta,
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "Role".into(),
-            name: "integration-reader".into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "User".into(),
-            name: "viewer".into(),
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            ..Default::default()
-        }]),
-    };
-    let pp = PostParams::default();
-    Api::<Role>::namespaced(client.clone(), ns)
-        .create(&pp, &role)
-        .await
-        .unwrap();
-    Api::<RoleBinding>::namespaced(client.clone(), ns)
-        .create(&pp, &binding)
-        .await
-        .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_user_who_may_not_read_builds_still_gets_a_plan() {
     let cluster = camelk_testkit::shared();
@@ -396,7 +354,26 @@ async fn a_user_who_may_not_read_builds_still_gets_a_plan() {
     let client = cluster.admin().await;
     kit_with_build(&client, &ns.name, "kit-c", "Running").await;
     integration_using_kit(&client, &ns.name, "canary-c", "kit-c").await;
-    let_viewer_read_integrations_and_pipes(&client, &ns.name).await;
+    // `viewer` may read Integrations and Pipes there, and nothing else.
+    let read = k8s_openapi::api::rbac::v1::PolicyRule {
+        api_groups: Some(vec![camelk_reconciler::camel_k::GROUP.into()]),
+        resources: Some(vec!["integrations".into(), "pipes".into()]),
+        verbs: vec!["get".into(), "list".into()],
+        ..Default::default()
+    };
+    cluster
+        .grant_in_namespace(&ns.name, "viewer", "camel-k-reader", vec![read])
+        .await;
+    // The authorizer learns of the binding through its informer.
+    let as_viewer = api(cluster.client_as("viewer").await, CamelKind::Pipe, &ns.name);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while as_viewer.list_metadata(&Default::default()).await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the grant to viewer never took effect"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     let repo = repo_with(&manifest(&ns.name));
     let kubeconfig = cluster.kubeconfig();

@@ -18,7 +18,7 @@ use camelk_reconciler::source::{CredentialConfig, GitSource, SourceError};
 use camelk_testkit::TestCluster;
 use camelk_testkit::git_http::GitHttpServer;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -69,51 +69,19 @@ spec:
 /// What the reconciler needs beyond the coordinator role, in `ns` only:
 /// the revision snapshots of the cluster source, and the credentials Secret.
 async fn grant_source_access(cluster: &TestCluster, ns: &str) {
-    let admin = cluster.admin().await;
     let rule = |resource: &str, verbs: &[&str]| PolicyRule {
         api_groups: Some(vec![String::new()]),
         resources: Some(vec![resource.into()]),
         verbs: verbs.iter().map(|v| v.to_string()).collect(),
         ..Default::default()
     };
-    let meta = ObjectMeta {
-        name: Some("camelk-sync-source".into()),
-        namespace: Some(ns.into()),
-        ..Default::default()
-    };
-    Api::<Role>::namespaced(admin.clone(), ns)
-        .create(
-            &PostParams::default(),
-            &Role {
-                metadata: meta.clone(),
-                rules: Some(vec![
-                    rule("configmaps", &["get", "create", "update"]),
-                    rule("secrets", &["get"]),
-                ]),
-            },
-        )
-        .await
-        .unwrap();
-    Api::<RoleBinding>::namespaced(admin, ns)
-        .create(
-            &PostParams::default(),
-            &RoleBinding {
-                metadata: meta,
-                role_ref: RoleRef {
-                    api_group: Some("rbac.authorization.k8s.io".into()),
-                    kind: "Role".into(),
-                    name: "camelk-sync-source".into(),
-                },
-                subjects: Some(vec![Subject {
-                    kind: "User".into(),
-                    name: "reconciler".into(),
-                    api_group: Some("rbac.authorization.k8s.io".into()),
-                    ..Default::default()
-                }]),
-            },
-        )
-        .await
-        .unwrap();
+    let rules = vec![
+        rule("configmaps", &["get", "create", "update"]),
+        rule("secrets", &["get"]),
+    ];
+    cluster
+        .grant_in_namespace(ns, "reconciler", "camelk-sync-source", rules)
+        .await;
 }
 
 /// Starts `reconciler sync` as the `reconciler` identity with `args` (the

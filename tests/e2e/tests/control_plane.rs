@@ -10,11 +10,11 @@ use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_testkit::binaries::pinned_kube_version;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::Client;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams,
-    WatchEvent, WatchParams,
+    Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
 };
 use serde_json::json;
 
@@ -159,43 +159,20 @@ async fn unprivileged_identity_may_patch_only_after_a_role_grants_it() {
         .expect_err("no role yet");
     assert_eq!(status_code(&denied), Some(403), "{denied}");
 
-    let role = Role {
-        metadata: ObjectMeta {
-            name: Some("integration-patcher".into()),
-            ..Default::default()
-        },
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec!["camel.apache.org".into()]),
-            resources: Some(vec!["integrations".into()]),
-            verbs: vec!["get".into(), "patch".into()],
-            ..Default::default()
-        }]),
+    let may_patch = PolicyRule {
+        api_groups: Some(vec!["camel.apache.org".into()]),
+        resources: Some(vec!["integrations".into()]),
+        verbs: vec!["get".into(), "patch".into()],
+        ..Default::default()
     };
-    Api::<Role>::namespaced(admin.clone(), &ns.name)
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let binding = RoleBinding {
-        metadata: ObjectMeta {
-            name: Some("developer-patches".into()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "Role".into(),
-            name: "integration-patcher".into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "User".into(),
-            name: "developer".into(),
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            ..Default::default()
-        }]),
-    };
-    Api::<RoleBinding>::namespaced(admin, &ns.name)
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    cluster
+        .grant_in_namespace(
+            &ns.name,
+            "developer",
+            "integration-patcher",
+            vec![may_patch],
+        )
+        .await;
 
     // The authorizer learns of new bindings through its informer: allow it a moment.
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -167,6 +167,53 @@ impl TestCluster {
             .unwrap_or_else(|e| panic!("client for {identity}: {e}"))
     }
 
+    /// Lets `user` make the calls of `rules` in `ns` only: a Role and a
+    /// RoleBinding, both named `name`. The authorizer learns of a new binding
+    /// through its informer, so the first call may still be refused for a
+    /// moment.
+    pub async fn grant_in_namespace(
+        &self,
+        ns: &str,
+        user: &str,
+        name: &str,
+        rules: Vec<k8s_openapi::api::rbac::v1::PolicyRule>,
+    ) {
+        use k8s_openapi::api::rbac::v1::{Role, RoleBinding, RoleRef, Subject};
+        let admin = self.admin().await;
+        let metadata = ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(ns.into()),
+            ..Default::default()
+        };
+        let role = Role {
+            metadata: metadata.clone(),
+            rules: Some(rules),
+        };
+        let binding = RoleBinding {
+            metadata,
+            role_ref: RoleRef {
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                kind: "Role".into(),
+                name: name.into(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "User".into(),
+                name: user.into(),
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                ..Default::default()
+            }]),
+        };
+        let params = PostParams::default();
+        Api::<Role>::namespaced(admin.clone(), ns)
+            .create(&params, &role)
+            .await
+            .unwrap_or_else(|e| panic!("creating Role {ns}/{name}: {e}"));
+        Api::<RoleBinding>::namespaced(admin, ns)
+            .create(&params, &binding)
+            .await
+            .unwrap_or_else(|e| panic!("creating RoleBinding {ns}/{name}: {e}"));
+    }
+
     /// Grants the operator identities (`operator-1..3`) the operator role and
     /// `reconciler` the coordinator role, cluster-wide (idempotent).
     pub async fn grant_camelk_roles(&self) {
