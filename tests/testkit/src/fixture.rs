@@ -178,7 +178,7 @@ impl TestCluster {
         name: &str,
         rules: Vec<k8s_openapi::api::rbac::v1::PolicyRule>,
     ) {
-        use k8s_openapi::api::rbac::v1::{Role, RoleBinding, RoleRef, Subject};
+        use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
         let admin = self.admin().await;
         let metadata = ObjectMeta {
             name: Some(name.into()),
@@ -191,17 +191,8 @@ impl TestCluster {
         };
         let binding = RoleBinding {
             metadata,
-            role_ref: RoleRef {
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                kind: "Role".into(),
-                name: name.into(),
-            },
-            subjects: Some(vec![Subject {
-                kind: "User".into(),
-                name: user.into(),
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                ..Default::default()
-            }]),
+            role_ref: role_ref("Role", name),
+            subjects: Some(vec![user_subject(user)]),
         };
         let params = PostParams::default();
         Api::<Role>::namespaced(admin.clone(), ns)
@@ -218,7 +209,7 @@ impl TestCluster {
     /// `reconciler` the coordinator role, cluster-wide (idempotent).
     pub async fn grant_camelk_roles(&self) {
         use camelk_reconciler::operator::rbac::{coordinator_cluster_role, operator_cluster_role};
-        use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
+        use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
         let admin = self.admin().await;
         let roles: Api<ClusterRole> = Api::all(admin.clone());
         for role in [
@@ -240,17 +231,8 @@ impl TestCluster {
                     name: Some(format!("{role}-{user}")),
                     ..Default::default()
                 },
-                role_ref: RoleRef {
-                    api_group: Some("rbac.authorization.k8s.io".into()),
-                    kind: "ClusterRole".into(),
-                    name: role.into(),
-                },
-                subjects: Some(vec![Subject {
-                    kind: "User".into(),
-                    name: user.into(),
-                    api_group: Some("rbac.authorization.k8s.io".into()),
-                    ..Default::default()
-                }]),
+                role_ref: role_ref("ClusterRole", role),
+                subjects: Some(vec![user_subject(user)]),
             };
             create_or_keep(&bindings, &binding).await;
         }
@@ -317,5 +299,22 @@ impl Drop for TestNamespace {
             })
         })
         .join();
+    }
+}
+
+fn role_ref(kind: &str, name: &str) -> k8s_openapi::api::rbac::v1::RoleRef {
+    k8s_openapi::api::rbac::v1::RoleRef {
+        api_group: Some("rbac.authorization.k8s.io".into()),
+        kind: kind.into(),
+        name: name.into(),
+    }
+}
+
+fn user_subject(name: &str) -> k8s_openapi::api::rbac::v1::Subject {
+    k8s_openapi::api::rbac::v1::Subject {
+        kind: "User".into(),
+        name: name.into(),
+        api_group: Some("rbac.authorization.k8s.io".into()),
+        ..Default::default()
     }
 }
