@@ -33,7 +33,6 @@ pub use desired::{Decision, Desired, Reason};
 pub use phase::BlockReason;
 
 use crate::api::{OperatorAssignmentSpec, OperatorId, Step};
-use crate::camel_k::CamelKind;
 use crate::inventory::{Inventory, Owner, Resource, ResourceRef};
 
 /// One resource changing hands.
@@ -146,12 +145,22 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
     // Moves of Integrations that follow their Pipe, placed once the Pipes'
     // batches are known.
     let mut followers: Vec<(Move, &Resource)> = Vec::new();
-    let pipes: HashMap<&ResourceRef, &Resource> = inventory
+    // Only the Pipes some Integration names: most inventories name none.
+    let named: HashSet<&ResourceRef> = inventory
         .resources
         .iter()
-        .filter(|r| matches!(r.id.kind, CamelKind::Pipe | CamelKind::KameletBinding))
-        .map(|r| (&r.id, r))
+        .filter_map(|r| r.created_by.as_ref())
         .collect();
+    let pipes: HashMap<&ResourceRef, &Resource> = if named.is_empty() {
+        HashMap::new()
+    } else {
+        inventory
+            .resources
+            .iter()
+            .filter(|r| named.contains(&r.id))
+            .map(|r| (&r.id, r))
+            .collect()
+    };
     let decide = |desired: &Desired<'_>, resource: &Resource| -> Option<Decision> {
         if !desired.in_scope(resource.id.kind, &resource.id.namespace) {
             return None;
@@ -240,34 +249,9 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
             by_step.entry(step).or_default().extend(batch);
         }
     }
-    let step_of: HashMap<ResourceRef, usize> = by_step
-        .iter()
-        .flat_map(|(step, moves)| moves.iter().map(move |m| (m, *step)))
-        .filter(|(m, _)| pipes.contains_key(&m.resource))
-        .map(|(m, step)| (m.resource.clone(), step))
-        .collect();
-    let blocked_pipes: HashMap<&ResourceRef, &BlockReason> = out
-        .blocked
-        .iter()
-        .map(|b| (&b.change.resource, &b.why))
-        .collect();
-    let mut blocked_followers = Vec::new();
-    for (change, resource) in followers {
-        let pipe = resource.created_by.as_ref().expect("a follower has a Pipe");
-        if let Some(BlockReason::WorkInFlight { phase, detail }) = blocked_pipes.get(pipe) {
-            let why = BlockReason::WorkInFlight {
-                phase: phase.clone(),
-                detail: format!("its {} {} cannot move yet: {detail}", pipe.kind, pipe.name),
-            };
-            blocked_followers.push(Blocked { change, why });
-            continue;
-        }
-        let step = step_of.get(pipe).copied().unwrap_or(1);
-        by_step.entry(step).or_default().push(change);
+    if !followers.is_empty() {
+        place_followers(followers, &mut by_step, &mut out.blocked, &pipes);
     }
-    out.blocked.extend(blocked_followers);
-    out.blocked
-        .sort_by(|a, b| a.change.resource.cmp(&b.change.resource));
     out.batches = by_step
         .into_iter()
         .map(|(step, mut moves)| {
@@ -293,4 +277,43 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
         }
     }
     out
+}
+
+/// Puts each follower (an Integration that follows its Pipe) in its Pipe's
+/// step, in step 1 when the Pipe does not move, or among the blocked moves
+/// while the Pipe's move is blocked.
+fn place_followers(
+    followers: Vec<(Move, &Resource)>,
+    by_step: &mut BTreeMap<usize, Vec<Move>>,
+    blocked: &mut Vec<Blocked>,
+    pipes: &HashMap<&ResourceRef, &Resource>,
+) {
+    let step_of: HashMap<ResourceRef, usize> = by_step
+        .iter()
+        .flat_map(|(step, moves)| moves.iter().map(move |m| (m, *step)))
+        .filter(|(m, _)| pipes.contains_key(&m.resource))
+        .map(|(m, step)| (m.resource.clone(), step))
+        .collect();
+    let mut blocked_followers = Vec::new();
+    {
+        let why_blocked: HashMap<&ResourceRef, &BlockReason> = blocked
+            .iter()
+            .map(|b| (&b.change.resource, &b.why))
+            .collect();
+        for (change, resource) in followers {
+            let pipe = resource.created_by.as_ref().expect("a follower has a Pipe");
+            if let Some(BlockReason::WorkInFlight { phase, detail }) = why_blocked.get(pipe) {
+                let why = BlockReason::WorkInFlight {
+                    phase: phase.clone(),
+                    detail: format!("its {} {} cannot move yet: {detail}", pipe.kind, pipe.name),
+                };
+                blocked_followers.push(Blocked { change, why });
+                continue;
+            }
+            let step = step_of.get(pipe).copied().unwrap_or(1);
+            by_step.entry(step).or_default().push(change);
+        }
+    }
+    blocked.extend(blocked_followers);
+    blocked.sort_by(|a, b| a.change.resource.cmp(&b.change.resource));
 }
