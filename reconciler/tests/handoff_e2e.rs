@@ -572,17 +572,9 @@ async fn one_replica_leads_and_another_takes_over_when_it_dies() {
     let admin = cluster.admin().await;
     let mut a = start_operator(cluster, "operator-1", &ns.name, "replica-a", "1s");
     let mut b = start_operator(cluster, "operator-1", &ns.name, "replica-b", "1s");
-    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns.name);
-    let holder = || async {
-        leases
-            .get_opt("operator-1-lock")
-            .await
-            .unwrap()
-            .and_then(|l| l.spec?.holder_identity)
-    };
     let deadline = Instant::now() + Duration::from_secs(20);
     let first = loop {
-        if let Some(h) = holder().await.filter(|h| !h.is_empty()) {
+        if let Some(h) = lock_holder(&admin, &ns.name, "operator-1-lock").await {
             break h;
         }
         assert!(Instant::now() < deadline, "nobody acquired the lock");
@@ -605,14 +597,7 @@ async fn one_replica_leads_and_another_takes_over_when_it_dies() {
         (&mut b, "replica-a")
     };
     leader.signal(Signal::SIGKILL);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while holder().await.as_deref() != Some(other) {
-        assert!(
-            Instant::now() < deadline,
-            "{other} did not take the lock over"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_lock_holder(&admin, &ns.name, "operator-1-lock", other).await;
     // The new leader reconciles: a new Integration runs.
     create_integration(&admin, &ns.name, "billing", Some("operator-1")).await;
     wait_for(

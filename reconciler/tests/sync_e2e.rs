@@ -434,6 +434,28 @@ async fn stop_target_after_step_one(admin: &kube::Client, ns: &str, op2: &Operat
     op2.signal(Signal::SIGSTOP);
 }
 
+/// Whether the health gate failed and the rollout waits: a paused rollout
+/// checks again every round, so `state` is `Paused` only between rounds.
+fn gate_failed(status: &OperatorAssignmentStatus) -> bool {
+    status
+        .rollout
+        .as_ref()
+        .is_some_and(|r| !r.failing.is_empty())
+}
+
+/// The paused rollout is in step 1 and names it-00 and it-01 as failing.
+fn assert_names_both_moved(status: &OperatorAssignmentStatus, ns: &str) {
+    let rollout = status.rollout.as_ref().unwrap();
+    assert_eq!((rollout.current_step, rollout.completed_steps), (1, 0));
+    let failing = rollout.failing.join("\n");
+    for name in ["it-00", "it-01"] {
+        assert!(
+            failing.contains(&format!("Integration {ns}/{name}")),
+            "{failing}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_health_gate_pauses_the_rollout_and_names_the_resources() {
     let cluster = camelk_testkit::shared();
@@ -454,26 +476,29 @@ async fn a_failing_health_gate_pauses_the_rollout_and_names_the_resources() {
         Duration::from_secs(60),
         "paused",
         &sync,
-        |s| s.rollout.as_ref().is_some_and(|r| r.state == "Paused"),
+        gate_failed,
     )
     .await;
-    let rollout = status.rollout.as_ref().unwrap();
-    assert_eq!((rollout.current_step, rollout.completed_steps), (1, 0));
-    let failing = rollout.failing.join("\n");
-    assert!(
-        failing.contains(&format!("Integration {}/it-00", ns.name)),
-        "{failing}"
-    );
-    assert!(
-        failing.contains(&format!("Integration {}/it-01", ns.name)),
-        "{failing}"
-    );
+    assert_names_both_moved(&status, &ns.name);
     let (stalled, reason, message) = condition(&status, "Stalled").unwrap();
     assert_eq!((stalled, reason), ("True", "HealthCheckFailed"));
     assert!(message.contains("it-00"), "{message}");
     assert_ne!(status.last_applied_revision.as_deref(), Some(rev2.as_str()));
+    // Later rounds check the step again (gate 5 s): each still names both,
+    // it-01 too, though it shows the `Running` status operator-1 left on it.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(60),
+        "paused again",
+        &sync,
+        gate_failed,
+    )
+    .await;
+    assert_names_both_moved(&status, &ns.name);
     // Step 2 does not start while paused.
-    tokio::time::sleep(Duration::from_secs(3)).await;
     for name in ["it-02", "it-03"] {
         let it = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
             .get(name)
@@ -499,6 +524,88 @@ async fn a_failing_health_gate_pauses_the_rollout_and_names_the_resources() {
     )
     .await;
     assert_eq!(condition(&status, "Stalled").map(|c| c.0), Some("False"));
+    assert_eq!(integration_moves(cluster, &ns.name).len(), 4);
+    assert_single_owner(cluster, &ns.name);
+}
+
+/// A target whose lock renews but which never reconciles what it is given
+/// (operator-2 watching another namespace) leaves each moved Integration with
+/// the `Running` status operator-1 wrote. The gate must not take that for
+/// health: not in the round that moved them, and not in a later round, which
+/// knows when the step started only from status.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_status_left_by_the_old_owner_never_passes_the_gate() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-stale").await;
+    let git = GitRemote::new();
+    let all = names(4);
+    let (_op1, mut op2, sync, _rev1) =
+        setup(cluster, &ns.name, &all, "1s", &git, ("3s", "0s"), &[]).await;
+    let admin = cluster.admin().await;
+    op2.kill();
+    let mut blind = start_operator_watching(
+        cluster,
+        "operator-2",
+        "nowhere",
+        &ns.name,
+        "op2-blind",
+        "1s",
+    );
+    wait_lock_holder(&admin, &ns.name, "operator-2-lock", "op2-blind").await;
+
+    let rev2 = git.push(&manifest(&ns.name, Some("\"50%\""), "3s", "0s"), "rollout");
+    // Each round's gate waits 3 s; let several rounds fail it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let failed: i32 = event_reasons(&admin, &ns.name)
+            .await
+            .into_iter()
+            .filter(|(reason, _)| reason == "HealthCheckFailed")
+            .map(|(_, count)| count)
+            .sum();
+        if failed >= 3 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{failed} failed gates\n{}",
+            sync.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(30),
+        "paused",
+        &sync,
+        gate_failed,
+    )
+    .await;
+    assert_names_both_moved(&status, &ns.name);
+    let failing = status.rollout.as_ref().unwrap().failing.join("\n");
+    assert_eq!(
+        failing
+            .matches("status not yet reconciled by operator-2")
+            .count(),
+        2,
+        "{failing}"
+    );
+
+    // operator-2 as deployed properly: it reconciles them, and the rollout ends.
+    blind.kill();
+    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2-fixed", "1s");
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(120),
+        "applied",
+        &sync,
+        applied(&rev2),
+    )
+    .await;
     assert_eq!(integration_moves(cluster, &ns.name).len(), 4);
     assert_single_owner(cluster, &ns.name);
 }
@@ -676,15 +783,7 @@ async fn two_replicas_elect_one_leader_and_the_other_takes_over_when_it_dies() {
         &git.cache("sync-b"),
     );
     let admin = cluster.admin().await;
-    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-        kube::Api::namespaced(admin.clone(), &ns.name);
-    let holder = || async {
-        leases
-            .get_opt("camelk-reconciler-lock")
-            .await
-            .unwrap()
-            .and_then(|l| l.spec?.holder_identity)
-    };
+    let holder = || lock_holder(&admin, &ns.name, "camelk-reconciler-lock");
     assert_eq!(
         holder().await.as_deref(),
         Some("sync-a"),

@@ -417,6 +417,11 @@ pub struct RolloutStatus {
     /// When the last step passed its health gate (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_completed_at: Option<String>,
+    /// When the step now waited on first started (RFC 3339); kept across
+    /// rounds and restarts so the health gate can tell a status the new
+    /// owner wrote from one left by the old owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_started_at: Option<String>,
 }
 
 /// One revision's migration, for `status.history`.

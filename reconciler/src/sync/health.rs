@@ -7,13 +7,16 @@
 //!   gate requires it); a Pipe or KameletBinding is `Ready`; other kinds only
 //!   need the owner.
 //! - Fresh: right after a handoff an Integration still carries the status its
-//!   old owner wrote. For resources moved in this round ([`Watch::moved_at`]),
-//!   a healthy-looking status counts when its `Ready` condition turned true
-//!   after the step started, or, failing that, once the object has changed
-//!   since the gate first saw it (the new owner has reconciled it). The first
-//!   rule compares the operator's clock with this process's, so a skew larger
-//!   than a step can let a stale status pass; the gate is about health, not
-//!   about who may write. Pipes are judged on their phase alone.
+//!   old owner wrote, and keeps it while the new owner is stopped. So a
+//!   healthy-looking status counts only when its `Ready` condition turned
+//!   true after the step first started ([`Watch::since`], recorded in status
+//!   so a later round or process judges against the same time), or, failing
+//!   that, once the object has changed since the gate first saw it (the new
+//!   owner has reconciled it). The first rule compares the operator's clock
+//!   with this process's, so a skew larger than a step can let a stale status
+//!   pass; the gate is about health, not about who may write. Without a
+//!   recorded start (a status written before it was kept), health alone
+//!   decides. Pipes are judged on their phase alone.
 //! - [`wait`] polls until every resource is healthy or the timeout passes,
 //!   and then names each failing resource with the reason.
 
@@ -35,9 +38,8 @@ use crate::inventory::ResourceRef;
 pub struct Watch {
     pub resource: ResourceRef,
     pub owner: OperatorId,
-    /// When the step that moved it in this round started; `None` for a
-    /// resource moved by an earlier round or process.
-    pub moved_at: Option<Timestamp>,
+    /// When the step that moved it first started; `None` when unknown.
+    pub since: Option<Timestamp>,
 }
 
 /// Why the gate could not pass.
@@ -140,9 +142,9 @@ pub async fn wait(
             let rv = object.metadata.resource_version.clone().unwrap_or_default();
             let verdict = judge(id.kind, &object, &w.owner, require_ready);
             let verdict = match verdict {
-                Ok(()) if id.kind == CamelKind::Integration && w.moved_at.is_some() => {
+                Ok(()) if id.kind == CamelKind::Integration && w.since.is_some() => {
                     if ready_since(&object)
-                        .zip(w.moved_at)
+                        .zip(w.since)
                         .is_some_and(|(t, m)| t >= m)
                     {
                         Ok(())

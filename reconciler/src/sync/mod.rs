@@ -584,8 +584,7 @@ impl Syncer {
         if (ro.completed_steps as usize) < position.done {
             let watches = watches(
                 &plan.batches[ro.completed_steps as usize..position.done],
-                &BTreeSet::new(),
-                k8s_openapi::jiff::Timestamp::now(),
+                step_started(&ro),
             );
             ro.current_step = position.done as u32;
             ro.state = "WaitingForHealth".into();
@@ -609,6 +608,7 @@ impl Syncer {
             }
             ro.completed_steps = position.done as u32;
             ro.step_completed_at = Some(status::now());
+            ro.step_started_at = None;
             ro.failing.clear();
         }
 
@@ -638,6 +638,16 @@ impl Syncer {
                 return Err(SyncError::NotLeading);
             }
             let live = LiveOwners::new(&self.read(&reach).await?);
+            // A retried step keeps the time it first started: what an
+            // earlier attempt moved is judged against that time too.
+            let since = match step_started(&ro) {
+                Some(t) => t,
+                None => {
+                    let t = k8s_openapi::jiff::Timestamp::now();
+                    ro.step_started_at = Some(t.to_string());
+                    t
+                }
+            };
             ro.current_step = (i + 1) as u32;
             ro.state = "Progressing".into();
             ro.message = format!(
@@ -667,7 +677,6 @@ impl Syncer {
             self.write(&name, &status).await?;
             tracing::info!(revision = %rev.short(), step = i + 1, of = plan.batches.len(), moves = batch.moves.len(), "step started");
 
-            let step_started = k8s_openapi::jiff::Timestamp::now();
             let step = format!(
                 "revision {} step {} of {}",
                 rev.short(),
@@ -703,7 +712,7 @@ impl Syncer {
             );
             status.rollout = Some(ro.clone());
             self.write(&name, &status).await?;
-            let watches = watches(std::slice::from_ref(batch), &moved, step_started);
+            let watches = watches(std::slice::from_ref(batch), Some(since));
             let failing = health::wait(
                 &self.client,
                 &watches,
@@ -721,6 +730,7 @@ impl Syncer {
             }
             ro.completed_steps = (i + 1) as u32;
             ro.step_completed_at = Some(status::now());
+            ro.step_started_at = None;
             ro.failing.clear();
             status.counts = LiveOwners::new(&self.read(&reach).await?).counts(head);
             self.publish_counts(&status.counts);
@@ -1661,25 +1671,20 @@ fn drift(plan: &plan::Plan, live: &LiveOwners) -> (Vec<String>, Vec<String>) {
     (moved, conflicts)
 }
 
-/// The gate's watches for `batches`: every move, with `started` for those
-/// moved in this round.
-fn watches(
-    batches: &[Batch],
-    moved_now: &BTreeSet<(String, String)>,
-    started: k8s_openapi::jiff::Timestamp,
-) -> Vec<health::Watch> {
+/// The gate's watches for `batches`: every move, judged fresh against `since`.
+fn watches(batches: &[Batch], since: Option<k8s_openapi::jiff::Timestamp>) -> Vec<health::Watch> {
     batches
         .iter()
         .flat_map(|b| &b.moves)
         .map(|m| health::Watch {
             resource: m.resource.clone(),
             owner: m.to.clone(),
-            moved_at: moved_now
-                .contains(&(
-                    m.resource.namespace.clone(),
-                    format!("{}/{}", m.resource.kind, m.resource.name),
-                ))
-                .then_some(started),
+            since,
         })
         .collect()
+}
+
+/// When the step the rollout waits on first started, as recorded in status.
+fn step_started(ro: &RolloutStatus) -> Option<k8s_openapi::jiff::Timestamp> {
+    ro.step_started_at.as_deref()?.parse().ok()
 }

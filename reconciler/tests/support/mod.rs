@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_reconciler::handoff::release::phase;
 use camelk_testkit::TestCluster;
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, DynamicObject, PostParams};
 use nix::sys::signal::{Signal, kill};
@@ -67,7 +68,20 @@ pub fn start_operator(
     identity: &str,
     build_time: &str,
 ) -> OperatorProcess {
-    let log = std::env::temp_dir().join(format!("camelk-e2e-{namespace}-{identity}.log"));
+    start_operator_watching(cluster, id, namespace, namespace, identity, build_time)
+}
+
+/// [`start_operator`] with its lock in `lock_namespace` but watching
+/// `watched`, which may be another namespace (a misconfigured operator).
+pub fn start_operator_watching(
+    cluster: &TestCluster,
+    id: &str,
+    watched: &str,
+    lock_namespace: &str,
+    identity: &str,
+    build_time: &str,
+) -> OperatorProcess {
+    let log = std::env::temp_dir().join(format!("camelk-e2e-{lock_namespace}-{identity}.log"));
     let out = File::create(&log).expect("operator log");
     let child = Command::new(env!("CARGO_BIN_EXE_reconciler"))
         .args([
@@ -75,9 +89,9 @@ pub fn start_operator(
             "--id",
             id,
             "--namespace",
-            namespace,
+            watched,
             "--lock-namespace",
-            namespace,
+            lock_namespace,
         ])
         .args(["--identity", identity, "--build-time", build_time])
         .args([
@@ -103,6 +117,28 @@ pub fn start_operator(
         id: id.into(),
         child,
         log,
+    }
+}
+
+/// Who holds the lock Lease `name` in `ns`, if anyone.
+pub async fn lock_holder(client: &Client, ns: &str, name: &str) -> Option<String> {
+    Api::<Lease>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .expect("read the lock Lease")
+        .and_then(|l| l.spec?.holder_identity)
+        .filter(|h| !h.is_empty())
+}
+
+/// Waits until `identity` holds the lock Lease `name` in `ns`.
+pub async fn wait_lock_holder(client: &Client, ns: &str, name: &str, identity: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while lock_holder(client, ns, name).await.as_deref() != Some(identity) {
+        assert!(
+            Instant::now() < deadline,
+            "{identity} did not take the lock {ns}/{name}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
