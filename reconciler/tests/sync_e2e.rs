@@ -434,8 +434,7 @@ async fn stop_target_after_step_one(admin: &kube::Client, ns: &str, op2: &Operat
     op2.signal(Signal::SIGSTOP);
 }
 
-/// Whether the health gate failed and the rollout waits: a paused rollout
-/// checks again every round, so `state` is `Paused` only between rounds.
+/// Whether the health gate failed and the rollout is paused on it.
 fn gate_failed(status: &OperatorAssignmentStatus) -> bool {
     status
         .rollout

@@ -587,10 +587,15 @@ impl Syncer {
                 step_started(&ro),
             );
             ro.current_step = position.done as u32;
-            ro.state = "WaitingForHealth".into();
-            ro.message = format!("checking the health of {} moved resources", watches.len());
+            // A rollout paused by the gate stays paused while it checks again.
+            if ro.state != PAUSED {
+                ro.state = "WaitingForHealth".into();
+                ro.message = format!("checking the health of {} moved resources", watches.len());
+            }
             status.rollout = Some(ro.clone());
-            self.write(&name, &status).await?;
+            if before.as_ref() != Some(&status) {
+                self.write(&name, &status).await?;
+            }
             let failing = health::wait(
                 &self.client,
                 &watches,
