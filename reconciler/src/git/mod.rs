@@ -62,6 +62,16 @@ pub enum GitError {
         branch: String,
         message: String,
     },
+    #[error(
+        "the push of `{branch}` to `{remote}` did not start: the remote's TLS certificate is not \
+         trusted here ({message}); if a private CA signed it, add that CA to the trusted \
+         certificates (on Linux, `SSL_CERT_FILE` may name a PEM file)"
+    )]
+    UntrustedCertificate {
+        remote: String,
+        branch: String,
+        message: String,
+    },
     #[error("{step}: {source}")]
     Git {
         step: &'static str,
@@ -317,11 +327,7 @@ impl Checkout {
             let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
             remote_handle
                 .push(&[refspec.as_str()], Some(&mut options))
-                .map_err(|e| GitError::PushRejected {
-                    remote: remote.to_string(),
-                    branch: branch.to_string(),
-                    message: e.message().to_string(),
-                })?;
+                .map_err(|e| push_error(remote, branch, e))?;
         }
         match rejected {
             Some(message) => Err(GitError::PushRejected {
@@ -330,6 +336,29 @@ impl Checkout {
                 message,
             }),
             None => Ok(()),
+        }
+    }
+}
+
+/// Why a push did not happen: a TLS certificate this machine does not trust
+/// (said so, with the fix), or the remote's refusal.
+fn push_error(remote: &str, branch: &str, e: git2::Error) -> GitError {
+    let (remote, branch, message) = (
+        remote.to_string(),
+        branch.to_string(),
+        e.message().to_string(),
+    );
+    if e.class() == git2::ErrorClass::Ssl && e.code() == git2::ErrorCode::Certificate {
+        GitError::UntrustedCertificate {
+            remote,
+            branch,
+            message,
+        }
+    } else {
+        GitError::PushRejected {
+            remote,
+            branch,
+            message,
         }
     }
 }

@@ -4,20 +4,30 @@
 //! changed while it runs ([`GitHttpServer::set_password`]), to test
 //! credential rotation.
 //!
+//! [`GitHttpServer::start_tls`] serves HTTPS instead, with a certificate
+//! signed by a fresh CA that a client trusts only when told to (for libgit2:
+//! `SSL_CERT_FILE`).
+//!
 //! One request per connection (`Connection: close`); each connection is
 //! served on its own thread; the server lives until the test process ends.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+use crate::pki::Serving;
+
 /// A running server of the bare repositories under a directory.
 pub struct GitHttpServer {
     port: u16,
     state: Arc<State>,
+    /// The CA that signed the HTTPS certificate (PEM); `None` for plain HTTP.
+    ca_cert: Option<String>,
 }
 
 struct State {
@@ -31,6 +41,34 @@ impl GitHttpServer {
     /// Serves the repositories under `root` (`<root>/<name>.git`) to `user`
     /// with `password`.
     pub fn start(root: &Path, user: &str, password: &str) -> GitHttpServer {
+        Self::listen(root, user, password, None)
+    }
+
+    /// [`start`](Self::start), over HTTPS: the certificate is valid for
+    /// `127.0.0.1` and `localhost`, signed by the CA of [`ca_cert`](Self::ca_cert).
+    pub fn start_tls(root: &Path, user: &str, password: &str) -> GitHttpServer {
+        let serving = Serving::generate("camelk-git-test-ca", "git", &["127.0.0.1", "localhost"])
+            .expect("a serving certificate");
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(serving.key.serialize_der()));
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![CertificateDer::from(serving.cert_der)], key)
+        .expect("a TLS configuration");
+        let mut server = Self::listen(root, user, password, Some(Arc::new(config)));
+        server.ca_cert = Some(serving.ca_cert);
+        server
+    }
+
+    fn listen(
+        root: &Path,
+        user: &str,
+        password: &str,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> GitHttpServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the Git HTTP server");
         let port = listener.local_addr().expect("its address").port();
         let state = Arc::new(State {
@@ -41,23 +79,50 @@ impl GitHttpServer {
         });
         let serving = state.clone();
         std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
+            for mut stream in listener.incoming().flatten() {
                 let state = serving.clone();
-                std::thread::spawn(move || {
-                    let _ = serve(stream, &state);
+                let tls = tls.clone();
+                std::thread::spawn(move || match tls {
+                    None => {
+                        let _ = serve(&mut stream, &state);
+                    }
+                    Some(config) => {
+                        let Ok(connection) = rustls::ServerConnection::new(config) else {
+                            return;
+                        };
+                        let mut tls = rustls::StreamOwned::new(connection, stream);
+                        if serve(&mut tls, &state).is_ok() {
+                            tls.conn.send_close_notify();
+                            let _ = tls.flush();
+                        }
+                    }
                 });
             }
         });
-        GitHttpServer { port, state }
+        GitHttpServer {
+            port,
+            state,
+            ca_cert: None,
+        }
     }
 
-    /// `http://127.0.0.1:<port>/<path>`.
+    /// `http://127.0.0.1:<port>/<path>`, or `https://` when serving TLS.
     pub fn url(&self, path: &str) -> String {
+        let scheme = if self.ca_cert.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         format!(
-            "http://127.0.0.1:{}/{}",
+            "{scheme}://127.0.0.1:{}/{}",
             self.port,
             path.trim_start_matches('/')
         )
+    }
+
+    /// The PEM of the CA a client must trust, when serving HTTPS.
+    pub fn ca_cert(&self) -> Option<&str> {
+        self.ca_cert.as_deref()
     }
 
     /// From now on only `password` is accepted.
@@ -71,10 +136,12 @@ impl GitHttpServer {
     }
 }
 
-fn serve(stream: TcpStream, state: &State) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
+fn serve(stream: &mut (impl Read + Write), state: &State) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream);
     let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
+    if reader.read_line(&mut request_line)? == 0 {
+        return Ok(()); // closed without a request (say, after a refused certificate)
+    }
     let mut words = request_line.split_whitespace();
     let (method, target) = (
         words.next().unwrap_or_default().to_string(),
@@ -105,7 +172,8 @@ fn serve(stream: TcpStream, state: &State) -> std::io::Result<()> {
         header("transfer-encoding"),
         header("content-length"),
     )?;
-    let mut out = stream;
+    // The whole request is read: nothing is left in the buffer.
+    let out = reader.get_mut();
     let expected = format!(
         "Basic {}",
         base64(format!("{}:{}", state.user, state.password.lock().unwrap()).as_bytes())
