@@ -434,12 +434,20 @@ async fn stop_target_after_step_one(admin: &kube::Client, ns: &str, op2: &Operat
     op2.signal(Signal::SIGSTOP);
 }
 
-/// Whether the health gate failed and the rollout is paused on it.
-fn gate_failed(status: &OperatorAssignmentStatus) -> bool {
-    status
-        .rollout
-        .as_ref()
-        .is_some_and(|r| !r.failing.is_empty())
+/// Waits (up to 60 s) until the health gate failed and the rollout is
+/// paused on it.
+async fn wait_paused(
+    admin: &kube::Client,
+    ns: &str,
+    sync: &OperatorProcess,
+    what: &str,
+) -> OperatorAssignmentStatus {
+    wait_status(admin, ns, NAME, Duration::from_secs(60), what, sync, |s| {
+        s.rollout
+            .as_ref()
+            .is_some_and(|r| r.state == "Paused" && !r.failing.is_empty())
+    })
+    .await
 }
 
 /// The paused rollout is in step 1 and names it-00 and it-01 as failing.
@@ -468,34 +476,17 @@ async fn a_failing_health_gate_pauses_the_rollout_and_names_the_resources() {
     let rev2 = git.push(&manifest(&ns.name, Some("\"50%\""), "5s", "0s"), "rollout");
     // Step 1 moves it-00 and it-01; the target is stopped before it can run them.
     stop_target_after_step_one(&admin, &ns.name, &op2).await;
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(60),
-        "paused",
-        &sync,
-        gate_failed,
-    )
-    .await;
+    let status = wait_paused(&admin, &ns.name, &sync, "paused").await;
     assert_names_both_moved(&status, &ns.name);
     let (stalled, reason, message) = condition(&status, "Stalled").unwrap();
     assert_eq!((stalled, reason), ("True", "HealthCheckFailed"));
     assert!(message.contains("it-00"), "{message}");
     assert_ne!(status.last_applied_revision.as_deref(), Some(rev2.as_str()));
     // Later rounds check the step again (gate 5 s): each still names both,
-    // it-01 too, though it shows the `Running` status operator-1 left on it.
+    // it-01 too when operator-2 was stopped before touching it, so that it
+    // still shows the `Running` status operator-1 left.
     tokio::time::sleep(Duration::from_secs(7)).await;
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(60),
-        "paused again",
-        &sync,
-        gate_failed,
-    )
-    .await;
+    let status = wait_paused(&admin, &ns.name, &sync, "paused again").await;
     assert_names_both_moved(&status, &ns.name);
     // Step 2 does not start while paused.
     for name in ["it-02", "it-03"] {
@@ -572,16 +563,7 @@ async fn a_status_left_by_the_old_owner_never_passes_the_gate() {
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(30),
-        "paused",
-        &sync,
-        gate_failed,
-    )
-    .await;
+    let status = wait_paused(&admin, &ns.name, &sync, "paused").await;
     assert_names_both_moved(&status, &ns.name);
     let failing = status.rollout.as_ref().unwrap().failing.join("\n");
     assert_eq!(
