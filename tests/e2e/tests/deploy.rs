@@ -1089,3 +1089,63 @@ async fn service_accounts_may_make_the_calls_the_code_makes_and_no_others() {
     ];
     check_access(&admin, OPERATOR_SA, &must, &must_not).await;
 }
+
+#[test]
+fn the_admission_policy_names_the_identities_that_are_deployed() {
+    let objects = rendered_deploy();
+    let identities = find(&objects, "ConfigMap", "camelk-operator-identities");
+    let binding = find(
+        &objects,
+        "ValidatingAdmissionPolicyBinding",
+        "camelk-operator-id",
+    );
+    assert_eq!(
+        str_at(binding, "/spec/paramRef/namespace"),
+        str_at(identities, "/metadata/namespace")
+    );
+    let accounts: BTreeSet<String> = objects
+        .iter()
+        .filter(|o| o["kind"] == "ServiceAccount")
+        .map(|o| {
+            format!(
+                "system:serviceaccount:{}:{}",
+                str_at(o, "/metadata/namespace"),
+                str_at(o, "/metadata/name")
+            )
+        })
+        .collect();
+    let data = identities["data"].as_object().expect("identities data");
+    let coordinators = data["coordinators"].as_str().unwrap();
+    assert!(
+        accounts.contains(coordinators),
+        "{coordinators} in {accounts:?}"
+    );
+    // Each operator Deployment's id has an entry naming its ServiceAccount.
+    for deployment in objects.iter().filter(|o| o["kind"] == "Deployment") {
+        let pod = &deployment["spec"]["template"]["spec"];
+        let args: Vec<&str> = pod["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        if args.first() != Some(&"operator") {
+            continue;
+        }
+        let id = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--id="))
+            .or_else(|| args.iter().position(|a| *a == "--id").map(|i| args[i + 1]))
+            .expect("an operator Deployment passes --id");
+        let account = format!(
+            "system:serviceaccount:{}:{}",
+            str_at(deployment, "/metadata/namespace"),
+            str_at(pod, "/serviceAccountName")
+        );
+        assert_eq!(
+            data.get(&format!("operator.{id}")).and_then(Value::as_str),
+            Some(account.as_str()),
+            "operator {id}"
+        );
+    }
+}
