@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::OperatorId;
@@ -15,80 +14,23 @@ use camelk_reconciler::handoff::{
     Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,
 };
 use camelk_reconciler::lock::LockTiming;
-use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::PolicyRule;
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
 use support::*;
 
-fn admission_file(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples/deploy/admission")
-        .join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// Installs the policy as shipped, and binds it to `ns` only, with the test
-/// users as identities: `reconciler` coordinates, `operator-N` owns what is
-/// labelled `operator-N`. Returns once the policy refuses a change.
+/// Binds the shipped policy to `ns`: `reconciler` coordinates, `operator-N`
+/// owns what is labelled `operator-N`.
 async fn enforce(cluster: &camelk_testkit::TestCluster, ns: &str) {
-    let admin = cluster.admin().await;
-    let apply = PatchParams::apply("admission-e2e").force();
-    let policy: ValidatingAdmissionPolicy =
-        serde_saphyr::from_str(&admission_file("policy.yaml")).unwrap();
-    Api::<ValidatingAdmissionPolicy>::all(admin.clone())
-        .patch("camelk-operator-id", &apply, &Patch::Apply(&policy))
-        .await
-        .expect("the policy as shipped is accepted");
-
-    let mut identities: ConfigMap =
-        serde_saphyr::from_str(&admission_file("identities.yaml")).unwrap();
-    identities.metadata.namespace = Some(ns.into());
-    identities.data = Some(
-        [
-            ("coordinators", "reconciler"),
-            ("coordinatorGroups", "camelk:coordinators"),
-            ("operator.operator-1", "operator-1"),
-            ("operator.operator-2", "operator-2"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect(),
-    );
-    Api::<ConfigMap>::namespaced(admin.clone(), ns)
-        .create(&PostParams::default(), &identities)
-        .await
-        .unwrap();
-
-    let mut binding: Value = serde_saphyr::from_str(&admission_file("binding.yaml")).unwrap();
-    binding["metadata"]["name"] = json!(format!("camelk-operator-id-{ns}"));
-    binding["spec"]["paramRef"]["namespace"] = json!(ns);
-    binding["spec"]["matchResources"] = json!({
-        "namespaceSelector": { "matchLabels": { "kubernetes.io/metadata.name": ns } }
-    });
-    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(binding).unwrap();
-    Api::<ValidatingAdmissionPolicyBinding>::all(admin.clone())
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
-
-    // The API server loads policies asynchronously: wait until a change by
-    // the admin (no coordinator here) is refused.
-    create_integration(&admin, ns, "probe", Some("operator-1")).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut to = "operator-2";
-    while set_owner(&admin, ns, "probe", to, to).await.is_ok() {
-        assert!(Instant::now() < deadline, "the policy never took effect");
-        to = if to == "operator-2" {
-            "operator-1"
-        } else {
-            "operator-2"
-        };
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    camelk_testkit::admission::enforce_in(
+        &cluster.admin().await,
+        ns,
+        &["reconciler"],
+        &["operator-1", "operator-2"],
+    )
+    .await
+    .expect("the policy is enforced");
 }
 
 /// Sets the owner label and annotation of Integration `name` as `client`;
@@ -206,7 +148,7 @@ async fn only_a_coordinator_or_the_owner_handing_over_may_change_the_operator_id
     // Membership of a coordinator group counts too: make the admins' group one.
     Api::<ConfigMap>::namespaced(admin.clone(), ns)
         .patch(
-            "camelk-operator-identities",
+            camelk_testkit::admission::IDENTITIES,
             &PatchParams::default(),
             &Patch::Merge(
                 json!({ "data": { "coordinatorGroups": "camelk:coordinators system:masters" } }),

@@ -93,6 +93,14 @@ impl AuditEvent {
             self.verb.as_str(),
             "create" | "update" | "patch" | "delete" | "deletecollection"
         ) && self.code().is_some_and(|c| (200..300).contains(&c))
+            && !self.is_dry_run()
+    }
+
+    /// A `dryRun=All` request: admitted and answered, but nothing stored.
+    pub fn is_dry_run(&self) -> bool {
+        self.request_uri
+            .split_once('?')
+            .is_some_and(|(_, query)| query.split('&').any(|p| p.starts_with("dryRun=")))
     }
 }
 
@@ -405,5 +413,17 @@ mod tests {
             v[0].contains("resourceVersion 5") && v[0].contains("owner was operator-2"),
             "{v:?}"
         );
+    }
+
+    #[test]
+    fn a_dry_run_stores_nothing_so_it_is_no_write() {
+        let mut dry = write("operator-2", "patch", "operator-2", 2);
+        dry.request_uri =
+            "/apis/camel.apache.org/v1/namespaces/ns/integrations/orders?dryRun=All&fieldManager=x"
+                .into();
+        assert!(dry.is_dry_run() && !dry.is_successful_write());
+        let events = vec![write("admin", "create", "operator-1", 1), dry];
+        assert!(single_owner_violations(&events, "ns", &["operator-1", "operator-2"]).is_empty());
+        assert!(write("operator-1", "patch", "operator-1", 3).is_successful_write());
     }
 }

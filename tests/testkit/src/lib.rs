@@ -17,6 +17,7 @@
 //! # }
 //! ```
 
+pub mod admission;
 pub mod audit;
 pub mod binaries;
 pub mod cluster;

@@ -12,7 +12,9 @@
 //!    `kubectl camelk rollout`, prints `kubectl camelk plan --base --head`,
 //!    merges it, and shows the live progress from the object's status;
 //! 5. ends with a summary from the API server's audit log: moves, time, API
-//!    writes per move, and dual-owner writes (which must be 0).
+//!    writes per move, and dual-owner writes (which must be 0); and shows the
+//!    admission policy (enforced in the apps' namespace from the start)
+//!    refusing a cluster admin's hand edit of an owner.
 //!
 //! It needs the `reconciler` and `kubectl-camelk` binaries next to its own
 //! (`make demo` builds them). Everything stops on exit, Ctrl-C included; the
@@ -129,6 +131,17 @@ impl Demo {
         for ns in [CONTROL, "camel-k-next", APPS] {
             create_namespace(&admin, ns).await?;
         }
+        camelk_testkit::admission::enforce_in(
+            &admin,
+            APPS,
+            &["reconciler"],
+            &["operator-1", "operator-2"],
+        )
+        .await?;
+        println!(
+            "admission policy {} enforced in {APPS}: only the reconciler, or the owner handing over, changes an owner",
+            camelk_testkit::admission::POLICY
+        );
 
         section("2. A Git repository, two operators and the reconciler");
         let git = self.dir.root().join("git");
@@ -282,6 +295,7 @@ impl Demo {
         if !violations.is_empty() {
             bail!("dual-owner writes:\n{}", violations.join("\n"));
         }
+        hand_edit_is_refused(&admin).await?;
         if let Some((_, sync)) = self.children.iter().find(|(n, _)| n == "sync") {
             let rss = std::fs::read_to_string(format!("/proc/{}/status", sync.id()))
                 .ok()
@@ -309,6 +323,32 @@ impl Demo {
             started.elapsed().as_secs_f64()
         );
         Ok(())
+    }
+}
+
+/// A cluster admin handing an Integration of operator-2 back to operator-1
+/// by hand is refused by the admission policy (the demo fails if it is not).
+async fn hand_edit_is_refused(admin: &Client) -> anyhow::Result<()> {
+    let owners = owners(admin).await?;
+    let Some(((_, name), _)) = owners.iter().find(|((kind, _), owner)| {
+        *kind == CamelKind::Integration && owner.as_deref() == Some("operator-2")
+    }) else {
+        bail!("no Integration with operator-2 to relabel");
+    };
+    println!(
+        "\n$ kubectl --context admin -n {APPS} label integration/{name} {OPERATOR_ID_KEY}=operator-1 --overwrite"
+    );
+    let patch = json!({ "metadata": { "labels": { OPERATOR_ID_KEY: "operator-1" } } });
+    match camel(admin, CamelKind::Integration)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Err(kube::Error::Api(status)) if status.code == 403 => {
+            println!("Error from server (Forbidden): {}", status.message);
+            Ok(())
+        }
+        Ok(_) => bail!("the admission policy let a hand edit of {name}'s owner through"),
+        Err(e) => Err(e).context("relabelling by hand"),
     }
 }
 

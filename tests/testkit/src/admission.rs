@@ -1,0 +1,116 @@
+//! The owner admission policy of `examples/deploy/admission`, installed as
+//! shipped and bound to one namespace, with the local control plane's users
+//! as its identities: the policy object is cluster-wide, the binding (one per
+//! namespace) keeps other tests out of its reach.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+/// Name of the shipped policy.
+pub const POLICY: &str = "camelk-operator-id";
+/// Name of the identities ConfigMap the binding reads.
+pub const IDENTITIES: &str = "camelk-operator-identities";
+/// A throwaway Integration, given an owner in dry runs until that is refused.
+const PROBE: &str = "camelk-admission-probe";
+
+fn shipped(name: &str) -> anyhow::Result<String> {
+    let path = crate::workspace_root()
+        .join("examples/deploy/admission")
+        .join(name);
+    std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// Enforces the policy in `ns`: `coordinators` may change any owner, and each
+/// of `operators` (a user named as its operator id) the resources it owns.
+/// Returns once the API server refuses a change of owner by `admin`.
+pub async fn enforce_in(
+    admin: &Client,
+    ns: &str,
+    coordinators: &[&str],
+    operators: &[&str],
+) -> anyhow::Result<()> {
+    let policy: ValidatingAdmissionPolicy = serde_saphyr::from_str(&shipped("policy.yaml")?)?;
+    Api::<ValidatingAdmissionPolicy>::all(admin.clone())
+        .patch(
+            POLICY,
+            &PatchParams::apply("camelk-testkit").force(),
+            &Patch::Apply(&policy),
+        )
+        .await
+        .context("applying the shipped policy")?;
+
+    let mut identities: ConfigMap = serde_saphyr::from_str(&shipped("identities.yaml")?)?;
+    identities.metadata.namespace = Some(ns.into());
+    let mut data = std::collections::BTreeMap::new();
+    data.insert("coordinators".to_string(), coordinators.join(" "));
+    data.insert(
+        "coordinatorGroups".to_string(),
+        "camelk:coordinators".to_string(),
+    );
+    for id in operators {
+        data.insert(format!("operator.{id}"), id.to_string());
+    }
+    identities.data = Some(data);
+    Api::<ConfigMap>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &identities)
+        .await
+        .context("creating the identities")?;
+
+    let mut binding: Value = serde_saphyr::from_str(&shipped("binding.yaml")?)?;
+    binding["metadata"]["name"] = json!(format!("{POLICY}-{ns}"));
+    binding["spec"]["paramRef"]["namespace"] = json!(ns);
+    binding["spec"]["matchResources"] = json!({
+        "namespaceSelector": { "matchLabels": { "kubernetes.io/metadata.name": ns } }
+    });
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(binding)?;
+    Api::<ValidatingAdmissionPolicyBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .context("binding the policy")?;
+
+    wait_enforced(admin, ns).await
+}
+
+/// The API server loads policies asynchronously: asks, in dry runs, to give
+/// a throwaway Integration an owner as `admin`, until that is refused.
+async fn wait_enforced(admin: &Client, ns: &str) -> anyhow::Result<()> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(admin.clone(), ns, &CamelKind::Integration.api_resource());
+    let probe: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": CamelKind::Integration.api_version(),
+        "kind": "Integration",
+        "metadata": { "name": PROBE },
+    }))?;
+    api.create(&PostParams::default(), &probe)
+        .await
+        .context("creating the probe")?;
+    let dry_run = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let patch = json!({ "metadata": { "labels": { OPERATOR_ID_KEY: "probe" } } });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match api.patch(PROBE, &dry_run, &Patch::Merge(&patch)).await {
+            Ok(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            Ok(_) => bail!("the admission policy did not take effect in {ns} within 30 s"),
+            Err(kube::Error::Api(status)) if status.code == 403 => break,
+            Err(e) => return Err(e).context("probing the policy"),
+        }
+    }
+    api.delete(PROBE, &DeleteParams::default())
+        .await
+        .context("deleting the probe")?;
+    Ok(())
+}
