@@ -85,12 +85,13 @@ async fn grant_source_access(cluster: &TestCluster, ns: &str) {
 }
 
 /// Starts `reconciler sync` as the `reconciler` identity with `args` (the
-/// source), its object and lock in `ns`.
+/// source) and `env`, its object and lock in `ns`.
 fn start_sync_process(
     cluster: &TestCluster,
     ns: &str,
     identity: &str,
     args: &[&str],
+    env: &[(&str, &str)],
 ) -> OperatorProcess {
     let log = std::env::temp_dir().join(format!("camelk-e2e-{ns}-{identity}.log"));
     let out = File::create(&log).expect("sync log");
@@ -121,6 +122,7 @@ fn start_sync_process(
         .args(["--context", "reconciler"])
         .env("RUST_LOG", "info,camelk_reconciler=debug")
         .env_remove(camelk_reconciler::git::TOKEN_ENV)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(out.try_clone().unwrap())
         .stderr(out)
@@ -334,6 +336,7 @@ async fn reconciler_sync_with_credentials_secret_reports_fetch_failed_then_recov
             "--credentials-secret",
             &secret_ref,
         ],
+        &[],
     );
     wait_status(
         &admin,
@@ -390,6 +393,80 @@ async fn reconciler_sync_with_credentials_secret_reports_fetch_failed_then_recov
     );
 }
 
+// --- Git over HTTPS with a private CA ------------------------------------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_git_host_with_a_private_ca_is_followed_once_ssl_cert_file_names_that_ca() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("source-tls").await;
+    grant_rbac(cluster).await;
+    install_assignment_crd(cluster).await;
+    let admin = cluster.admin().await;
+    let git = GitRemote::new();
+    let rev = git.push(&manifest(&ns.name, &[]), "first");
+    let server = GitHttpServer::start_tls(git.dir.path(), "x-access-token", "tls-token-6102");
+    let token_file = git.dir.path().join("token");
+    std::fs::write(&token_file, "tls-token-6102").unwrap();
+
+    // Trusting only the system's CAs, the fetch stops at the certificate,
+    // before any credential is sent, and says how to trust the CA.
+    let mut source = GitSource::new(
+        &server.url("remote.git"),
+        "main",
+        "operator-assignment.yaml",
+        &git.cache("untrusted"),
+    )
+    .with_credentials(CredentialConfig {
+        token_file: Some(token_file.clone()),
+        ..Default::default()
+    });
+    let error = source.fetch().await.expect_err("an unknown CA must fail");
+    let text = chain(&error);
+    assert!(
+        matches!(error, SourceError::UntrustedCertificate { .. }),
+        "{text}"
+    );
+    assert!(
+        text.contains("the remote's TLS certificate is not trusted here")
+            && text.contains("SSL_CERT_FILE"),
+        "{text}"
+    );
+    assert_eq!(server.refused(), 0, "no request reached the server");
+
+    // `reconciler sync` with SSL_CERT_FILE naming the CA (a mounted PEM file).
+    let ca = git.dir.path().join("git-ca.pem");
+    std::fs::write(&ca, server.ca_cert().unwrap()).unwrap();
+    let cache = git.cache("sync");
+    let sync = start_sync_process(
+        cluster,
+        &ns.name,
+        "sync-tls",
+        &[
+            "--repo",
+            &server.url("remote.git"),
+            "--branch",
+            "main",
+            "--path",
+            "operator-assignment.yaml",
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--token-file",
+            token_file.to_str().unwrap(),
+        ],
+        &[("SSL_CERT_FILE", ca.to_str().unwrap())],
+    );
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(60),
+        "applied",
+        &sync,
+        |s| s.last_applied_revision.as_deref() == Some(rev.as_str()),
+    )
+    .await;
+}
+
 // --- The OperatorAssignment object as the source -------------------------
 
 #[tokio::test(flavor = "multi_thread")]
@@ -433,6 +510,7 @@ async fn the_in_cluster_object_is_the_source_of_moves_and_is_never_applied() {
         &ns.name,
         "sync-cluster",
         &["--source", "cluster", "--name", NAME],
+        &[],
     );
     let applied = |rev: &'static str| {
         move |s: &OperatorAssignmentStatus| s.last_applied_revision.as_deref() == Some(rev)

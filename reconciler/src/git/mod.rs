@@ -348,7 +348,7 @@ fn push_error(remote: &str, branch: &str, e: git2::Error) -> GitError {
         branch.to_string(),
         e.message().to_string(),
     );
-    if e.class() == git2::ErrorClass::Ssl && e.code() == git2::ErrorCode::Certificate {
+    if is_untrusted_certificate(&e) {
         GitError::UntrustedCertificate {
             remote,
             branch,
@@ -361,6 +361,12 @@ fn push_error(remote: &str, branch: &str, e: git2::Error) -> GitError {
             message,
         }
     }
+}
+
+/// Whether `e` is TLS refusing the remote's certificate (not an SSH host
+/// key, which libgit2 reports with the same code).
+pub fn is_untrusted_certificate(e: &git2::Error) -> bool {
+    e.class() == git2::ErrorClass::Ssl && e.code() == git2::ErrorCode::Certificate
 }
 
 /// A branch name for an edit, from its description: lowercase, `-`

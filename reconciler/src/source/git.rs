@@ -105,16 +105,22 @@ impl GitSource {
         let repo = self.open()?;
         let tracking = format!("refs/remotes/origin/{}", self.branch);
         let refspec = format!("+refs/heads/{}:{tracking}", self.branch);
-        let fetch_err = |source: git2::Error| SourceError::Fetch {
-            url: self.url.clone(),
-            branch: self.branch.clone(),
-            source: git2::Error::new(
-                source.code(),
-                source.class(),
-                credentials
-                    .scrub(source.message())
-                    .replace(&self.remote_url, &self.url),
-            ),
+        let fetch_err = |source: git2::Error| {
+            let message = credentials
+                .scrub(source.message())
+                .replace(&self.remote_url, &self.url);
+            if crate::git::is_untrusted_certificate(&source) {
+                return SourceError::UntrustedCertificate {
+                    url: self.url.clone(),
+                    branch: self.branch.clone(),
+                    message,
+                };
+            }
+            SourceError::Fetch {
+                url: self.url.clone(),
+                branch: self.branch.clone(),
+                source: git2::Error::new(source.code(), source.class(), message),
+            }
         };
         let helper_config = repo.config().ok();
         {

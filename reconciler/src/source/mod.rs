@@ -144,6 +144,16 @@ pub enum SourceError {
         #[source]
         source: git2::Error,
     },
+    #[error(
+        "fetching branch `{branch}` from {url}: the remote's TLS certificate is not trusted \
+         here ({message}); if a private CA signed it, mount that CA's PEM file and name it in \
+         SSL_CERT_FILE"
+    )]
+    UntrustedCertificate {
+        url: String,
+        branch: String,
+        message: String,
+    },
     #[error("branch `{branch}` not found at {url}")]
     NoBranch { url: String, branch: String },
     #[error("commit {sha}: {source}")]
