@@ -518,6 +518,86 @@ async fn a_failing_health_gate_pauses_the_rollout_and_names_the_resources() {
     assert_single_owner(cluster, &ns.name);
 }
 
+/// Asks the sync for a round now, as `kubectl camelk sync` does.
+async fn request_sync(admin: &kube::Client, ns: &str, token: &str) {
+    kube::Api::<camelk_reconciler::api::OperatorAssignment>::namespaced(admin.clone(), ns)
+        .patch(
+            NAME,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({ "metadata": { "annotations": {
+                camelk_reconciler::sync::RECONCILE_REQUEST_ANNOTATION: token
+            }}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// A health gate may wait minutes; a revision pushed meanwhile (here a
+/// revert) must not wait for it. With `--interval 1h` only the sync request
+/// can start a round, so it has to interrupt the waiting one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sync_request_interrupts_a_waiting_health_gate_and_the_new_revision_is_acted_on() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-interrupt").await;
+    let git = GitRemote::new();
+    let all = names(4);
+    let (_op1, op2, sync, _rev1) = setup(
+        cluster,
+        &ns.name,
+        &all,
+        "1s",
+        &git,
+        ("5m", "0s"),
+        &["--interval", "1h"],
+    )
+    .await;
+    let admin = cluster.admin().await;
+
+    let rev2 = git.push(&manifest(&ns.name, Some("\"50%\""), "5m", "0s"), "rollout");
+    request_sync(&admin, &ns.name, "rollout").await;
+    // Step 1 moves it-00 and it-01; operator-2 is stopped, so the gate waits.
+    stop_target_after_step_one(&admin, &ns.name, &op2).await;
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(30),
+        "waiting for health",
+        &sync,
+        |s| {
+            s.rollout
+                .as_ref()
+                .is_some_and(|r| r.revision == rev2 && r.state == "WaitingForHealth")
+        },
+    )
+    .await;
+
+    let rev3 = git.push(&manifest(&ns.name, None, "4m", "0s"), "revert the rollout");
+    request_sync(&admin, &ns.name, "revert").await;
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(30),
+        "acting on the revert",
+        &sync,
+        |s| s.rollout.as_ref().is_some_and(|r| r.revision == rev3),
+    )
+    .await;
+    for name in ["it-02", "it-03"] {
+        let it = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+            .get(name)
+            .await
+            .unwrap();
+        assert_eq!(
+            owner(&it).as_deref(),
+            Some("operator-1"),
+            "{name} never moved"
+        );
+    }
+    assert_single_owner(cluster, &ns.name);
+}
+
 /// A target whose lock renews but which never reconciles what it is given
 /// (operator-2 watching another namespace) leaves each moved Integration with
 /// the `Running` status operator-1 wrote. The gate must not take that for

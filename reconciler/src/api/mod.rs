@@ -422,6 +422,11 @@ pub struct RolloutStatus {
     /// owner wrote from one left by the old owner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_started_at: Option<String>,
+    /// When the health gate of the step now waited on began (RFC 3339): it
+    /// fails at this time plus `healthGate.timeout`, however many rounds
+    /// it takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check_started_at: Option<String>,
 }
 
 /// One revision's migration, for `status.history`.

@@ -240,19 +240,41 @@ pub async fn run(
         if fetch {
             next_fetch = tokio::time::Instant::now() + syncer.cfg.interval;
         }
+        // A webhook or an edit of the object interrupts the waits of a round
+        // (health gate, pause), which a later round resumes from status.
+        let round_cancel = shutdown.child_token();
+        let interrupter = {
+            let (trigger, cancel) = (trigger.clone(), round_cancel.clone());
+            tokio::spawn(async move {
+                trigger.notified().await;
+                cancel.cancel();
+            })
+        };
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            result = syncer.round(&leadership, &shutdown, fetch) => {
+            result = syncer.round(&leadership, &round_cancel, fetch) => {
                 telemetry.sync_duration.observe(started.elapsed().as_secs_f64());
-                if let Err(e) = result {
-                    telemetry
-                        .errors
-                        .get_or_create(&server::KindLabel { kind: e.kind().into() })
-                        .inc();
-                    tracing::warn!(error = %e, "sync round failed; retrying at the next interval");
-                    syncer.report_failure(&e).await;
+                match result {
+                    Err(e) if e.is_cancelled() && round_cancel.is_cancelled() => {
+                        tracing::info!("round interrupted by a trigger; fetching now");
+                    }
+                    Err(e) => {
+                        telemetry
+                            .errors
+                            .get_or_create(&server::KindLabel { kind: e.kind().into() })
+                            .inc();
+                        tracing::warn!(error = %e, "sync round failed; retrying at the next interval");
+                        syncer.report_failure(&e).await;
+                    }
+                    Ok(()) => {}
                 }
             }
+        }
+        interrupter.abort();
+        if round_cancel.is_cancelled() {
+            // The trigger was spent on the interruption: fetch at once.
+            fetch_asked = true;
+            continue;
         }
         fetch_asked = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -266,6 +288,15 @@ pub async fn run(
 }
 
 impl SyncError {
+    /// Whether the round stopped because it was cancelled, not because
+    /// something failed.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(
+            self,
+            SyncError::Cancelled | SyncError::Gate(health::GateError::Cancelled)
+        )
+    }
+
     /// The step that failed, for the errors metric.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -280,6 +311,24 @@ impl SyncError {
             SyncError::Cancelled => "cancelled",
         }
     }
+}
+
+/// What one round's share of a health gate found.
+enum Gate {
+    Passed,
+    /// Not healthy yet, and the gate has time left: a later round goes on.
+    Waiting,
+    /// Not healthy when the gate's time ran out: these resources, with why.
+    Failed(Vec<String>),
+}
+
+/// Steps up to `done` passed their gate.
+fn step_healthy(ro: &mut RolloutStatus, done: usize) {
+    ro.completed_steps = done as u32;
+    ro.step_completed_at = Some(status::now());
+    ro.step_started_at = None;
+    ro.health_check_started_at = None;
+    ro.failing.clear();
 }
 
 /// How a step's handoffs ended.
@@ -592,29 +641,25 @@ impl Syncer {
                 ro.state = "WaitingForHealth".into();
                 ro.message = format!("checking the health of {} moved resources", watches.len());
             }
+            ro.health_check_started_at.get_or_insert_with(status::now);
             status.rollout = Some(ro.clone());
             if before.as_ref() != Some(&status) {
                 self.write(&name, &status).await?;
             }
-            let failing = health::wait(
-                &self.client,
-                &watches,
-                require_ready,
-                gate_timeout,
-                self.cfg.poll,
-                cancel,
-            )
-            .await?;
-            if !failing.is_empty() {
-                let steps = &plan.batches[ro.completed_steps as usize..position.done];
-                return self
-                    .on_unhealthy(&object, head, steps, status, ro, failing, gate_timeout)
-                    .await;
+            match self
+                .gate(&ro, &watches, require_ready, gate_timeout, cancel)
+                .await?
+            {
+                Gate::Passed => {}
+                Gate::Waiting => return self.gate_waits(&object, &name, status).await,
+                Gate::Failed(failing) => {
+                    let steps = &plan.batches[ro.completed_steps as usize..position.done];
+                    return self
+                        .on_unhealthy(&object, head, steps, status, ro, failing, gate_timeout)
+                        .await;
+                }
             }
-            ro.completed_steps = position.done as u32;
-            ro.step_completed_at = Some(status::now());
-            ro.step_started_at = None;
-            ro.failing.clear();
+            step_healthy(&mut ro, position.done);
         }
 
         for (i, batch) in plan.batches.iter().enumerate().skip(position.done) {
@@ -715,28 +760,24 @@ impl Syncer {
                 plan.batches.len(),
                 batch.moves.len()
             );
+            ro.health_check_started_at = Some(status::now());
             status.rollout = Some(ro.clone());
             self.write(&name, &status).await?;
             let watches = watches(std::slice::from_ref(batch), Some(since));
-            let failing = health::wait(
-                &self.client,
-                &watches,
-                require_ready,
-                gate_timeout,
-                self.cfg.poll,
-                cancel,
-            )
-            .await?;
-            if !failing.is_empty() {
-                let steps = std::slice::from_ref(batch);
-                return self
-                    .on_unhealthy(&object, head, steps, status, ro, failing, gate_timeout)
-                    .await;
+            match self
+                .gate(&ro, &watches, require_ready, gate_timeout, cancel)
+                .await?
+            {
+                Gate::Passed => {}
+                Gate::Waiting => return self.gate_waits(&object, &name, status).await,
+                Gate::Failed(failing) => {
+                    let steps = std::slice::from_ref(batch);
+                    return self
+                        .on_unhealthy(&object, head, steps, status, ro, failing, gate_timeout)
+                        .await;
+                }
             }
-            ro.completed_steps = (i + 1) as u32;
-            ro.step_completed_at = Some(status::now());
-            ro.step_started_at = None;
-            ro.failing.clear();
+            step_healthy(&mut ro, i + 1);
             status.counts = LiveOwners::new(&self.read(&reach).await?).counts(head);
             self.publish_counts(&status.counts);
             status.rollout = Some(ro.clone());
@@ -1236,6 +1277,61 @@ impl Syncer {
         }
     }
 
+    /// This round's share of the health gate of `ro`'s step: it checks
+    /// until the gate's deadline (`healthCheckStartedAt` plus `timeout`),
+    /// but for one interval at most, so that a new revision, a suspension or
+    /// a sync request is acted on while a gate waits; the next round goes on
+    /// where this one stopped.
+    async fn gate(
+        &self,
+        ro: &RolloutStatus,
+        watches: &[health::Watch],
+        require_ready: bool,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Gate, SyncError> {
+        let began = ro
+            .health_check_started_at
+            .as_deref()
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+            .unwrap_or_else(k8s_openapi::jiff::Timestamp::now);
+        let elapsed = Duration::try_from(k8s_openapi::jiff::Timestamp::now().duration_since(began))
+            .unwrap_or(Duration::ZERO);
+        let left = timeout.saturating_sub(elapsed);
+        let budget = left.min(self.cfg.interval);
+        let failing = health::wait(
+            &self.client,
+            watches,
+            require_ready,
+            budget,
+            self.cfg.poll,
+            cancel,
+        )
+        .await?;
+        Ok(if failing.is_empty() {
+            Gate::Passed
+        } else if budget < left {
+            Gate::Waiting
+        } else {
+            Gate::Failed(failing)
+        })
+    }
+
+    /// Ends a round whose gate has time left: the status says it waits.
+    async fn gate_waits(
+        &self,
+        object: &OperatorAssignment,
+        name: &str,
+        mut status: OperatorAssignmentStatus,
+    ) -> Result<(), SyncError> {
+        let written = status.clone();
+        handled(object, &mut status);
+        if status != written {
+            self.write(name, &status).await?;
+        }
+        Ok(())
+    }
+
     /// A failed health gate: pauses the rollout, or first hands the moves of
     /// `steps` back (`healthGate.onFailure: Rollback`) and then waits for a
     /// new revision.
@@ -1368,7 +1464,10 @@ impl Syncer {
         for (condition, value) in [(READY, false), (RECONCILING, false), (STALLED, true)] {
             set_condition(&mut status, condition, value, reason, &message, generation);
         }
-        self.write(name, &status).await?;
+        // A paused rollout checks again every round; most find it as it was.
+        if object.status.as_ref() != Some(&status) {
+            self.write(name, &status).await?;
+        }
         tracing::warn!(%message, reason, "rollout paused");
         self.event(object, EventType::Warning, reason, message)
             .await;
