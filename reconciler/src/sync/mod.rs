@@ -313,15 +313,6 @@ impl SyncError {
     }
 }
 
-/// What one round's share of a health gate found.
-enum Gate {
-    Passed,
-    /// Not healthy yet, and the gate has time left: a later round goes on.
-    Waiting,
-    /// Not healthy when the gate's time ran out: these resources, with why.
-    Failed(Vec<String>),
-}
-
 /// Steps up to `done` passed their gate.
 fn step_healthy(ro: &mut RolloutStatus, done: usize) {
     ro.completed_steps = done as u32;
@@ -614,9 +605,6 @@ impl Syncer {
         }
 
         let rollout_cfg = &head.rollout;
-        let gate_timeout =
-            parse_duration(&rollout_cfg.health_gate.timeout).unwrap_or(Duration::from_secs(600));
-        let require_ready = rollout_cfg.health_gate.require_ready;
         let pause = parse_duration(&rollout_cfg.pause).unwrap_or(Duration::ZERO);
 
         // A rolled-back step waits for a new revision.
@@ -631,33 +619,26 @@ impl Syncer {
 
         // Steps done (by this or an earlier process) but not yet found healthy.
         if (ro.completed_steps as usize) < position.done {
-            let watches = watches(
-                &plan.batches[ro.completed_steps as usize..position.done],
-                step_started(&ro),
-            );
+            let steps = &plan.batches[ro.completed_steps as usize..position.done];
             ro.current_step = position.done as u32;
             // A rollout paused by the gate stays paused while it checks again.
             if ro.state != PAUSED {
                 ro.state = "WaitingForHealth".into();
-                ro.message = format!("checking the health of {} moved resources", watches.len());
+                ro.message = format!(
+                    "checking the health of {} moved resources",
+                    steps.iter().map(|b| b.moves.len()).sum::<usize>()
+                );
             }
             ro.health_check_started_at.get_or_insert_with(status::now);
             status.rollout = Some(ro.clone());
             if before.as_ref() != Some(&status) {
                 self.write(&name, &status).await?;
             }
-            match self
-                .gate(&ro, &watches, require_ready, gate_timeout, cancel)
+            if !self
+                .gate_passes(&object, head, steps, &status, &ro, cancel)
                 .await?
             {
-                Gate::Passed => {}
-                Gate::Waiting => return self.gate_waits(&object, &name, status).await,
-                Gate::Failed(failing) => {
-                    let steps = &plan.batches[ro.completed_steps as usize..position.done];
-                    return self
-                        .on_unhealthy(&object, head, steps, status, ro, failing, gate_timeout)
-                        .await;
-                }
+                return Ok(());
             }
             step_healthy(&mut ro, position.done);
         }
@@ -690,14 +671,7 @@ impl Syncer {
             let live = LiveOwners::new(&self.read(&reach).await?);
             // A retried step keeps the time it first started: what an
             // earlier attempt moved is judged against that time too.
-            let since = match step_started(&ro) {
-                Some(t) => t,
-                None => {
-                    let t = k8s_openapi::jiff::Timestamp::now();
-                    ro.step_started_at = Some(t.to_string());
-                    t
-                }
-            };
+            ro.step_started_at.get_or_insert_with(status::now);
             ro.current_step = (i + 1) as u32;
             ro.state = "Progressing".into();
             ro.message = format!(
@@ -763,19 +737,12 @@ impl Syncer {
             ro.health_check_started_at = Some(status::now());
             status.rollout = Some(ro.clone());
             self.write(&name, &status).await?;
-            let watches = watches(std::slice::from_ref(batch), Some(since));
-            match self
-                .gate(&ro, &watches, require_ready, gate_timeout, cancel)
+            let steps = std::slice::from_ref(batch);
+            if !self
+                .gate_passes(&object, head, steps, &status, &ro, cancel)
                 .await?
             {
-                Gate::Passed => {}
-                Gate::Waiting => return self.gate_waits(&object, &name, status).await,
-                Gate::Failed(failing) => {
-                    let steps = std::slice::from_ref(batch);
-                    return self
-                        .on_unhealthy(&object, head, steps, status, ro, failing, gate_timeout)
-                        .await;
-                }
+                return Ok(());
             }
             step_healthy(&mut ro, i + 1);
             status.counts = LiveOwners::new(&self.read(&reach).await?).counts(head);
@@ -1277,19 +1244,24 @@ impl Syncer {
         }
     }
 
-    /// This round's share of the health gate of `ro`'s step: it checks
-    /// until the gate's deadline (`healthCheckStartedAt` plus `timeout`),
-    /// but for one interval at most, so that a new revision, a suspension or
-    /// a sync request is acted on while a gate waits; the next round goes on
-    /// where this one stopped.
-    async fn gate(
-        &self,
+    /// This round's share of the health gate of `steps`, whose moves are
+    /// done. It checks until the gate's deadline (`healthCheckStartedAt`
+    /// plus `healthGate.timeout`), but for one interval at most, so that a
+    /// new revision, a suspension or a sync request is acted on while a gate
+    /// waits. `true`: healthy, the round goes on. Otherwise the round ends
+    /// here: waiting (a later round goes on with the same gate), or, once
+    /// the deadline has passed, paused or rolled back.
+    async fn gate_passes(
+        &mut self,
+        object: &OperatorAssignment,
+        head: &OperatorAssignmentSpec,
+        steps: &[Batch],
+        status: &OperatorAssignmentStatus,
         ro: &RolloutStatus,
-        watches: &[health::Watch],
-        require_ready: bool,
-        timeout: Duration,
         cancel: &CancellationToken,
-    ) -> Result<Gate, SyncError> {
+    ) -> Result<bool, SyncError> {
+        let gate = &head.rollout.health_gate;
+        let timeout = parse_duration(&gate.timeout).unwrap_or(Duration::from_secs(600));
         let began = ro
             .health_check_started_at
             .as_deref()
@@ -1301,35 +1273,29 @@ impl Syncer {
         let budget = left.min(self.cfg.interval);
         let failing = health::wait(
             &self.client,
-            watches,
-            require_ready,
+            &watches(steps, step_started(ro)),
+            gate.require_ready,
             budget,
             self.cfg.poll,
             cancel,
         )
         .await?;
-        Ok(if failing.is_empty() {
-            Gate::Passed
-        } else if budget < left {
-            Gate::Waiting
-        } else {
-            Gate::Failed(failing)
-        })
-    }
-
-    /// Ends a round whose gate has time left: the status says it waits.
-    async fn gate_waits(
-        &self,
-        object: &OperatorAssignment,
-        name: &str,
-        mut status: OperatorAssignmentStatus,
-    ) -> Result<(), SyncError> {
-        let written = status.clone();
-        handled(object, &mut status);
-        if status != written {
-            self.write(name, &status).await?;
+        if failing.is_empty() {
+            return Ok(true);
         }
-        Ok(())
+        let name = object.metadata.name.clone().unwrap_or_default();
+        let mut status = status.clone();
+        if budget < left {
+            let written = status.clone();
+            handled(object, &mut status);
+            if status != written {
+                self.write(&name, &status).await?;
+            }
+        } else {
+            self.on_unhealthy(object, head, steps, status, ro.clone(), failing, timeout)
+                .await?;
+        }
+        Ok(false)
     }
 
     /// A failed health gate: pauses the rollout, or first hands the moves of
