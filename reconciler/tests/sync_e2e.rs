@@ -598,6 +598,75 @@ async fn a_sync_request_interrupts_a_waiting_health_gate_and_the_new_revision_is
     assert_single_owner(cluster, &ns.name);
 }
 
+/// Replaces operator-2 by a replica that holds its lock but watches another
+/// namespace: alive, yet it never touches what it is given.
+async fn blind_operator_2(
+    cluster: &camelk_testkit::TestCluster,
+    admin: &kube::Client,
+    ns: &str,
+    mut op2: OperatorProcess,
+) -> OperatorProcess {
+    op2.kill();
+    let blind = start_operator_watching(cluster, "operator-2", "nowhere", ns, "op2-blind", "1s");
+    wait_lock_holder(admin, ns, "operator-2-lock", "op2-blind").await;
+    blind
+}
+
+/// Resources handed back to the operator that built them carry its own
+/// status, so it has nothing to redo and writes nothing: the gate must take
+/// that status as the new owner's (it names the new owner's kit), or every
+/// revert whose target never got to work would pause.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revert_to_the_operator_that_built_them_passes_the_gate() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-revert").await;
+    let git = GitRemote::new();
+    let all = names(4);
+    let (_op1, op2, sync, _rev1) =
+        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
+    let admin = cluster.admin().await;
+    let mut blind = blind_operator_2(cluster, &admin, &ns.name, op2).await;
+
+    let rev2 = git.push(&manifest(&ns.name, Some("\"50%\""), "60s", "0s"), "rollout");
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(60),
+        "step 1 waiting for health",
+        &sync,
+        |s| {
+            s.rollout.as_ref().is_some_and(|r| {
+                r.revision == rev2 && r.current_step == 1 && r.state == "WaitingForHealth"
+            })
+        },
+    )
+    .await;
+    // operator-2 dies, and the rollout is reverted: the revert owns what the
+    // last applied revision owned, so it-00 and it-01 are drift and move
+    // back (once operator-2's lease expired) in a one-step rollout of their
+    // own, to operator-1, whose kits they still name.
+    blind.kill();
+    let rev3 = git.push(&manifest(&ns.name, None, "50s", "0s"), "revert the rollout");
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(45),
+        "drift moved back, health gate passed",
+        &sync,
+        |s| {
+            s.rollout
+                .as_ref()
+                .is_some_and(|r| r.revision == rev3 && r.total_steps == 1 && r.state == "Complete")
+        },
+    )
+    .await;
+    let moves = integration_moves(cluster, &ns.name);
+    assert_eq!(moves.len(), 4, "there and back: {moves:?}");
+    assert_single_owner(cluster, &ns.name);
+}
+
 /// A target whose lock renews but which never reconciles what it is given
 /// (operator-2 watching another namespace) leaves each moved Integration with
 /// the `Running` status operator-1 wrote. The gate must not take that for
@@ -609,19 +678,10 @@ async fn a_status_left_by_the_old_owner_never_passes_the_gate() {
     let ns = cluster.namespace("sync-stale").await;
     let git = GitRemote::new();
     let all = names(4);
-    let (_op1, mut op2, sync, _rev1) =
+    let (_op1, op2, sync, _rev1) =
         setup(cluster, &ns.name, &all, "1s", &git, ("3s", "0s"), &[]).await;
     let admin = cluster.admin().await;
-    op2.kill();
-    let mut blind = start_operator_watching(
-        cluster,
-        "operator-2",
-        "nowhere",
-        &ns.name,
-        "op2-blind",
-        "1s",
-    );
-    wait_lock_holder(&admin, &ns.name, "operator-2-lock", "op2-blind").await;
+    let mut blind = blind_operator_2(cluster, &admin, &ns.name, op2).await;
 
     let rev2 = git.push(&manifest(&ns.name, Some("\"50%\""), "3s", "0s"), "rollout");
     // Each round's gate waits 3 s; let several rounds fail it.

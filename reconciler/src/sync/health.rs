@@ -10,9 +10,11 @@
 //!   old owner wrote, and keeps it while the new owner is stopped. So a
 //!   healthy-looking status counts only when its `Ready` condition turned
 //!   true after the step first started ([`Watch::since`], recorded in status
-//!   so a later round or process judges against the same time), or, failing
-//!   that, once the object has changed since the gate first saw it (the new
-//!   owner has reconciled it). The first rule compares the operator's clock
+//!   so a later round or process judges against the same time), when it
+//!   names a kit the new owner built (its own work, as when a resource goes
+//!   back to the operator that built it), or, failing those, once the object
+//!   has changed since the gate first saw it (the new owner has reconciled
+//!   it). The first rule compares the operator's clock
 //!   with this process's, so a skew larger than a step can let a stale status
 //!   pass; the gate is about health, not about who may write. Without a
 //!   recorded start (a status written before it was kept), health alone
@@ -106,6 +108,42 @@ fn ready_since(object: &DynamicObject) -> Option<Timestamp> {
         .ok()
 }
 
+/// Whether `integration`'s status names a kit that `owner` built: then the
+/// status is the new owner's own work (say, a resource handed back to the
+/// operator that built it, which finds nothing to redo), not one left by
+/// the previous owner. A kit that cannot be read does not count.
+async fn runs_on_kit_of(client: &Client, integration: &DynamicObject, owner: &OperatorId) -> bool {
+    let Some(kit) = integration
+        .data
+        .get("status")
+        .and_then(|s| s.get("integrationKit"))
+    else {
+        return false;
+    };
+    let (Some(name), Some(namespace)) = (
+        kit.get("name").and_then(|n| n.as_str()),
+        kit.get("namespace")
+            .and_then(|n| n.as_str())
+            .or(integration.metadata.namespace.as_deref()),
+    ) else {
+        return false;
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &CamelKind::IntegrationKit.api_resource(),
+    );
+    let Ok(Some(kit)) = api.get_opt(name).await else {
+        return false;
+    };
+    let built_by = |map: &Option<std::collections::BTreeMap<String, String>>| {
+        map.as_ref()
+            .and_then(|m| m.get(OPERATOR_ID_KEY))
+            .is_some_and(|id| id == owner.as_str())
+    };
+    built_by(&kit.metadata.labels) || built_by(&kit.metadata.annotations)
+}
+
 /// Waits until every watched resource is healthy, up to `timeout`. Returns
 /// the failing resources, each with its reason (empty: the gate passed).
 pub async fn wait(
@@ -146,6 +184,7 @@ pub async fn wait(
                     if ready_since(&object)
                         .zip(w.since)
                         .is_some_and(|(t, m)| t >= m)
+                        || runs_on_kit_of(client, &object, &w.owner).await
                     {
                         Ok(())
                     } else {
