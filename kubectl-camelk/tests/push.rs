@@ -3,12 +3,10 @@
 
 mod common;
 
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-use common::{ASSIGN_ORDERS, SHOP, camelk, git, repo_with};
+use common::{ASSIGN_ORDERS, SHOP, camelk, free_port, git, repo_with, wait_for_port};
 use predicates::prelude::*;
 
 /// A `git daemon` serving `root` on a free loopback port; stopped on drop.
@@ -19,11 +17,7 @@ struct Daemon {
 
 impl Daemon {
     fn start(root: &Path) -> Daemon {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let child = Command::new("git")
             .args([
                 "daemon",
@@ -39,14 +33,7 @@ impl Daemon {
             .stderr(Stdio::null())
             .spawn()
             .expect("starting git daemon");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "git daemon did not listen on port {port}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_for_port(port, "git daemon");
         Daemon { child, port }
     }
 

@@ -5,12 +5,11 @@
 
 mod common;
 
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ASSIGN_ORDERS, SHOP, camelk, git, repo_with};
+use common::{ASSIGN_ORDERS, SHOP, camelk, free_port, git, repo_with, wait_for_port};
 use predicates::prelude::*;
 
 const SSHD: &str = "/usr/sbin/sshd";
@@ -46,22 +45,6 @@ fn keypair(path: &Path) {
         ],
         &[],
     );
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_for_port(port: u16, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "{what} did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// A process stopped on drop.

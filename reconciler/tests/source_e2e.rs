@@ -8,6 +8,7 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -153,6 +154,18 @@ fn chain(error: &SourceError) -> String {
     text
 }
 
+/// A source following `main` of `server`'s `remote.git` with `credentials`,
+/// its clone cached in `cache`.
+fn branch_of(server: &GitHttpServer, cache: &Path, credentials: CredentialConfig) -> GitSource {
+    GitSource::new(
+        &server.url("remote.git"),
+        "main",
+        "operator-assignment.yaml",
+        cache,
+    )
+    .with_credentials(credentials)
+}
+
 // --- Git over HTTPS-style Basic auth -------------------------------------
 
 #[tokio::test(flavor = "multi_thread")]
@@ -162,16 +175,14 @@ async fn a_token_file_authenticates_the_fetch_and_a_wrong_token_fails_without_ap
     let server = GitHttpServer::start(git.dir.path(), "x-access-token", "right-token-4821");
     let token_file = git.dir.path().join("token");
     std::fs::write(&token_file, "right-token-4821\n").unwrap();
-    let mut source = GitSource::new(
-        &server.url("remote.git"),
-        "main",
-        "operator-assignment.yaml",
+    let mut source = branch_of(
+        &server,
         &git.cache("http"),
-    )
-    .with_credentials(CredentialConfig {
-        token_file: Some(token_file.clone()),
-        ..Default::default()
-    });
+        CredentialConfig {
+            token_file: Some(token_file.clone()),
+            ..Default::default()
+        },
+    );
 
     let fetched = source.fetch().await.expect("fetch with the right token");
     assert_eq!(fetched.sha, rev);
@@ -197,17 +208,15 @@ async fn a_token_file_authenticates_the_fetch_and_a_wrong_token_fails_without_ap
 
     // And the right one again, with an explicit username.
     std::fs::write(&token_file, "right-token-4821").unwrap();
-    let mut source = GitSource::new(
-        &server.url("remote.git"),
-        "main",
-        "operator-assignment.yaml",
+    let mut source = branch_of(
+        &server,
         &git.cache("http"),
-    )
-    .with_credentials(CredentialConfig {
-        token_file: Some(token_file),
-        username: Some("x-access-token".into()),
-        ..Default::default()
-    });
+        CredentialConfig {
+            token_file: Some(token_file),
+            username: Some("x-access-token".into()),
+            ..Default::default()
+        },
+    );
     assert_eq!(source.fetch().await.unwrap().sha, rev);
 }
 
@@ -235,20 +244,18 @@ async fn a_credentials_secret_is_read_at_each_fetch_so_a_rotation_takes_effect()
         .create(&PostParams::default(), &secret("token-one-1111"))
         .await
         .unwrap();
-    let mut source = GitSource::new(
-        &server.url("remote.git"),
-        "main",
-        "operator-assignment.yaml",
+    let mut source = branch_of(
+        &server,
         &git.cache("secret"),
-    )
-    .with_credentials(CredentialConfig {
-        secret: Some(SecretRef {
-            client: admin.clone(),
-            namespace: ns.name.clone(),
-            name: "git-auth".into(),
-        }),
-        ..Default::default()
-    });
+        CredentialConfig {
+            secret: Some(SecretRef {
+                client: admin.clone(),
+                namespace: ns.name.clone(),
+                name: "git-auth".into(),
+            }),
+            ..Default::default()
+        },
+    );
     assert_eq!(source.fetch().await.expect("first token").sha, rev);
 
     // The host rotates the token; the Secret still has the old one.
@@ -272,20 +279,18 @@ async fn a_credentials_secret_is_read_at_each_fetch_so_a_rotation_takes_effect()
     assert_eq!(source.fetch().await.expect("rotated token").sha, rev);
 
     // A Secret that does not exist is an error naming it, not a panic.
-    let mut missing = GitSource::new(
-        &server.url("remote.git"),
-        "main",
-        "operator-assignment.yaml",
+    let mut missing = branch_of(
+        &server,
         &git.cache("missing"),
-    )
-    .with_credentials(CredentialConfig {
-        secret: Some(SecretRef {
-            client: admin,
-            namespace: ns.name.clone(),
-            name: "nope".into(),
-        }),
-        ..Default::default()
-    });
+        CredentialConfig {
+            secret: Some(SecretRef {
+                client: admin,
+                namespace: ns.name.clone(),
+                name: "nope".into(),
+            }),
+            ..Default::default()
+        },
+    );
     let error = missing.fetch().await.unwrap_err();
     assert!(
         matches!(error, SourceError::CredentialSecret { .. })
@@ -345,7 +350,7 @@ async fn reconciler_sync_with_credentials_secret_reports_fetch_failed_then_recov
         Duration::from_secs(60),
         "applied",
         &sync,
-        |s| s.last_applied_revision.as_deref() == Some(rev1.as_str()),
+        applied(&rev1),
     )
     .await;
 
@@ -383,7 +388,7 @@ async fn reconciler_sync_with_credentials_secret_reports_fetch_failed_then_recov
         Duration::from_secs(60),
         "applied after the rotation",
         &sync,
-        |s| s.last_applied_revision.as_deref() == Some(rev2.as_str()),
+        applied(&rev2),
     )
     .await;
     let log = std::fs::read_to_string(&sync.log).unwrap_or_default();
@@ -410,16 +415,14 @@ async fn a_git_host_with_a_private_ca_is_followed_once_ssl_cert_file_names_that_
 
     // Trusting only the system's CAs, the fetch stops at the certificate,
     // before any credential is sent, and says how to trust the CA.
-    let mut source = GitSource::new(
-        &server.url("remote.git"),
-        "main",
-        "operator-assignment.yaml",
+    let mut source = branch_of(
+        &server,
         &git.cache("untrusted"),
-    )
-    .with_credentials(CredentialConfig {
-        token_file: Some(token_file.clone()),
-        ..Default::default()
-    });
+        CredentialConfig {
+            token_file: Some(token_file.clone()),
+            ..Default::default()
+        },
+    );
     let error = source.fetch().await.expect_err("an unknown CA must fail");
     let text = chain(&error);
     assert!(
@@ -462,7 +465,7 @@ async fn a_git_host_with_a_private_ca_is_followed_once_ssl_cert_file_names_that_
         Duration::from_secs(60),
         "applied",
         &sync,
-        |s| s.last_applied_revision.as_deref() == Some(rev.as_str()),
+        applied(&rev),
     )
     .await;
 }
@@ -512,9 +515,6 @@ async fn the_in_cluster_object_is_the_source_of_moves_and_is_never_applied() {
         &["--source", "cluster", "--name", NAME],
         &[],
     );
-    let applied = |rev: &'static str| {
-        move |s: &OperatorAssignmentStatus| s.last_applied_revision.as_deref() == Some(rev)
-    };
     wait_status(
         &admin,
         &ns.name,

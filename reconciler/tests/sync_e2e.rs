@@ -53,10 +53,6 @@ spec:
     )
 }
 
-fn applied(sha: &str) -> impl Fn(&OperatorAssignmentStatus) -> bool + '_ {
-    move |s| s.last_applied_revision.as_deref() == Some(sha)
-}
-
 fn condition<'a>(
     s: &'a OperatorAssignmentStatus,
     type_: &str,

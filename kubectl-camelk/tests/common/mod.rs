@@ -41,6 +41,24 @@ pub fn camelk(dir: &Path) -> assert_cmd::Command {
     cmd
 }
 
+/// A loopback port free right now, for a server a test starts.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits (up to 20 s) until `what` listens on loopback `port`.
+pub fn wait_for_port(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{what} did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Runs `git` in `dir` and returns its stdout; panics when it fails.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let output = Command::new("git")

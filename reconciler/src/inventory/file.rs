@@ -2,16 +2,19 @@
 //! `-o yaml`), a `List` whose items are Camel K resources.
 //!
 //! Contract: only `apiVersion`, `kind`, `metadata.{name,namespace,labels,
-//! annotations}` and `status.phase` are read; other fields are skipped
-//! unread. Items of kinds that are not Camel K kinds are an error naming
+//! annotations,ownerReferences}` and `status.phase` are read; other fields
+//! are skipped unread. Each item becomes a [`Resource`] as a metadata list
+//! item does ([`Resource::from_metadata`]). Items of kinds that are not Camel K kinds are an error naming
 //! the item, never silently dropped.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{Inventory, OwnerRef, Resource, ResourceRef, created_by};
-use crate::camel_k::{CamelKind, GROUP, OPERATOR_ID_KEY};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use super::{Inventory, Resource};
+use crate::camel_k::{CamelKind, GROUP};
 
 /// Why an inventory file cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -59,11 +62,13 @@ struct Metadata {
     #[serde(default)]
     annotations: Option<BTreeMap<String, String>>,
     #[serde(default, rename = "ownerReferences")]
-    owner_references: Vec<OwnerReference>,
+    owner_references: Vec<OwnerRef>,
 }
 
+/// The fields of an owner reference that matter here (`uid` and the rest
+/// may be missing from a hand-written inventory).
 #[derive(Deserialize)]
-struct OwnerReference {
+struct OwnerRef {
     #[serde(default, rename = "apiVersion")]
     api_version: String,
     #[serde(default)]
@@ -114,29 +119,28 @@ pub fn parse(file: &str, text: &str) -> Result<Inventory, InventoryFileError> {
             .metadata
             .namespace
             .ok_or_else(|| item_error(format!("{kind} {} has no namespace", item.metadata.name)))?;
-        let mut annotations = item.metadata.annotations.unwrap_or_default();
-        let created_by = created_by(
-            kind,
-            &namespace,
-            item.metadata.owner_references.iter().map(|o| OwnerRef {
-                api_version: &o.api_version,
-                kind: &o.kind,
-                name: &o.name,
-                controller: o.controller == Some(true),
-            }),
-        );
-        resources.push(Resource {
-            id: ResourceRef {
-                kind,
-                namespace,
-                name: item.metadata.name,
-            },
-            labels: item.metadata.labels.unwrap_or_default(),
-            owner_annotation: annotations.remove(OPERATOR_ID_KEY),
-            phase: item.status.and_then(|s| s.phase),
-            in_flight: None,
-            created_by,
-        });
+        let owner_references = item
+            .metadata
+            .owner_references
+            .into_iter()
+            .map(|o| OwnerReference {
+                api_version: o.api_version,
+                kind: o.kind,
+                name: o.name,
+                controller: o.controller,
+                ..Default::default()
+            })
+            .collect();
+        let meta = ObjectMeta {
+            name: Some(item.metadata.name),
+            namespace: Some(namespace),
+            labels: item.metadata.labels,
+            annotations: item.metadata.annotations,
+            owner_references: Some(owner_references),
+            ..Default::default()
+        };
+        let phase = item.status.and_then(|s| s.phase);
+        resources.push(Resource::from_metadata(kind, meta, phase));
     }
     Ok(Inventory { resources })
 }

@@ -12,7 +12,7 @@ pub mod file;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Serialize;
 
 use crate::api::OperatorId;
@@ -52,33 +52,21 @@ pub struct Resource {
     pub created_by: Option<ResourceRef>,
 }
 
-/// An owner reference, as far as [`created_by`] needs it.
-pub struct OwnerRef<'a> {
-    pub api_version: &'a str,
-    pub kind: &'a str,
-    pub name: &'a str,
-    pub controller: bool,
-}
-
 /// The Pipe or KameletBinding among `owners` that controls an Integration in
 /// `namespace`; `None` for other kinds or owners.
-pub fn created_by<'a>(
-    kind: CamelKind,
-    namespace: &str,
-    owners: impl IntoIterator<Item = OwnerRef<'a>>,
-) -> Option<ResourceRef> {
+fn created_by(kind: CamelKind, namespace: &str, owners: &[OwnerReference]) -> Option<ResourceRef> {
     if kind != CamelKind::Integration {
         return None;
     }
-    owners.into_iter().find_map(|o| {
+    owners.iter().find_map(|o| {
         let group = o.api_version.split('/').next().unwrap_or_default();
         let owner_kind = [CamelKind::Pipe, CamelKind::KameletBinding]
             .into_iter()
             .find(|k| k.kind() == o.kind)?;
-        (o.controller && group == crate::camel_k::GROUP).then(|| ResourceRef {
+        (o.controller == Some(true) && group == crate::camel_k::GROUP).then(|| ResourceRef {
             kind: owner_kind,
             namespace: namespace.to_string(),
-            name: o.name.to_string(),
+            name: o.name.clone(),
         })
     })
 }
@@ -103,12 +91,7 @@ impl Resource {
         let created_by = created_by(
             kind,
             &namespace,
-            meta.owner_references.iter().flatten().map(|o| OwnerRef {
-                api_version: &o.api_version,
-                kind: &o.kind,
-                name: &o.name,
-                controller: o.controller == Some(true),
-            }),
+            meta.owner_references.as_deref().unwrap_or_default(),
         );
         Resource {
             id: ResourceRef {

@@ -14,11 +14,11 @@
 //!   names a kit the new owner built (its own work, as when a resource goes
 //!   back to the operator that built it), or, failing those, once the object
 //!   has changed since the gate first saw it (the new owner has reconciled
-//!   it). The first rule compares the operator's clock
-//!   with this process's, so a skew larger than a step can let a stale status
-//!   pass; the gate is about health, not about who may write. Without a
-//!   recorded start (a status written before it was kept), health alone
-//!   decides. Pipes are judged on their phase alone.
+//!   it). The first rule compares the operator's clock with this process's,
+//!   so a skew larger than a step can let a stale status pass; the gate is
+//!   about health, not about who may write. Without a recorded start (a
+//!   status written before it was kept), health alone decides. Pipes are
+//!   judged on their phase alone.
 //! - [`wait`] polls until every resource is healthy or the timeout passes,
 //!   and then names each failing resource with the reason.
 
@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::OperatorId;
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
-use crate::handoff::release::{condition, phase};
+use crate::handoff::release::{condition, kit_name, phase};
 use crate::inventory::ResourceRef;
 
 /// One moved resource the gate watches.
@@ -108,40 +108,45 @@ fn ready_since(object: &DynamicObject) -> Option<Timestamp> {
         .ok()
 }
 
+/// Who built each kit read so far, by namespace and name: a kit's builder
+/// never changes, so one wait reads each kit once however often it polls.
+type KitBuilders = HashMap<(String, String), Option<String>>;
+
 /// Whether `integration`'s status names a kit that `owner` built: then the
 /// status is the new owner's own work (say, a resource handed back to the
 /// operator that built it, which finds nothing to redo), not one left by
 /// the previous owner. A kit that cannot be read does not count.
-async fn runs_on_kit_of(client: &Client, integration: &DynamicObject, owner: &OperatorId) -> bool {
-    let Some(kit) = integration
-        .data
-        .get("status")
-        .and_then(|s| s.get("integrationKit"))
-    else {
+async fn runs_on_kit_of(
+    client: &Client,
+    builders: &mut KitBuilders,
+    integration: &DynamicObject,
+    owner: &OperatorId,
+) -> bool {
+    let Some(name) = kit_name(integration) else {
         return false;
     };
-    let (Some(name), Some(namespace)) = (
-        kit.get("name").and_then(|n| n.as_str()),
-        kit.get("namespace")
-            .and_then(|n| n.as_str())
-            .or(integration.metadata.namespace.as_deref()),
-    ) else {
-        return false;
-    };
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        namespace,
-        &CamelKind::IntegrationKit.api_resource(),
-    );
-    let Ok(Some(kit)) = api.get_opt(name).await else {
-        return false;
-    };
-    let built_by = |map: &Option<std::collections::BTreeMap<String, String>>| {
-        map.as_ref()
-            .and_then(|m| m.get(OPERATOR_ID_KEY))
-            .is_some_and(|id| id == owner.as_str())
-    };
-    built_by(&kit.metadata.labels) || built_by(&kit.metadata.annotations)
+    let namespace = integration.data["status"]["integrationKit"]["namespace"]
+        .as_str()
+        .or(integration.metadata.namespace.as_deref())
+        .unwrap_or_default();
+    let key = (namespace.to_string(), name.to_string());
+    if !builders.contains_key(&key) {
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            namespace,
+            &CamelKind::IntegrationKit.api_resource(),
+        );
+        let Ok(Some(kit)) = api.get_opt(name).await else {
+            return false; // not cached: it may be readable on the next poll
+        };
+        let id = |map: Option<&std::collections::BTreeMap<String, String>>| {
+            map.and_then(|m| m.get(OPERATOR_ID_KEY)).cloned()
+        };
+        let built_by =
+            id(kit.metadata.labels.as_ref()).or_else(|| id(kit.metadata.annotations.as_ref()));
+        builders.insert(key.clone(), built_by);
+    }
+    builders[&key].as_deref() == Some(owner.as_str())
 }
 
 /// Waits until every watched resource is healthy, up to `timeout`. Returns
@@ -158,6 +163,7 @@ pub async fn wait(
     // resourceVersion at the start for fresh resources already looking healthy.
     let mut stale: HashMap<usize, String> = HashMap::new();
     let mut pending: Vec<usize> = (0..watches.len()).collect();
+    let mut builders = KitBuilders::new();
     let mut first = true;
     loop {
         let mut failing = Vec::new();
@@ -184,7 +190,7 @@ pub async fn wait(
                     if ready_since(&object)
                         .zip(w.since)
                         .is_some_and(|(t, m)| t >= m)
-                        || runs_on_kit_of(client, &object, &w.owner).await
+                        || runs_on_kit_of(client, &mut builders, &object, &w.owner).await
                     {
                         Ok(())
                     } else {

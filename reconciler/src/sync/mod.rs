@@ -645,15 +645,7 @@ impl Syncer {
 
         for (i, batch) in plan.batches.iter().enumerate().skip(position.done) {
             if i > 0 && !pause.is_zero() {
-                let waited = ro
-                    .step_completed_at
-                    .as_deref()
-                    .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
-                    .map(|t| {
-                        let elapsed = k8s_openapi::jiff::Timestamp::now().duration_since(t);
-                        Duration::try_from(elapsed).unwrap_or(Duration::ZERO)
-                    })
-                    .unwrap_or(Duration::ZERO);
+                let waited = status::elapsed_since(ro.step_completed_at.as_deref());
                 if let Some(rest) = pause.checked_sub(waited) {
                     ro.state = "Pausing".into();
                     ro.message = format!("pause of {} before step {}", rollout_cfg.pause, i + 1);
@@ -1262,14 +1254,8 @@ impl Syncer {
     ) -> Result<bool, SyncError> {
         let gate = &head.rollout.health_gate;
         let timeout = parse_duration(&gate.timeout).unwrap_or(Duration::from_secs(600));
-        let began = ro
-            .health_check_started_at
-            .as_deref()
-            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
-            .unwrap_or_else(k8s_openapi::jiff::Timestamp::now);
-        let elapsed = Duration::try_from(k8s_openapi::jiff::Timestamp::now().duration_since(began))
-            .unwrap_or(Duration::ZERO);
-        let left = timeout.saturating_sub(elapsed);
+        let left =
+            timeout.saturating_sub(status::elapsed_since(ro.health_check_started_at.as_deref()));
         let budget = left.min(self.cfg.interval);
         let failing = health::wait(
             &self.client,
@@ -1286,9 +1272,7 @@ impl Syncer {
         let name = object.metadata.name.clone().unwrap_or_default();
         let mut status = status.clone();
         if budget < left {
-            let written = status.clone();
-            handled(object, &mut status);
-            if status != written {
+            if handled(object, &mut status) {
                 self.write(&name, &status).await?;
             }
         } else {

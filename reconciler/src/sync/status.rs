@@ -85,6 +85,15 @@ pub fn now() -> String {
     Timestamp::now().to_string()
 }
 
+/// Time since `stamp` (RFC 3339, as [`now`] writes it); zero when there is
+/// none, it does not parse, or it lies ahead of this clock.
+pub fn elapsed_since(stamp: Option<&str>) -> std::time::Duration {
+    stamp
+        .and_then(|t| t.parse::<Timestamp>().ok())
+        .and_then(|t| std::time::Duration::try_from(Timestamp::now().duration_since(t)).ok())
+        .unwrap_or_default()
+}
+
 /// Applies `status` to the object `namespace/name`.
 pub async fn write(
     client: &Client,
@@ -111,6 +120,18 @@ pub async fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn elapsed_since_a_stamp_and_zero_without_one() {
+        use std::time::Duration;
+        let ago = (Timestamp::now() - Duration::from_secs(90)).to_string();
+        let elapsed = elapsed_since(Some(&ago));
+        assert!(elapsed >= Duration::from_secs(90) && elapsed < Duration::from_secs(100));
+        assert_eq!(elapsed_since(None), Duration::ZERO);
+        assert_eq!(elapsed_since(Some("yesterday")), Duration::ZERO);
+        let ahead = (Timestamp::now() + Duration::from_secs(60)).to_string();
+        assert_eq!(elapsed_since(Some(&ahead)), Duration::ZERO);
+    }
 
     #[test]
     fn transition_time_moves_only_when_the_status_changes() {

@@ -447,6 +447,13 @@ pub async fn wait_status(
     }
 }
 
+/// For [`wait_status`]: revision `sha` is applied.
+pub fn applied(
+    sha: &str,
+) -> impl Fn(&camelk_reconciler::api::OperatorAssignmentStatus) -> bool + '_ {
+    move |s| s.last_applied_revision.as_deref() == Some(sha)
+}
+
 /// One change of a Camel K resource's owner label, as the audit log shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnerChange {
