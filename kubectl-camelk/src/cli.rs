@@ -17,10 +17,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "NAME")]
     pub context: Option<String>,
     /// Namespace: of the resources named by assign/unassign (default: the
-    /// context's namespace); the only one read by plan/diff (default: all).
+    /// context's namespace); the only one plan/diff show (default: the
+    /// manifest's scope, else all).
     #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
-    /// Every namespace (plan and diff read every namespace unless -n is given).
+    /// Every namespace (plan and diff: list cluster-wide even when the scope names namespaces).
     #[arg(short = 'A', long, global = true)]
     pub all_namespaces: bool,
     /// Output format.
@@ -35,6 +36,14 @@ pub enum Output {
     Table,
     Markdown,
     Json,
+    Yaml,
+}
+
+impl Output {
+    /// JSON or YAML: the same document for scripts, in either notation.
+    pub fn is_structured(self) -> bool {
+        matches!(self, Output::Json | Output::Yaml)
+    }
 }
 
 #[derive(Subcommand, Debug)]

@@ -32,6 +32,7 @@ impl std::fmt::Display for Reported {
 impl std::error::Error for Reported {}
 
 fn main() -> ExitCode {
+    die_quietly_on_closed_pipe();
     let cli = Cli::parse();
     if !cli.command.connects() {
         skip_ca_bundle();
@@ -61,14 +62,26 @@ fn main() -> ExitCode {
                 error.downcast_ref::<ManifestError>()
                 && source.kind() == std::io::ErrorKind::NotFound
             {
-                eprintln!(
-                    "error: {error:#}\nhint: create one with `kubectl camelk init`, or name it with --file"
-                );
+                let error = error.context(render::Hint(
+                    "create one with `kubectl camelk init`, or name it with --file".into(),
+                ));
+                eprintln!("{}", render::error_report(&error));
             } else {
-                eprintln!("error: {error:#}");
+                eprintln!("{}", render::error_report(&error));
             }
             ExitCode::from(if is_diff { 2 } else { 1 })
         }
+    }
+}
+
+/// `kubectl camelk plan | head` should end quietly, as kubectl does, not
+/// panic in `println!`: Rust ignores SIGPIPE, so restore the default action.
+#[allow(unsafe_code)]
+fn die_quietly_on_closed_pipe() {
+    // SAFETY: called first in `main`, before any other thread exists; SIG_DFL
+    // is a valid action for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

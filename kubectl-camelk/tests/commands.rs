@@ -62,6 +62,14 @@ fn init_writes_a_valid_commented_manifest_on_a_branch() {
         .success();
     let text = std::fs::read_to_string(dir.path().join(MANIFEST)).unwrap();
     assert!(text.contains("# Ordered rules: the first rule that matches"));
+    // Every comment inside `spec` sits at the indentation of what it explains.
+    let misplaced: Vec<&str> = text
+        .lines()
+        .skip_while(|line| *line != "spec:")
+        .skip(1)
+        .filter(|line| !line.is_empty() && !line.starts_with("  "))
+        .collect();
+    assert!(misplaced.is_empty(), "{misplaced:?}");
     camelk(dir.path()).arg("validate").assert().success();
     assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
     let branch = git(dir.path(), &["branch", "--show-current"]);
@@ -72,6 +80,34 @@ fn init_writes_a_valid_commented_manifest_on_a_branch() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains("already exists"));
+}
+
+#[test]
+fn init_refuses_flags_that_would_make_an_invalid_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    for (args, message) in [
+        (
+            &["--operator", "a=camel-k", "--default", "b"][..],
+            "--default `b` is not one of the operators given with --operator (a)",
+        ),
+        (
+            &["--operator", "a=Camel_K"][..],
+            "`Camel_K` is not a valid namespace name",
+        ),
+        (
+            &["--name", "Shop Floor"][..],
+            "--name `Shop Floor` is not a valid name",
+        ),
+    ] {
+        camelk(dir.path())
+            .arg("init")
+            .args(args)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(message));
+    }
+    assert!(!dir.path().join(MANIFEST).exists());
 }
 
 #[test]
@@ -200,6 +236,91 @@ fn a_dirty_work_tree_is_refused_unless_allowed() {
         git(dir, &["status", "--porcelain"]),
         " M README\n?? notes.txt\n"
     );
+
+    // The manifest's own uncommitted lines would ride along in the commit:
+    // --allow-dirty does not cover them.
+    let text = std::fs::read_to_string(dir.join(MANIFEST)).unwrap();
+    std::fs::write(dir.join(MANIFEST), text.replace("50%", "25%")).unwrap();
+    let before = state(dir);
+    camelk(dir)
+        .args([
+            "assign",
+            "integration/refunds",
+            "--to",
+            "operator-2",
+            "-n",
+            "shop",
+        ])
+        .args(["--allow-dirty"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "{MANIFEST} has uncommitted changes, which this commit would include"
+        )));
+    assert_eq!(state(dir), before);
+}
+
+#[test]
+fn the_namespace_comes_from_the_kubeconfig_and_a_missing_context_is_an_error() {
+    let repo = repo_with(SHOP);
+    let dir = repo.path();
+    let config = tempfile::tempdir().unwrap();
+    let kubeconfig = config.path().join("config");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n\
+         users: [{name: u, user: {}}]\n\
+         contexts: [{name: team, context: {cluster: c, user: u, namespace: team-a}}]\n\
+         current-context: team\n",
+    )
+    .unwrap();
+    let assign = [
+        "assign",
+        "integration/orders",
+        "--to",
+        "operator-2",
+        "--dry-run",
+    ];
+    // No kubeconfig at all: `default`, as kubectl does.
+    camelk(dir)
+        .args(assign)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("+      namespace: default"));
+    camelk(dir)
+        .args(assign)
+        .env("KUBECONFIG", &kubeconfig)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("+      namespace: team-a"));
+    // A context that does not exist is not silently `default`.
+    let before = state(dir);
+    camelk(dir)
+        .args(&assign[..4])
+        .args(["--context", "typo"])
+        .env("KUBECONFIG", &kubeconfig)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("typo").and(predicate::str::contains("pass -n")));
+    assert_eq!(state(dir), before);
+}
+
+#[test]
+fn an_edit_that_would_be_invalid_is_reported_once() {
+    let repo = repo_with(&SHOP.replace(
+        "  defaultOperator: operator-1\n",
+        "  scope:\n    kinds: [Integration]\n  defaultOperator: operator-1\n",
+    ));
+    let before = state(repo.path());
+    let output = camelk(repo.path())
+        .args(["assign", "build/kit-1", "--to", "operator-2", "-n", "shop"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("nothing was written"), "{stderr}");
+    assert_eq!(stderr.matches("pin to kind `Build`").count(), 1, "{stderr}");
+    assert_eq!(state(repo.path()), before);
 }
 
 #[test]
@@ -281,6 +402,43 @@ fn plan_as_markdown_and_json() {
     assert_eq!(value["blocked"][0]["why"]["phase"], "Building Kit");
     assert_eq!(value["firstAssignments"][0]["resource"]["kind"], "Pipe");
     assert_eq!(value["unchanged"]["total"], 3);
+}
+
+#[test]
+fn plan_as_yaml_is_the_json_document() {
+    let repo = repo_with(SHOP);
+    let plan = |format: &str| {
+        let output = camelk(repo.path())
+            .args(["plan", "--inventory", &inventory(), "-o", format])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let json: serde_json::Value = serde_json::from_str(&plan("json")).unwrap();
+    let yaml: serde_json::Value = serde_saphyr::from_str(&plan("yaml")).unwrap();
+    assert_eq!(yaml, json);
+}
+
+#[test]
+fn plan_with_a_namespace_shows_only_that_namespace() {
+    let repo = repo_with(SHOP);
+    let plan = |namespace: &[&str]| {
+        let output = camelk(repo.path())
+            .args(["plan", "--inventory", &inventory(), "-o", "json"])
+            .args(namespace)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    let everything = plan(&[]);
+    assert_ne!(everything["batches"], serde_json::json!([]));
+    assert_eq!(plan(&["-n", "shop"]), everything);
+    let elsewhere = plan(&["-n", "web"]);
+    assert_eq!(elsewhere["batches"], serde_json::json!([]));
+    assert_eq!(elsewhere["firstAssignments"], serde_json::json!([]));
+    assert_eq!(elsewhere["unchanged"]["total"], 0);
 }
 
 #[test]

@@ -377,10 +377,11 @@ async fn a_user_who_may_not_read_builds_still_gets_a_plan() {
 
     let repo = repo_with(&manifest(&ns.name));
     let kubeconfig = cluster.kubeconfig();
-    let plan_as = |context: &str| {
+    let plan_as = |context: &str, namespace: &[&str]| {
         let output = camelk(repo.path())
             .args(["plan", "--kubeconfig", kubeconfig.to_str().unwrap()])
-            .args(["--context", context, "-n", &ns.name, "-o", "json"])
+            .args(["--context", context, "-o", "json"])
+            .args(namespace)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -388,19 +389,22 @@ async fn a_user_who_may_not_read_builds_still_gets_a_plan() {
         serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
     };
     // The admin sees the kit's running Build: blocked.
-    let admin = plan_as("admin");
+    let admin = plan_as("admin", &["-n", &ns.name]);
     assert_eq!(
         admin["blocked"][0]["move"]["resource"]["name"], "canary-c",
         "{admin:#}"
     );
     // The viewer cannot list Builds: the plan judges by phase alone (the
     // handoff still checks the Build before anything is released).
-    let viewer = plan_as("viewer");
+    let viewer = plan_as("viewer", &["-n", &ns.name]);
     assert_eq!(viewer["blocked"], json!([]), "{viewer:#}");
     assert_eq!(
         viewer["batches"][0]["moves"][0]["resource"]["name"],
         "canary-c"
     );
+    // Without -n the plan lists the scope's namespaces one by one, which the
+    // viewer may do, not the whole cluster, which it may not.
+    assert_eq!(plan_as("viewer", &[]), viewer);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -134,9 +134,13 @@ fn a_refused_push_is_an_error_and_the_remote_is_unchanged() {
         .args(["--branch", "move-orders", "--push"])
         .assert()
         .code(1)
-        .stderr(predicate::str::contains(
-            "the push of `move-orders` to `origin` was rejected",
-        ));
+        .stderr(
+            predicate::str::contains("the push of `move-orders` to `origin` was rejected").and(
+                predicate::str::contains(
+                    "hint: the commit stays on the local branch move-orders, checked out; push it with `git push origin move-orders`",
+                ),
+            ),
+        );
     assert_eq!(git(&bare, &["for-each-ref"]), refs_before);
     // The commit stays on the local branch, so the push can be retried.
     assert_eq!(

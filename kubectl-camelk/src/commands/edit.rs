@@ -10,6 +10,7 @@ use camelk_reconciler::api::{OperatorId, Step, parse_selector};
 use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::git::branch_name;
 use camelk_reconciler::inventory::{Inventory, Resource, ResourceRef};
+use camelk_reconciler::manifest::validate::{is_dns_label, is_dns_subdomain};
 use camelk_reconciler::manifest::{Manifest, edit, template};
 use camelk_reconciler::plan::{self, Actual};
 
@@ -43,12 +44,33 @@ pub async fn init(cli: &Cli, args: &InitArgs) -> anyhow::Result<()> {
             .split_once('=')
             .with_context(|| format!("--operator `{spec}`: expected ID=NAMESPACE"))?;
         OperatorId::new(id).with_context(|| format!("--operator `{spec}`"))?;
+        if !is_dns_label(namespace) {
+            bail!(
+                "--operator `{spec}`: `{namespace}` is not a valid namespace name (at most 63 lowercase letters, digits and `-`)"
+            );
+        }
         operators.push((id.to_string(), namespace.to_string()));
     }
     let default = args
         .default_operator
         .clone()
         .unwrap_or_else(|| operators[0].0.clone());
+    if !operators.iter().any(|(id, _)| *id == default) {
+        bail!(
+            "--default `{default}` is not one of the operators given with --operator ({})",
+            operators
+                .iter()
+                .map(|(id, _)| id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if !is_dns_subdomain(&args.name) {
+        bail!(
+            "--name `{}` is not a valid name: use lowercase letters, digits, `-` and `.`",
+            args.name
+        );
+    }
     let text = template::starter(&args.name, &operators, &default);
     Manifest::parse(&location.display, text.clone()).map_err(anyhow::Error::from)?;
     let change = Change {
@@ -75,7 +97,7 @@ pub async fn init(cli: &Cli, args: &InitArgs) -> anyhow::Result<()> {
 pub async fn assign(cli: &Cli, args: &AssignArgs) -> anyhow::Result<()> {
     let location = super::locate(&args.edit.manifest, !args.edit.dry_run)?;
     let manifest = Manifest::read(&location.path, &location.display)?;
-    let namespace = super::default_namespace(cli).await;
+    let namespace = super::default_namespace(cli).await?;
     let resources = parse_resources(&args.resources, &namespace)?;
     let to = OperatorId::new(&args.to).with_context(|| format!("--to `{}`", args.to))?;
     let edited = edit::assign(&manifest, &resources, &to)?;
@@ -92,7 +114,7 @@ pub async fn assign(cli: &Cli, args: &AssignArgs) -> anyhow::Result<()> {
 pub async fn unassign(cli: &Cli, args: &UnassignArgs) -> anyhow::Result<()> {
     let location = super::locate(&args.edit.manifest, !args.edit.dry_run)?;
     let manifest = Manifest::read(&location.path, &location.display)?;
-    let namespace = super::default_namespace(cli).await;
+    let namespace = super::default_namespace(cli).await?;
     let resources = parse_resources(&args.resources, &namespace)?;
     let edited = edit::unassign(&manifest, &resources)?;
     let title = match resources.as_slice() {
@@ -175,11 +197,19 @@ async fn record(
 ) -> anyhow::Result<()> {
     let colour = render::colour();
     if !args.dry_run
-        && !args.allow_dirty
         && let Some(checkout) = &location.checkout
     {
         let dirty = checkout.dirty_paths()?;
-        if !dirty.is_empty() {
+        // The commit holds the whole edited file, so the manifest's own
+        // uncommitted lines would ride along unseen: --allow-dirty never covers it.
+        if let Some(manifest) = location.in_repo.as_deref()
+            && dirty.iter().any(|path| path == manifest)
+        {
+            bail!(
+                "{manifest} has uncommitted changes, which this commit would include; commit or stash them first (--allow-dirty covers only other files)"
+            );
+        }
+        if !dirty.is_empty() && !args.allow_dirty {
             bail!(
                 "the work tree has uncommitted changes ({}); commit or stash them, or pass --allow-dirty",
                 dirty.join(", ")
@@ -199,7 +229,7 @@ async fn record(
         }
     }
 
-    if cli.output != Output::Json {
+    if !cli.output.is_structured() {
         print!(
             "{}",
             render::manifest_diff(&location.display, &change.old, &change.new, colour)
@@ -224,9 +254,9 @@ async fn record(
         match cli.output {
             Output::Table => println!("\n{}", render::plan_table(&planned, colour)),
             Output::Markdown => println!("\n{}", render::plan_markdown(&planned)),
-            Output::Json => print!("{}", render::plan_json(&planned)),
+            Output::Json | Output::Yaml => print!("{}", render::structured(&planned, cli.output)),
         }
-        if args.inventory.is_none() && change.named.is_empty() && cli.output != Output::Json {
+        if args.inventory.is_none() && change.named.is_empty() && !cli.output.is_structured() {
             println!(
                 "(pass --inventory FILE, or run `kubectl camelk plan`, to see every resource this moves)"
             );
@@ -262,7 +292,12 @@ async fn record(
         change.title
     );
     if args.push {
-        checkout.push(&args.remote, &branch)?;
+        checkout.push(&args.remote, &branch).with_context(|| {
+            render::Hint(format!(
+                "the commit stays on the local branch {branch}, checked out; push it with `git push {} {branch}` once the cause is fixed",
+                args.remote
+            ))
+        })?;
         eprintln!("pushed {branch} to {}", args.remote);
     }
     Ok(())

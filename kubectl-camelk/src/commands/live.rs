@@ -19,6 +19,7 @@ use kube::api::{Api, DynamicObject};
 use serde_json::json;
 
 use crate::cli::{Cli, GetArgs, MoveArgs, OperatorsArgs, Output, StatusArgs};
+use crate::render;
 
 /// Parses `KIND/NAME` as kubectl does (`integration/orders`, `it/orders`).
 pub fn parse_resource(text: &str) -> anyhow::Result<(CamelKind, String)> {
@@ -190,7 +191,7 @@ pub async fn move_(cli: &Cli, args: &MoveArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn print_outcome(output: Output, from: &OperatorId, to: &OperatorId, outcome: &HandoffOutcome) {
-    if output == Output::Json {
+    if output.is_structured() {
         let value = match outcome {
             HandoffOutcome::Completed {
                 moved,
@@ -206,7 +207,7 @@ fn print_outcome(output: Output, from: &OperatorId, to: &OperatorId, outcome: &H
             HandoffOutcome::TargetDead { moved, remaining } => json!({
                 "result": "TargetDead", "from": from, "to": to, "moved": moved, "remaining": remaining }),
         };
-        println!("{}", serde_json::to_string_pretty(&value).expect("json"));
+        print!("{}", render::structured(&value, output));
         return;
     }
     match outcome {
@@ -271,7 +272,7 @@ pub async fn get(cli: &Cli, args: &GetArgs) -> anyhow::Result<()> {
     )
     .await
     .context("listing Camel K resources")?;
-    if cli.output == Output::Json {
+    if cli.output.is_structured() {
         let items: Vec<_> = rows
             .iter()
             .map(|r| {
@@ -279,9 +280,9 @@ pub async fn get(cli: &Cli, args: &GetArgs) -> anyhow::Result<()> {
                 "operator": r.label, "operatorAnnotation": r.annotation, "phase": r.phase })
             })
             .collect();
-        println!(
+        print!(
             "{}",
-            serde_json::to_string_pretty(&json!({ "items": items })).expect("json")
+            render::structured(&json!({ "items": items }), cli.output)
         );
         return Ok(());
     }
@@ -315,7 +316,7 @@ pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
     let ops = fleet::operators(&client, args.observe)
         .await
         .context("reading operator locks")?;
-    if cli.output == Output::Json {
+    if cli.output.is_structured() {
         let items: Vec<_> = ops
             .iter()
             .map(|o| {
@@ -323,9 +324,9 @@ pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
                 "renewTime": o.renew_time, "alive": o.renewal == Renewal::Seen, "owned": o.owned })
             })
             .collect();
-        println!(
+        print!(
             "{}",
-            serde_json::to_string_pretty(&json!({ "items": items })).expect("json")
+            render::structured(&json!({ "items": items }), cli.output)
         );
         return Ok(());
     }
@@ -377,14 +378,14 @@ pub async fn status(cli: &Cli, args: &StatusArgs) -> anyhow::Result<()> {
                 .items
         }
     };
-    if cli.output == Output::Json {
+    if cli.output.is_structured() {
         let out: Vec<_> = items
             .iter()
             .map(|a| json!({ "namespace": a.metadata.namespace, "name": a.metadata.name, "generation": a.metadata.generation, "status": a.status }))
             .collect();
-        println!(
+        print!(
             "{}",
-            serde_json::to_string_pretty(&json!({ "items": out })).expect("json")
+            render::structured(&json!({ "items": out }), cli.output)
         );
         return Ok(());
     }

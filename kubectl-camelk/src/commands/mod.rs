@@ -10,6 +10,7 @@ pub mod validate;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use camelk_reconciler::connect::ConnectError;
 use camelk_reconciler::git::Checkout;
 
 use crate::cli::{Cli, ManifestArgs};
@@ -76,22 +77,24 @@ pub async fn cluster(cli: &Cli) -> anyhow::Result<(kube::Client, String)> {
     Ok((client, namespace))
 }
 
-async fn kube_config(cli: &Cli) -> anyhow::Result<kube::Config> {
+async fn kube_config(cli: &Cli) -> Result<kube::Config, ConnectError> {
     // --kubeconfig wins over $KUBECONFIG (a merged list), which wins over ~/.kube/config.
-    Ok(
-        camelk_reconciler::connect::config(cli.kubeconfig.as_deref(), cli.context.as_deref())
-            .await?,
-    )
+    camelk_reconciler::connect::config(cli.kubeconfig.as_deref(), cli.context.as_deref()).await
 }
 
 /// The namespace for resources named on the command line: `-n`, else the
-/// kubeconfig context's namespace, else `default` (as kubectl does).
-pub async fn default_namespace(cli: &Cli) -> String {
+/// kubeconfig context's namespace, else `default` when there is no kubeconfig
+/// at all (as kubectl does). A kubeconfig or context that was asked for but
+/// cannot be read is an error: guessing would pin into the wrong namespace.
+pub async fn default_namespace(cli: &Cli) -> anyhow::Result<String> {
     if let Some(ns) = &cli.namespace {
-        return ns.clone();
+        return Ok(ns.clone());
     }
     match kube_config(cli).await {
-        Ok(config) => config.default_namespace,
-        Err(_) => "default".into(),
+        Ok(config) => Ok(config.default_namespace),
+        Err(ConnectError::Infer(_) | ConnectError::EmptyList) if cli.context.is_none() => {
+            Ok("default".into())
+        }
+        Err(e) => Err(anyhow::Error::new(e).context("finding the namespace (or pass -n)")),
     }
 }

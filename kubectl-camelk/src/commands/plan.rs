@@ -45,9 +45,19 @@ pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
         None => Actual::OwnerKeys,
     };
 
+    // -n narrows the plan to one namespace; without it a live read lists
+    // the scope's namespaces one by one (all of them when the scope names none).
+    let only = cli
+        .namespace
+        .as_ref()
+        .filter(|_| !cli.all_namespaces)
+        .map(std::slice::from_ref);
     let planned = match &args.inventory {
         Some(path) => {
-            let inventory = inventory::file::read(path, &path.display().to_string())?;
+            let mut inventory = inventory::file::read(path, &path.display().to_string())?;
+            if let Some([namespace]) = only {
+                inventory.resources.retain(|r| r.id.namespace == *namespace);
+            }
             plan::plan(spec, actual(), &inventory)
         }
         None => {
@@ -56,12 +66,12 @@ pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
                 .into_iter()
                 .filter(|k| spec.scope.covers_kind(*k))
                 .collect();
-            let namespace = if cli.all_namespaces {
-                None
-            } else {
-                cli.namespace.as_deref()
+            let namespaces = match only {
+                Some(namespace) => Some(namespace),
+                None if cli.all_namespaces || spec.scope.namespaces.is_empty() => None,
+                None => Some(spec.scope.namespaces.as_slice()),
             };
-            let live = inventory::cluster::read(&client, &kinds, namespace).await?;
+            let live = inventory::cluster::read_in(&client, &kinds, namespaces).await?;
             for kind in &live.missing_kinds {
                 eprintln!("note: the {kind} CustomResourceDefinition is not installed; skipped");
             }
@@ -81,7 +91,7 @@ pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
     match cli.output {
         Output::Table => print!("{}", render::plan_table(&planned, render::colour())),
         Output::Markdown => print!("{}", render::plan_markdown(&planned)),
-        Output::Json => print!("{}", render::plan_json(&planned)),
+        Output::Json | Output::Yaml => print!("{}", render::structured(&planned, cli.output)),
     }
     Ok(planned)
 }

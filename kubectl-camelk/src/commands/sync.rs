@@ -17,7 +17,8 @@ use camelk_reconciler::sync::RECONCILE_REQUEST_ANNOTATION;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use crate::cli::{Cli, Output, SyncArgs};
+use crate::cli::{Cli, SyncArgs};
+use crate::render;
 
 /// How often --wait reads the object.
 const POLL: Duration = Duration::from_millis(500);
@@ -35,7 +36,7 @@ pub async fn run(cli: &Cli, args: &SyncArgs) -> anyhow::Result<ExitCode> {
         api.patch(name, &PatchParams::default(), &patch)
             .await
             .with_context(|| format!("requesting a sync of OperatorAssignment {ns}/{name}"))?;
-        if cli.output != Output::Json {
+        if !cli.output.is_structured() {
             println!("operatorassignment {ns}/{name} sync requested");
         }
     }
@@ -47,9 +48,9 @@ pub async fn run(cli: &Cli, args: &SyncArgs) -> anyhow::Result<ExitCode> {
     for name in &names {
         results.push(follow(&api, &ns, name, &token, deadline).await?);
     }
-    if cli.output == Output::Json {
+    if cli.output.is_structured() {
         let json: Vec<serde_json::Value> = results.iter().map(Outcome::to_json).collect();
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        print!("{}", render::structured(&json, cli.output));
     } else {
         for r in &results {
             println!(

@@ -3,6 +3,7 @@
 use camelk_reconciler::manifest::{Manifest, ManifestError};
 
 use crate::cli::{ManifestArgs, Output};
+use crate::render;
 
 /// Prints the findings; fails when the manifest has errors.
 pub fn run(args: &ManifestArgs, output: Output) -> anyhow::Result<()> {
@@ -10,9 +11,12 @@ pub fn run(args: &ManifestArgs, output: Output) -> anyhow::Result<()> {
     match Manifest::read(&location.path, &location.display) {
         Ok(manifest) => {
             match output {
-                Output::Json => println!(
+                Output::Json | Output::Yaml => print!(
                     "{}",
-                    serde_json::json!({ "valid": true, "diagnostics": manifest.warnings })
+                    render::structured(
+                        &serde_json::json!({ "valid": true, "diagnostics": manifest.warnings }),
+                        output
+                    )
                 ),
                 _ => {
                     for warning in &manifest.warnings {
@@ -23,10 +27,13 @@ pub fn run(args: &ManifestArgs, output: Output) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Err(error @ ManifestError::Invalid(_)) if output == Output::Json => {
-            println!(
+        Err(error @ ManifestError::Invalid(_)) if output.is_structured() => {
+            print!(
                 "{}",
-                serde_json::json!({ "valid": false, "diagnostics": error.diagnostics() })
+                render::structured(
+                    &serde_json::json!({ "valid": false, "diagnostics": error.diagnostics() }),
+                    output
+                )
             );
             Err(crate::Reported.into())
         }

@@ -93,6 +93,33 @@ pub async fn read(
     })
 }
 
+/// Lists `kinds` in each of `namespaces`, or in every namespace when `None`.
+/// Listing namespace by namespace is what a user (or a reconciler) allowed
+/// into a few namespaces only can do.
+pub async fn read_in(
+    client: &Client,
+    kinds: &[CamelKind],
+    namespaces: Option<&[String]>,
+) -> Result<LiveInventory, ClusterReadError> {
+    let Some(namespaces) = namespaces else {
+        return read(client, kinds, None).await;
+    };
+    let mut all = LiveInventory {
+        inventory: Inventory::default(),
+        missing_kinds: Vec::new(),
+    };
+    for namespace in namespaces {
+        let part = read(client, kinds, Some(namespace)).await?;
+        all.inventory.resources.extend(part.inventory.resources);
+        for kind in part.missing_kinds {
+            if !all.missing_kinds.contains(&kind) {
+                all.missing_kinds.push(kind);
+            }
+        }
+    }
+    Ok(all)
+}
+
 /// Reads `status.phase` of each resource in `wanted` into `inventory`, and
 /// whether its owner may release it now (`in_flight`).
 pub async fn fill_phases(

@@ -40,7 +40,9 @@ pub enum EditError {
     NotPinned(ResourceRef, String),
     #[error("cannot edit {file}: {message}")]
     Structure { file: String, message: String },
-    #[error("the edited manifest would be invalid:\n{0}")]
+    #[error(
+        "the manifest after this edit would be invalid (positions are in the edited text; nothing was written):\n{0}"
+    )]
     Invalid(#[source] ManifestError),
     #[error("internal error: the edit of {file} changed more than intended; nothing was written")]
     Guard { file: String },

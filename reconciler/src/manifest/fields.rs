@@ -2,8 +2,8 @@
 //! property of the generated CRD schema at that place.
 //!
 //! Contract: the schema of [`crate::api::crd`] is the only list of fields;
-//! an object whose schema declares no properties (such as `metadata`, which
-//! the API server checks itself) or preserves unknown fields accepts any key.
+//! an object whose schema declares no properties (such as `metadata.labels`)
+//! or preserves unknown fields accepts any key.
 //! Every unknown key is reported, each with the closest known field.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{

@@ -151,18 +151,8 @@ impl Manifest {
                 error(at, serde_message(&e))
             })?,
         };
-        if assignment
-            .metadata
-            .name
-            .as_deref()
-            .unwrap_or_default()
-            .is_empty()
-        {
-            return Err(error(
-                tree.locate(&FieldPath::parse("metadata.name")),
-                "`metadata.name` is required".into(),
-            ));
-        }
+        check_metadata(&assignment.metadata)
+            .map_err(|(path, message)| error(tree.locate(&FieldPath::parse(path)), message))?;
 
         let mut findings: Vec<Diagnostic> = validate::validate(&assignment.spec)
             .into_iter()
@@ -195,10 +185,67 @@ fn document_schema() -> JSONSchemaProps {
         .and_then(|s| s.open_api_v3_schema)
         .expect("the generated CRD has a schema");
     let properties = schema.properties.get_or_insert_with(Default::default);
-    for key in ["apiVersion", "kind", "metadata"] {
+    for key in ["apiVersion", "kind"] {
         properties.entry(key.to_string()).or_default();
     }
+    // The CRD leaves `metadata` to the API server, but a manifest in Git is
+    // read here first: name its fields so that `lables:` is not silently ignored.
+    let metadata = properties.entry("metadata".to_string()).or_default();
+    metadata.properties = Some(
+        OBJECT_META_FIELDS
+            .iter()
+            .map(|key| (key.to_string(), JSONSchemaProps::default()))
+            .collect(),
+    );
     schema
+}
+
+/// The fields of a Kubernetes `ObjectMeta`.
+const OBJECT_META_FIELDS: [&str; 15] = [
+    "annotations",
+    "creationTimestamp",
+    "deletionGracePeriodSeconds",
+    "deletionTimestamp",
+    "finalizers",
+    "generateName",
+    "generation",
+    "labels",
+    "managedFields",
+    "name",
+    "namespace",
+    "ownerReferences",
+    "resourceVersion",
+    "selfLink",
+    "uid",
+];
+
+/// The name and namespace the API server would refuse, refused here first.
+fn check_metadata(
+    metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Result<(), (&'static str, String)> {
+    let name = metadata.name.as_deref().unwrap_or_default();
+    if name.is_empty() {
+        return Err(("metadata.name", "`metadata.name` is required".into()));
+    }
+    if !validate::is_dns_subdomain(name) {
+        return Err((
+            "metadata.name",
+            format!(
+                "`metadata.name` `{name}` is not a valid name: use lowercase letters, digits, `-` and `.`, starting and ending with a letter or digit"
+            ),
+        ));
+    }
+    if let Some(namespace) = metadata.namespace.as_deref()
+        && !validate::is_dns_label(namespace)
+    {
+        return Err((
+            "metadata.namespace",
+            format!(
+                "`metadata.namespace` `{namespace}` is not a valid namespace name: use at most 63 lowercase letters, digits and `-`, starting and ending with a letter or digit"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn check_header(tree: &Tree) -> Result<(), (Location, String)> {

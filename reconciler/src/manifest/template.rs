@@ -28,9 +28,9 @@ spec:
             "    - id: {id}\n      namespace: {namespace}\n      protocol: Handoff\n"
         ));
     }
+    // No `\` continuation here: it would eat the comment's indentation.
     out.push_str(&format!(
-        "\
-  # Which resources this assignment governs. Empty lists mean every
+        "  # Which resources this assignment governs. Empty lists mean every
   # namespace and every Camel K kind.
   scope:
     namespaces: []

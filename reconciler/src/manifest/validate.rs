@@ -388,6 +388,20 @@ fn covers(outer: &Match, inner: &Match) -> bool {
     kinds && list(&outer.namespaces, &inner.namespaces) && names && selector
 }
 
+/// An RFC 1123 subdomain, as Kubernetes requires of most object names.
+pub fn is_dns_subdomain(name: &str) -> bool {
+    name.len() <= 253
+        && name.split('.').all(|part| {
+            let bytes = part.as_bytes();
+            !bytes.is_empty()
+                && bytes
+                    .iter()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+                && bytes[0] != b'-'
+                && bytes[bytes.len() - 1] != b'-'
+        })
+}
+
 /// An RFC 1123 label, as Kubernetes requires of namespace names.
 pub fn is_dns_label(name: &str) -> bool {
     let bytes = name.as_bytes();

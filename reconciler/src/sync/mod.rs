@@ -905,19 +905,11 @@ impl Syncer {
 
     /// Live resources of the kinds and namespaces `reach` covers (metadata only).
     async fn read(&self, reach: &Reach) -> Result<Inventory, SyncError> {
-        match &reach.namespaces {
-            None => Ok(cluster::read(&self.client, &reach.kinds, None)
+        Ok(
+            cluster::read_in(&self.client, &reach.kinds, reach.namespaces.as_deref())
                 .await?
-                .inventory),
-            Some(namespaces) => {
-                let mut all = Inventory::default();
-                for ns in namespaces {
-                    let part = cluster::read(&self.client, &reach.kinds, Some(ns)).await?;
-                    all.resources.extend(part.inventory.resources);
-                }
-                Ok(all)
-            }
-        }
+                .inventory,
+        )
     }
 
     /// Server-side apply of the manifest's object (spec only).
