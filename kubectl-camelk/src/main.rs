@@ -10,6 +10,7 @@
 
 mod cli;
 mod commands;
+mod complete;
 mod render;
 
 use std::process::ExitCode;
@@ -33,6 +34,11 @@ impl std::error::Error for Reported {}
 
 fn main() -> ExitCode {
     die_quietly_on_closed_pipe();
+    if invoked_as(complete::COMPLETER) {
+        let words: Vec<String> = std::env::args().skip(1).collect();
+        print!("{}", complete::answer(&mut Cli::command(), &words));
+        return ExitCode::SUCCESS;
+    }
     let cli = Cli::parse();
     if !cli.command.connects() {
         skip_ca_bundle();
@@ -72,6 +78,14 @@ fn main() -> ExitCode {
             ExitCode::from(if is_diff { 2 } else { 1 })
         }
     }
+}
+
+/// Whether this binary was started through a link named `name`.
+fn invoked_as(name: &str) -> bool {
+    std::env::args_os()
+        .next()
+        .map(std::path::PathBuf::from)
+        .is_some_and(|path| path.file_name().is_some_and(|file| file == name))
 }
 
 /// `kubectl camelk plan | head` should end quietly, as kubectl does, not

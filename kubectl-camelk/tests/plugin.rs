@@ -48,3 +48,32 @@ fn kubectl_plugin_list_finds_the_binary_and_runs_it() {
         format!("kubectl-camelk {}\n", env!("CARGO_PKG_VERSION"))
     );
 }
+
+#[test]
+fn kubectl_completes_the_plugin_through_the_completer_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    for name in ["kubectl-camelk", "kubectl_complete-camelk"] {
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_kubectl-camelk"), bin.join(name)).unwrap();
+    }
+    let system_path = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::env::join_paths(
+        std::iter::once(bin.clone()).chain(std::env::split_paths(&system_path)),
+    )
+    .unwrap();
+    // What the shell asks kubectl when the user types `kubectl camelk ro<TAB>`.
+    let out = kubectl(&path, dir.path(), &["__complete", "camelk", "ro"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("rollout\n:4\n"), "{stdout}");
+    let out = kubectl(
+        &path,
+        dir.path(),
+        &["__complete", "camelk", "plan", "-o", ""],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("table\nmarkdown\njson\nyaml\n:4\n"),
+        "{stdout}"
+    );
+}
