@@ -239,9 +239,9 @@ fn main() {
                 "ns-7",
                 "--branch",
                 &format!("assign-{run}"),
-                "-o",
-                "json",
             ])
+            // The default output: the diff and the plan table, as a user sees them.
+            .env("NO_COLOR", "1")
             .current_dir(&repo)
             .output()
             .unwrap();
