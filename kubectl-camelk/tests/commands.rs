@@ -442,6 +442,34 @@ fn plan_with_a_namespace_shows_only_that_namespace() {
 }
 
 #[test]
+fn a_pull_request_that_adds_the_manifest_plans_against_the_owners_now() {
+    let repo = repo_with(SHOP);
+    let dir = repo.path();
+    git(dir, &["rm", "-q", MANIFEST]);
+    git(dir, &["commit", "-q", "-m", "no manifest yet"]);
+    git(dir, &["revert", "--no-edit", "HEAD"]);
+    let plan = |args: &[&str]| {
+        let output = camelk(dir)
+            .args(["plan", "--inventory", &inventory(), "-o", "json"])
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "{stderr}");
+        let plan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        (plan, stderr)
+    };
+    let (pull_request, stderr) = plan(&["--base", "HEAD~1", "--head", "HEAD"]);
+    assert!(
+        stderr.contains(&format!(
+            "note: {MANIFEST} does not exist at revision `HEAD~1`; planning against the owners the resources carry now"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(pull_request, plan(&[]).0);
+}
+
+#[test]
 fn plan_between_two_revisions() {
     let repo = repo_with(SHOP);
     let dir = repo.path();

@@ -4,6 +4,7 @@
 
 use anyhow::Context;
 use camelk_reconciler::camel_k::CamelKind;
+use camelk_reconciler::git::GitError;
 use camelk_reconciler::inventory::{self, Inventory};
 use camelk_reconciler::manifest::Manifest;
 use camelk_reconciler::plan::{self, Actual, Plan};
@@ -31,7 +32,18 @@ pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
         Some(rev) => at_revision(rev)?,
         None => Manifest::read(&location.path, &location.display)?,
     };
-    let base = args.base.as_deref().map(at_revision).transpose()?;
+    // A pull request that adds the manifest has none at its base: it moves
+    // resources from the owners they carry now.
+    let base = match args.base.as_deref().map(at_revision).transpose() {
+        Err(e) if matches!(e.downcast_ref(), Some(GitError::MissingAtRevision { .. })) => {
+            eprintln!(
+                "note: {}; planning against the owners the resources carry now",
+                render::error_report(&e).trim_start_matches("error: ")
+            );
+            None
+        }
+        other => other?,
+    };
     for warning in desired
         .warnings
         .iter()
