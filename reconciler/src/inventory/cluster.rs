@@ -13,6 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 
@@ -120,6 +121,10 @@ pub async fn read_in(
     Ok(all)
 }
 
+/// GETs in flight at once in [`fill_phases`]: a plan with thousands of moves
+/// then waits for a few round trips per batch, not one per move.
+const CONCURRENT_GETS: usize = 16;
+
 /// Reads `status.phase` of each resource in `wanted` into `inventory`, and
 /// whether its owner may release it now (`in_flight`).
 pub async fn fill_phases(
@@ -128,20 +133,31 @@ pub async fn fill_phases(
     wanted: &[ResourceRef],
 ) -> Result<(), ClusterReadError> {
     let wanted: HashSet<&ResourceRef> = wanted.iter().collect();
-    let mut builds: HashMap<String, Vec<DynamicObject>> = HashMap::new();
-    for resource in inventory
+    let targets: Vec<(usize, ResourceRef)> = inventory
         .resources
-        .iter_mut()
-        .filter(|r| wanted.contains(&r.id))
-    {
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| wanted.contains(&r.id))
+        .map(|(index, r)| (index, r.id.clone()))
+        .collect();
+    // In order, and each object dropped once judged: memory stays bounded by
+    // the GETs in flight, not the number of moves.
+    let mut objects = futures::stream::iter(&targets)
+        .map(|(index, id)| async move {
+            api(client, id.kind, Some(&id.namespace))
+                .get_opt(&id.name)
+                .await
+                .map(|object| (*index, object))
+                .map_err(|source| ClusterReadError::Get {
+                    resource: id.clone(),
+                    source,
+                })
+        })
+        .buffered(CONCURRENT_GETS);
+    let mut builds: HashMap<String, Vec<DynamicObject>> = HashMap::new();
+    while let Some((index, object)) = objects.try_next().await? {
+        let resource = &mut inventory.resources[index];
         let id = &resource.id;
-        let object = api(client, id.kind, Some(&id.namespace))
-            .get_opt(&id.name)
-            .await
-            .map_err(|source| ClusterReadError::Get {
-                resource: id.clone(),
-                source,
-            })?;
         let Some(object) = object else {
             resource.phase = None;
             resource.in_flight = None;
