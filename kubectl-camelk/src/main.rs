@@ -64,15 +64,19 @@ fn main() -> ExitCode {
             {
                 // Each line already says `file:line:column: error: ...`.
                 eprintln!("{invalid}");
-            } else if let Some(ManifestError::Read { source, .. }) =
-                error.downcast_ref::<ManifestError>()
-                && source.kind() == std::io::ErrorKind::NotFound
-            {
-                let error = error.context(render::Hint(
-                    "create one with `kubectl camelk init`, or name it with --file".into(),
-                ));
-                eprintln!("{}", render::error_report(&error));
             } else {
+                let missing_manifest = matches!(
+                    error.downcast_ref::<ManifestError>(),
+                    Some(ManifestError::Read { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound
+                );
+                let error = if missing_manifest {
+                    error.context(render::Hint(
+                        "create one with `kubectl camelk init`, or name it with --file".into(),
+                    ))
+                } else {
+                    error
+                };
                 eprintln!("{}", render::error_report(&error));
             }
             ExitCode::from(if is_diff { 2 } else { 1 })

@@ -404,34 +404,37 @@ fn plan_as_markdown_and_json() {
     assert_eq!(value["unchanged"]["total"], 3);
 }
 
+/// `plan --inventory` with `args` in `dir`, which must succeed: its stdout and stderr.
+fn plan_inventory(dir: &std::path::Path, args: &[&str]) -> (String, String) {
+    let output = camelk(dir)
+        .args(["plan", "--inventory", &inventory()])
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+    (String::from_utf8(output.stdout).unwrap(), stderr)
+}
+
+/// The same as JSON, parsed, and its stderr.
+fn plan_inventory_json(dir: &std::path::Path, args: &[&str]) -> (serde_json::Value, String) {
+    let (stdout, stderr) = plan_inventory(dir, &[&["-o", "json"], args].concat());
+    (serde_json::from_str(&stdout).unwrap(), stderr)
+}
+
 #[test]
 fn plan_as_yaml_is_the_json_document() {
     let repo = repo_with(SHOP);
-    let plan = |format: &str| {
-        let output = camelk(repo.path())
-            .args(["plan", "--inventory", &inventory(), "-o", format])
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{output:?}");
-        String::from_utf8(output.stdout).unwrap()
-    };
-    let json: serde_json::Value = serde_json::from_str(&plan("json")).unwrap();
-    let yaml: serde_json::Value = serde_saphyr::from_str(&plan("yaml")).unwrap();
+    let json = plan_inventory_json(repo.path(), &[]).0;
+    let yaml: serde_json::Value =
+        serde_saphyr::from_str(&plan_inventory(repo.path(), &["-o", "yaml"]).0).unwrap();
     assert_eq!(yaml, json);
 }
 
 #[test]
 fn plan_with_a_namespace_shows_only_that_namespace() {
     let repo = repo_with(SHOP);
-    let plan = |namespace: &[&str]| {
-        let output = camelk(repo.path())
-            .args(["plan", "--inventory", &inventory(), "-o", "json"])
-            .args(namespace)
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{output:?}");
-        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
-    };
+    let plan = |namespace: &[&str]| plan_inventory_json(repo.path(), namespace).0;
     let everything = plan(&[]);
     assert_ne!(everything["batches"], serde_json::json!([]));
     assert_eq!(plan(&["-n", "shop"]), everything);
@@ -448,25 +451,14 @@ fn a_pull_request_that_adds_the_manifest_plans_against_the_owners_now() {
     git(dir, &["rm", "-q", MANIFEST]);
     git(dir, &["commit", "-q", "-m", "no manifest yet"]);
     git(dir, &["revert", "--no-edit", "HEAD"]);
-    let plan = |args: &[&str]| {
-        let output = camelk(dir)
-            .args(["plan", "--inventory", &inventory(), "-o", "json"])
-            .args(args)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        assert!(output.status.success(), "{stderr}");
-        let plan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-        (plan, stderr)
-    };
-    let (pull_request, stderr) = plan(&["--base", "HEAD~1", "--head", "HEAD"]);
+    let (pull_request, stderr) = plan_inventory_json(dir, &["--base", "HEAD~1", "--head", "HEAD"]);
     assert!(
         stderr.contains(&format!(
             "note: {MANIFEST} does not exist at revision `HEAD~1`; planning against the owners the resources carry now"
         )),
         "{stderr}"
     );
-    assert_eq!(pull_request, plan(&[]).0);
+    assert_eq!(pull_request, plan_inventory_json(dir, &[]).0);
 }
 
 #[test]

@@ -13,21 +13,29 @@ fn kubectl(path: &std::ffi::OsStr, home: &std::path::Path, args: &[&str]) -> std
         .expect("kubectl is installed")
 }
 
-#[test]
-fn kubectl_plugin_list_finds_the_binary_and_runs_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("bin");
+/// `dir/bin` holding links named `names` to the plugin binary, and a PATH
+/// that searches it first.
+fn links_on_path(
+    dir: &std::path::Path,
+    names: &[&str],
+) -> (std::path::PathBuf, std::ffi::OsString) {
+    let bin = dir.join("bin");
     std::fs::create_dir(&bin).unwrap();
-    std::os::unix::fs::symlink(
-        env!("CARGO_BIN_EXE_kubectl-camelk"),
-        bin.join("kubectl-camelk"),
-    )
-    .unwrap();
+    for name in names {
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_kubectl-camelk"), bin.join(name)).unwrap();
+    }
     let system_path = std::env::var_os("PATH").unwrap_or_default();
     let path = std::env::join_paths(
         std::iter::once(bin.clone()).chain(std::env::split_paths(&system_path)),
     )
     .unwrap();
+    (bin, path)
+}
+
+#[test]
+fn kubectl_plugin_list_finds_the_binary_and_runs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, path) = links_on_path(dir.path(), &["kubectl-camelk"]);
 
     let list = kubectl(&path, dir.path(), &["plugin", "list"]);
     let stdout = String::from_utf8_lossy(&list.stdout);
@@ -52,16 +60,7 @@ fn kubectl_plugin_list_finds_the_binary_and_runs_it() {
 #[test]
 fn kubectl_completes_the_plugin_through_the_completer_link() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    for name in ["kubectl-camelk", "kubectl_complete-camelk"] {
-        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_kubectl-camelk"), bin.join(name)).unwrap();
-    }
-    let system_path = std::env::var_os("PATH").unwrap_or_default();
-    let path = std::env::join_paths(
-        std::iter::once(bin.clone()).chain(std::env::split_paths(&system_path)),
-    )
-    .unwrap();
+    let (_, path) = links_on_path(dir.path(), &["kubectl-camelk", "kubectl_complete-camelk"]);
     // What the shell asks kubectl when the user types `kubectl camelk ro<TAB>`.
     let out = kubectl(&path, dir.path(), &["__complete", "camelk", "ro"]);
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -35,14 +35,14 @@ pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
     // A pull request that adds the manifest has none at its base: it moves
     // resources from the owners they carry now.
     let base = match args.base.as_deref().map(at_revision).transpose() {
-        Err(e) if matches!(e.downcast_ref(), Some(GitError::MissingAtRevision { .. })) => {
-            eprintln!(
-                "note: {}; planning against the owners the resources carry now",
-                render::error_report(&e).trim_start_matches("error: ")
-            );
-            None
-        }
-        other => other?,
+        Err(e) => match e.downcast_ref() {
+            Some(missing @ GitError::MissingAtRevision { .. }) => {
+                eprintln!("note: {missing}; planning against the owners the resources carry now");
+                None
+            }
+            _ => return Err(e),
+        },
+        Ok(base) => base,
     };
     for warning in desired
         .warnings
@@ -59,15 +59,11 @@ pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
 
     // -n narrows the plan to one namespace; without it a live read lists
     // the scope's namespaces one by one (all of them when the scope names none).
-    let only = cli
-        .namespace
-        .as_ref()
-        .filter(|_| !cli.all_namespaces)
-        .map(std::slice::from_ref);
+    let only = cli.namespace.as_ref().filter(|_| !cli.all_namespaces);
     let planned = match &args.inventory {
         Some(path) => {
             let mut inventory = inventory::file::read(path, &path.display().to_string())?;
-            if let Some([namespace]) = only {
+            if let Some(namespace) = only {
                 inventory.resources.retain(|r| r.id.namespace == *namespace);
             }
             plan::plan(spec, actual(), &inventory)
@@ -79,7 +75,7 @@ pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
                 .filter(|k| spec.scope.covers_kind(*k))
                 .collect();
             let namespaces = match only {
-                Some(namespace) => Some(namespace),
+                Some(namespace) => Some(std::slice::from_ref(namespace)),
                 None if cli.all_namespaces || spec.scope.namespaces.is_empty() => None,
                 None => Some(spec.scope.namespaces.as_slice()),
             };

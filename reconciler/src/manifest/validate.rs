@@ -388,25 +388,21 @@ fn covers(outer: &Match, inner: &Match) -> bool {
     kinds && list(&outer.namespaces, &inner.namespaces) && names && selector
 }
 
-/// An RFC 1123 subdomain, as Kubernetes requires of most object names.
+/// An RFC 1123 subdomain, as Kubernetes requires of most object names:
+/// dot-separated parts shaped like labels, 253 characters at most.
 pub fn is_dns_subdomain(name: &str) -> bool {
-    name.len() <= 253
-        && name.split('.').all(|part| {
-            let bytes = part.as_bytes();
-            !bytes.is_empty()
-                && bytes
-                    .iter()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-                && bytes[0] != b'-'
-                && bytes[bytes.len() - 1] != b'-'
-        })
+    name.len() <= 253 && name.split('.').all(label_shaped)
 }
 
 /// An RFC 1123 label, as Kubernetes requires of namespace names.
 pub fn is_dns_label(name: &str) -> bool {
-    let bytes = name.as_bytes();
+    name.len() <= 63 && label_shaped(name)
+}
+
+/// Lowercase letters, digits and `-`, not starting or ending with `-`.
+fn label_shaped(text: &str) -> bool {
+    let bytes = text.as_bytes();
     !bytes.is_empty()
-        && bytes.len() <= 63
         && bytes
             .iter()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
