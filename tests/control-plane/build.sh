@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager and etcd from the Go module
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler and etcd from the Go module
 # proxy at the versions pinned in kube/go.mod and etcd/go.mod, into a cache
 # outside the checkout keyed by those versions and pins. A second run with the
 # same pins does nothing. Prints the bin directory on stdout.
@@ -15,7 +15,8 @@ cache=${CAMELK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/camelk-gitops}
 pins=$(cat "$here"/kube/go.mod "$here"/kube/go.sum "$here"/etcd/go.mod "$here"/etcd/go.sum "$here/versions.env" | sha256sum | cut -c1-12)
 bin="$cache/control-plane/kube-$KUBE_VERSION-etcd-$ETCD_VERSION-$pins/bin"
 
-if [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kube-controller-manager" ] && [ -x "$bin/etcd" ] \
+if [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kube-controller-manager" ] && [ -x "$bin/kube-scheduler" ] \
+   && [ -x "$bin/etcd" ] \
    && "$bin/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes $KUBE_VERSION"; then
   echo "$bin"
   exit 0
