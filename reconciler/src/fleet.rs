@@ -9,7 +9,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 
-use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_from_keys, owner_id};
 use crate::handoff::release::phase;
 
 /// Whether an operator's lock was seen renewing.
@@ -92,27 +92,20 @@ pub async fn operators(
         .collect())
 }
 
-/// Owned resources per operator id, from metadata-only lists of every kind.
+/// Owned resources per operator id ([`owner_id`]: label, else annotation),
+/// from metadata-only lists of every kind.
 pub async fn owned_counts(client: &Client) -> Result<BTreeMap<String, usize>, kube::Error> {
     let mut counts = BTreeMap::new();
     for kind in CamelKind::ALL {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.api_resource());
-        let list = match api
-            .list_metadata(&ListParams::default().labels(OPERATOR_ID_KEY))
-            .await
-        {
+        let list = match api.list_metadata(&ListParams::default()).await {
             Ok(list) => list,
             Err(kube::Error::Api(s)) if s.code == 404 => continue,
             Err(e) => return Err(e),
         };
         for item in list.items {
-            if let Some(id) = item
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(OPERATOR_ID_KEY))
-            {
-                *counts.entry(id.clone()).or_default() += 1;
+            if let Some(id) = owner_id(&item.metadata) {
+                *counts.entry(id).or_default() += 1;
             }
         }
     }
@@ -130,6 +123,13 @@ pub struct ResourceView {
     pub phase: Option<String>,
 }
 
+impl ResourceView {
+    /// Its owner by the one rule: the label, else the annotation.
+    pub fn owner(&self) -> Option<String> {
+        owner_from_keys(self.label.as_deref(), self.annotation.as_deref()).map(|o| o.id)
+    }
+}
+
 /// Resources of `kinds` in `namespace` (all when `None`), owned by `operator`
 /// when given; kinds whose CRD is missing are skipped and returned apart.
 pub async fn resources(
@@ -138,10 +138,7 @@ pub async fn resources(
     namespace: Option<&str>,
     operator: Option<&str>,
 ) -> Result<(Vec<ResourceView>, Vec<CamelKind>), kube::Error> {
-    let params = match operator {
-        Some(id) => ListParams::default().labels(&format!("{OPERATOR_ID_KEY}={id}")),
-        None => ListParams::default(),
-    };
+    let params = ListParams::default();
     let mut rows = Vec::new();
     let mut missing = Vec::new();
     for kind in kinds {
@@ -158,6 +155,10 @@ pub async fn resources(
             Err(e) => return Err(e),
         };
         for obj in list.items {
+            // The annotation alone may name the owner, so no label selector.
+            if operator.is_some() && owner_id(&obj.metadata).as_deref() != operator {
+                continue;
+            }
             let get = |m: &Option<BTreeMap<String, String>>| {
                 m.as_ref().and_then(|m| m.get(OPERATOR_ID_KEY)).cloned()
             };

@@ -397,3 +397,45 @@ fn a_pipe_outside_the_scope_leaves_its_integration_to_the_manifest() {
     assert_eq!(only.resource.kind, CamelKind::Integration);
     assert!(matches!(only.because, Reason::Rule { .. }));
 }
+
+/// A resource as `kamel run -x` creates it: the owner annotation, no label.
+fn kamel_created(name: &str, owner: &str) -> Resource {
+    let mut r = res(CamelKind::Integration, name, None, Some("Running"), &[]);
+    r.owner_annotation = Some(owner.into());
+    r
+}
+
+#[test]
+fn an_owner_named_by_its_annotation_alone_is_read_like_a_label() {
+    let spec = spec("  defaultOperator: op-1\n  pins:\n    - kind: Integration\n      namespace: shop\n      name: moving\n      operator: op-2\n");
+    let inventory = Inventory {
+        resources: vec![kamel_created("moving", "op-1"), kamel_created("staying", "op-1")],
+    };
+    let planned = plan::plan(&spec, Actual::OwnerKeys, &inventory);
+    // The annotation's operator is the owner: a move, not a first assignment.
+    assert!(planned.first_assignments.is_empty());
+    let moves: Vec<_> = planned.moves().collect();
+    assert_eq!(moves.len(), 1);
+    assert_eq!(moves[0].resource.name, "moving");
+    assert_eq!(moves[0].from.as_str(), "op-1");
+    // Already with its desired owner: unchanged, and adopted (label added).
+    assert_eq!(planned.unchanged.total, 1);
+    assert_eq!(names(planned.adoptions.iter().map(|a| &a.resource)), vec!["staying"]);
+    assert_eq!(planned.adoptions[0].to.as_str(), "op-1");
+}
+
+#[test]
+fn a_labelled_resource_is_never_adopted_and_a_pull_request_plan_adopts_nothing() {
+    let spec = spec("  defaultOperator: op-1\n");
+    let inventory = Inventory {
+        resources: vec![
+            res(CamelKind::Integration, "ours", Some("op-1"), Some("Running"), &[]),
+            kamel_created("theirs", "op-1"),
+        ],
+    };
+    let live = plan::plan(&spec, Actual::OwnerKeys, &inventory);
+    assert_eq!(names(live.adoptions.iter().map(|a| &a.resource)), vec!["theirs"]);
+    let pr = plan::plan(&spec, Actual::Manifest(&spec), &inventory);
+    assert!(pr.adoptions.is_empty());
+    assert!(!pr.has_changes());
+}

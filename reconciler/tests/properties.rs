@@ -114,6 +114,7 @@ fn spec() -> impl Strategy<Value = OperatorAssignmentSpec> {
                         id: id(i),
                         namespace: "camel-k".into(),
                         protocol: Protocol::Handoff,
+                        handles_unowned: false,
                     })
                     .collect(),
                 scope: Scope {

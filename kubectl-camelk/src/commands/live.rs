@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use camelk_reconciler::api::{OperatorId, parse_duration};
-use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use camelk_reconciler::camel_k::{CamelKind, owner_id};
 use camelk_reconciler::fleet::{self, Renewal};
 use camelk_reconciler::handoff::executor::{Progress, Requested};
 use camelk_reconciler::handoff::{
@@ -55,17 +55,9 @@ pub async fn move_(cli: &Cli, args: &MoveArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("reading {kind} {ns}/{name}"))?
             .with_context(|| format!("{kind} {ns}/{name} not found"))?;
-        let owner = obj
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(OPERATOR_ID_KEY))
-            .cloned()
-            .with_context(|| {
-                format!(
-                    "{kind} {ns}/{name} has no owner yet; assign it in Git (kubectl camelk assign)"
-                )
-            })?;
+        let owner = owner_id(&obj.metadata).with_context(|| {
+            format!("{kind} {ns}/{name} has no owner yet; assign it in Git (kubectl camelk assign)")
+        })?;
         batches
             .entry(owner)
             .or_default()
@@ -277,7 +269,8 @@ pub async fn get(cli: &Cli, args: &GetArgs) -> anyhow::Result<()> {
             .iter()
             .map(|r| {
                 json!({ "kind": r.kind, "namespace": r.namespace, "name": r.name,
-                "operator": r.label, "operatorAnnotation": r.annotation, "phase": r.phase })
+                "operator": r.owner(), "operatorLabel": r.label, "operatorAnnotation": r.annotation,
+                "phase": r.phase })
             })
             .collect();
         print!(
@@ -294,10 +287,10 @@ pub async fn get(cli: &Cli, args: &GetArgs) -> anyhow::Result<()> {
         "PHASE".into(),
     ]];
     for r in &rows {
-        let owner = match (&r.label, &r.annotation) {
-            (Some(l), Some(a)) if l != a => format!("{l} (annotation: {a})"),
-            (Some(v), _) | (None, Some(v)) => v.clone(),
-            (None, None) => "<none>".into(),
+        let owner = match (r.owner(), &r.annotation) {
+            (Some(o), Some(a)) if &o != a => format!("{o} (annotation: {a})"),
+            (Some(o), _) => o,
+            (None, _) => "<none>".into(),
         };
         table.push(vec![
             r.namespace.clone(),

@@ -127,6 +127,20 @@ pub struct Operator {
     /// Whether the operator takes part in handoffs itself.
     #[serde(default)]
     pub protocol: Protocol,
+    /// This upstream operator also reconciles resources that carry no owner
+    /// key (upstream v2.10 does so when its id is `camel-k` or it is
+    /// namespaced): an unowned resource with a phase is its work, and leaves
+    /// it through the upstream release rule. At most one operator says so.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub handles_unowned: bool,
+}
+
+impl OperatorAssignmentSpec {
+    /// The upstream operator that reconciles resources with no owner key, if
+    /// the manifest names one ([`Operator::handles_unowned`]).
+    pub fn unowned_handler(&self) -> Option<&Operator> {
+        self.operators.iter().find(|o| o.handles_unowned)
+    }
 }
 
 /// How an operator releases a resource it owns.

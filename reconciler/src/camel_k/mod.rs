@@ -3,11 +3,14 @@
 //!
 //! Upstream Camel K reads only the annotation [`OPERATOR_ID_KEY`]; this project
 //! also sets a label with the same key and value so operators can filter their
-//! watches on the server. The two are always written together.
+//! watches on the server. The two are always written together, and read
+//! through one rule, [`owner_of`]: the label, else the annotation.
 
 mod crd;
+mod owner;
 
 pub use crd::generated_crd;
+pub use owner::{OwnerKey, ReadOwner, owner_from_keys, owner_id, owner_of, owner_of_meta};
 
 /// Label and annotation key naming the operator that owns a Camel K resource.
 pub const OPERATOR_ID_KEY: &str = "camel.apache.org/operator.id";

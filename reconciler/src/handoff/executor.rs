@@ -20,7 +20,7 @@ use super::request::{
     ForcePolicy, HandoffItem, HandoffRequest, HandoffSpec, ReleaseMode, STATE_ANNOTATION,
 };
 use crate::api::OperatorId;
-use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, owner_id, owner_of_meta};
 use crate::lock::{LeaseObserver, Liveness, LockTiming, lock_name};
 use crate::operator::cache::{Cache, Scope};
 use crate::plan::phase::work_in_flight;
@@ -37,7 +37,9 @@ pub enum FlipResult {
 }
 
 /// Writes the change of owner of `object` from `from` to `to` (one fenced
-/// JSON patch). This is the only place an owner key is changed.
+/// JSON patch, [`fence::flip`]); with `from == to`, the adoption of a
+/// resource its annotation alone names. This is the only place an owner key
+/// is changed.
 pub async fn flip(
     client: &Client,
     kind: CamelKind,
@@ -50,6 +52,31 @@ pub async fn flip(
     let name = object.metadata.name.as_deref().unwrap_or_default();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &kind.api_resource());
     let patch = fence::flip(object, from, to, guard);
+    match api
+        .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await
+    {
+        Ok(obj) => Ok(FlipResult::Flipped(Box::new(obj))),
+        Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => Ok(FlipResult::Refused),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(FlipResult::Gone),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes the first owner of `object`, which has no owner key ([`fence::assign`]:
+/// only while it is unchanged since read and, with a guard, in the phase
+/// judged stable).
+pub async fn assign(
+    client: &Client,
+    kind: CamelKind,
+    object: &DynamicObject,
+    to: &str,
+    guard: &FlipGuard,
+) -> Result<FlipResult, kube::Error> {
+    let ns = object.metadata.namespace.as_deref().unwrap_or_default();
+    let name = object.metadata.name.as_deref().unwrap_or_default();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &kind.api_resource());
+    let patch = fence::assign(object, to, guard);
     match api
         .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
         .await
@@ -276,8 +303,16 @@ impl Coordinator {
                         namespace: ns.into(),
                         name: name.clone(),
                     })?;
-            let owner = owner_label(obj).unwrap_or_default();
+            let read = owner_of_meta(&obj.metadata);
+            let owner = read.as_ref().map(|o| o.id.clone()).unwrap_or_default();
             if owner == batch.to.as_str() {
+                // Named by its annotation alone: adopted (the label added), no handoff.
+                if read.is_some_and(|o| o.key == OwnerKey::Annotation) {
+                    let to = batch.to.as_str();
+                    flip(&self.client, *kind, obj, to, to, &FlipGuard::default())
+                        .await
+                        .map_err(api_err(format!("adopting {kind}/{name}")))?;
+                }
                 already_there.push(format!("{kind}/{name}"));
                 continue;
             }
@@ -360,37 +395,39 @@ impl Coordinator {
         let started = Instant::now();
         let total = request.spec.items.len();
         let mut taken_over = BTreeSet::new();
-        // Progress comes from metadata-only watches of the old owner's label:
-        // an item leaves them when it is flipped or deleted. No re-listing.
+        // Progress comes from metadata-only watches of what the old owner may
+        // own (its label, or no label and its annotation): an item leaves
+        // them when it is flipped or deleted. No re-listing.
         let kinds: BTreeSet<CamelKind> = request.spec.items.iter().map(|i| i.kind).collect();
-        let selector = format!("{OPERATOR_ID_KEY}={}", request.spec.from);
         let mut watches = SelectAll::new();
         for kind in &kinds {
-            let api: Api<PartialObjectMeta<DynamicObject>> = Api::namespaced_with(
-                self.client.clone(),
-                &request.namespace,
-                &kind.api_resource(),
-            );
-            let kind = *kind;
-            watches.push(
-                watcher(api, watcher::Config::default().labels(&selector))
-                    .map(move |event| (kind, event))
-                    .boxed(),
-            );
+            for (i, selector) in owner_selectors(&request.spec.from).into_iter().enumerate() {
+                let api: Api<PartialObjectMeta<DynamicObject>> = Api::namespaced_with(
+                    self.client.clone(),
+                    &request.namespace,
+                    &kind.api_resource(),
+                );
+                let key = (*kind, i);
+                watches.push(
+                    watcher(api, watcher::Config::default().labels(&selector))
+                        .map(move |event| (key, event))
+                        .boxed(),
+                );
+            }
         }
-        let mut view: Cache<CamelKind> = Cache::default();
+        let mut view: Cache<(CamelKind, usize)> = Cache::default();
         let mut synced = BTreeSet::new();
         let mut tick = tokio::time::interval(opts.poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let ticked = tokio::select! {
-                Some((kind, event)) = watches.next() => {
+                Some((key, event)) = watches.next() => {
                     match event {
                         Ok(event) => {
                             if matches!(event, watcher::Event::InitDone) {
-                                synced.insert(kind);
+                                synced.insert(key);
                             }
-                            let scope = Scope { kind, namespace: Some(request.namespace.clone()) };
+                            let scope = Scope { kind: key, namespace: Some(request.namespace.clone()) };
                             view.apply(&scope, metadata_event(event));
                         }
                         Err(e) => tracing::warn!(error = %e, "handoff progress watch failed; retrying"),
@@ -399,7 +436,7 @@ impl Coordinator {
                 }
                 _ = tick.tick() => true,
             };
-            if synced.len() < kinds.len() {
+            if synced.len() < kinds.len() * 2 {
                 continue;
             }
             let watched = covered(&request, &view);
@@ -498,15 +535,14 @@ impl Coordinator {
         })
     }
 
-    /// Items of the request still labelled with the old owner (one list per
-    /// kind; `full` objects, or metadata only).
+    /// Items of the request the old owner still owns (`full` objects, or
+    /// metadata only).
     async fn remaining(
         &self,
         request: &HandoffRequest,
         full: bool,
     ) -> Result<Vec<(CamelKind, DynamicObject)>, HandoffError> {
-        let selector = format!("{OPERATOR_ID_KEY}={}", request.spec.from);
-        self.items_matching(request, &selector, full).await
+        self.items_owned_by(request, &request.spec.from, full).await
     }
 
     async fn with_owner(
@@ -514,19 +550,20 @@ impl Coordinator {
         request: &HandoffRequest,
         owner: &OperatorId,
     ) -> Result<Vec<String>, HandoffError> {
-        let selector = format!("{OPERATOR_ID_KEY}={owner}");
         Ok(self
-            .items_matching(request, &selector, false)
+            .items_owned_by(request, owner, false)
             .await?
             .iter()
             .map(|(k, o)| format!("{k}/{}", o.metadata.name.as_deref().unwrap_or_default()))
             .collect())
     }
 
-    async fn items_matching(
+    /// Items of the request owned by `owner` ([`owner_of_meta`]), read with
+    /// [`owner_selectors`]: two lists per kind, never the whole namespace.
+    async fn items_owned_by(
         &self,
         request: &HandoffRequest,
-        selector: &str,
+        owner: &OperatorId,
         full: bool,
     ) -> Result<Vec<(CamelKind, DynamicObject)>, HandoffError> {
         let kinds: BTreeSet<CamelKind> = request.spec.items.iter().map(|i| i.kind).collect();
@@ -537,24 +574,28 @@ impl Coordinator {
                 &request.namespace,
                 &kind.api_resource(),
             );
-            let params = ListParams::default().labels(selector);
-            let context = format!("listing {kind} in {}", request.namespace);
-            let objects = if full {
-                api.list(&params).await.map_err(api_err(context))?.items
-            } else {
-                api.list_metadata(&params)
-                    .await
-                    .map_err(api_err(context))?
-                    .items
-                    .into_iter()
-                    .map(metadata_only)
-                    .collect()
-            };
-            for obj in objects {
-                let name = obj.metadata.name.clone().unwrap_or_default();
-                let uid = obj.metadata.uid.clone().unwrap_or_default();
-                if request.covers(kind, &name, &uid) {
-                    out.push((kind, obj));
+            for selector in owner_selectors(owner) {
+                let params = ListParams::default().labels(&selector);
+                let context = format!("listing {kind} in {}", request.namespace);
+                let objects = if full {
+                    api.list(&params).await.map_err(api_err(context))?.items
+                } else {
+                    api.list_metadata(&params)
+                        .await
+                        .map_err(api_err(context))?
+                        .items
+                        .into_iter()
+                        .map(metadata_only)
+                        .collect()
+                };
+                for obj in objects {
+                    let name = obj.metadata.name.clone().unwrap_or_default();
+                    let uid = obj.metadata.uid.clone().unwrap_or_default();
+                    if request.covers(kind, &name, &uid)
+                        && owner_id(&obj.metadata).as_deref() == Some(owner.as_str())
+                    {
+                        out.push((kind, obj));
+                    }
                 }
             }
         }
@@ -597,19 +638,36 @@ impl Coordinator {
     }
 }
 
-/// The request's items among `view`'s objects (uid-checked), in order.
-fn covered(request: &HandoffRequest, view: &Cache<CamelKind>) -> Vec<(CamelKind, DynamicObject)> {
+/// Label selectors that together find every resource `owner` may own: its
+/// label, or no label at all (then its annotation decides, read by
+/// [`owner_of_meta`]). What another operator's label names is never read.
+fn owner_selectors(owner: &OperatorId) -> [String; 2] {
+    [
+        format!("{OPERATOR_ID_KEY}={owner}"),
+        format!("!{OPERATOR_ID_KEY}"),
+    ]
+}
+
+/// The request's items among `view`'s objects (uid-checked) that the old
+/// owner still owns, in order.
+fn covered(
+    request: &HandoffRequest,
+    view: &Cache<(CamelKind, usize)>,
+) -> Vec<(CamelKind, DynamicObject)> {
     let kinds: BTreeSet<CamelKind> = request.spec.items.iter().map(|i| i.kind).collect();
     let mut out = Vec::new();
     for kind in kinds {
-        for o in view.all(&kind) {
+        for o in view.all(&(kind, 0)).chain(view.all(&(kind, 1))) {
             let name = o.metadata.name.as_deref().unwrap_or_default();
             let uid = o.metadata.uid.as_deref().unwrap_or_default();
-            if request.covers(kind, name, uid) {
+            if request.covers(kind, name, uid)
+                && owner_id(&o.metadata).as_deref() == Some(request.spec.from.as_str())
+            {
                 out.push((kind, o.clone()));
             }
         }
     }
+    out.sort_by(|a, b| (a.0, &a.1.metadata.name).cmp(&(b.0, &b.1.metadata.name)));
     out
 }
 
@@ -633,10 +691,6 @@ fn metadata_only(m: PartialObjectMeta<DynamicObject>) -> DynamicObject {
         metadata: m.metadata,
         data: serde_json::Value::Null,
     }
-}
-
-fn owner_label(obj: &DynamicObject) -> Option<String> {
-    obj.metadata.labels.as_ref()?.get(OPERATOR_ID_KEY).cloned()
 }
 
 fn describe(kind: CamelKind, obj: &DynamicObject) -> String {

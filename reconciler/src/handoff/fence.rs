@@ -4,7 +4,8 @@
 //!
 //! Every write to a Camel K resource by its owner goes through [`fenced`],
 //! and every change of owner through [`flip`]: label and annotation change
-//! together, in one write, only if the label still names the expected owner.
+//! together, in one write, only if the key the owner was read from (the
+//! label, else the annotation) still names the expected owner.
 //! Patches are built from the object as observed; if the object changed
 //! shape since (say its annotations map vanished), the patch fails and the
 //! caller re-reads, it never clobbers.
@@ -12,7 +13,7 @@
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
 
-use crate::camel_k::OPERATOR_ID_KEY;
+use crate::camel_k::{OPERATOR_ID_KEY, OwnerKey, owner_of_meta};
 
 /// JSON-pointer path of the owner label (`/` in the key escaped as `~1`).
 pub fn owner_label_path() -> String {
@@ -49,19 +50,48 @@ pub struct FlipGuard {
 }
 
 /// The one write that moves `object` from `from` to `to`: tests that the
-/// label names `from` (and any guard), then sets label and annotation to `to`.
+/// key `from` was read from still names it (and any guard), then sets label
+/// and annotation to `to`. With `from == to` it adopts a resource whose
+/// annotation alone names its owner: the label is added, nothing else changes.
 pub fn flip(object: &DynamicObject, from: &str, to: &str, guard: &FlipGuard) -> json_patch::Patch {
-    let mut ops = vec![owner_test(from)];
+    let mut ops = owner_fence(object, from);
     if let Some(phase) = &guard.phase {
         ops.push(phase_test(object, phase));
     }
-    ops.push(json!({ "op": "replace", "path": owner_label_path(), "value": to }));
-    if object.metadata.annotations.is_some() {
-        ops.push(json!({ "op": "add", "path": owner_annotation_path(), "value": to }));
-    } else {
-        ops.push(json!({ "op": "add", "path": "/metadata/annotations", "value": { OPERATOR_ID_KEY: to } }));
-    }
+    ops.extend(set_owner_keys(object, to));
     to_patch(ops)
+}
+
+/// The tests that `owner` still owns `object` by the key it was read from
+/// ([`owner_of_meta`]): the label; or, for a resource as `kamel` creates it,
+/// the annotation plus the resourceVersion, since a JSON patch cannot test
+/// that the label is still absent.
+fn owner_fence(object: &DynamicObject, owner: &str) -> Vec<Value> {
+    match owner_of_meta(&object.metadata) {
+        Some(read) if read.key == OwnerKey::Annotation => vec![
+            json!({ "op": "test", "path": owner_annotation_path(), "value": owner }),
+            resource_version_test(object),
+        ],
+        _ => vec![owner_test(owner)],
+    }
+}
+
+/// Sets both owner keys to `to`, creating the label or annotation map when
+/// the object has none (`add` replaces a member that exists).
+fn set_owner_keys(object: &DynamicObject, to: &str) -> [Value; 2] {
+    let label = match &object.metadata.labels {
+        Some(_) => json!({ "op": "add", "path": owner_label_path(), "value": to }),
+        None => {
+            json!({ "op": "add", "path": "/metadata/labels", "value": { OPERATOR_ID_KEY: to } })
+        }
+    };
+    let annotation = match &object.metadata.annotations {
+        Some(_) => json!({ "op": "add", "path": owner_annotation_path(), "value": to }),
+        None => {
+            json!({ "op": "add", "path": "/metadata/annotations", "value": { OPERATOR_ID_KEY: to } })
+        }
+    };
+    [label, annotation]
 }
 
 /// Sets the owner annotation to `owner`, only while the label names `owner`:
@@ -73,26 +103,20 @@ pub fn match_annotation(owner: &str) -> json_patch::Patch {
     )
 }
 
-/// The first assignment of an unowned object: the label must be absent.
-pub fn assign(object: &DynamicObject, to: &str) -> json_patch::Patch {
-    let mut ops = Vec::new();
-    match &object.metadata.labels {
-        // `test` cannot assert absence; a labels map without the key is checked
-        // by re-adding it whole only when it was empty, else by resourceVersion.
-        Some(_) => {
-            ops.push(json!({ "op": "test", "path": "/metadata/resourceVersion", "value": object.metadata.resource_version }));
-            ops.push(json!({ "op": "add", "path": owner_label_path(), "value": to }));
-        }
-        None => ops.push(
-            json!({ "op": "add", "path": "/metadata/labels", "value": { OPERATOR_ID_KEY: to } }),
-        ),
+/// The first assignment of an object with no owner key: applied only while
+/// it is unchanged since read (a JSON patch cannot test that a key is
+/// absent), and, with a guard, only while its phase is the one judged stable.
+pub fn assign(object: &DynamicObject, to: &str, guard: &FlipGuard) -> json_patch::Patch {
+    let mut ops = vec![resource_version_test(object)];
+    if let Some(phase) = &guard.phase {
+        ops.push(phase_test(object, phase));
     }
-    if object.metadata.annotations.is_some() {
-        ops.push(json!({ "op": "add", "path": owner_annotation_path(), "value": to }));
-    } else {
-        ops.push(json!({ "op": "add", "path": "/metadata/annotations", "value": { OPERATOR_ID_KEY: to } }));
-    }
+    ops.extend(set_owner_keys(object, to));
     to_patch(ops)
+}
+
+fn resource_version_test(object: &DynamicObject) -> Value {
+    json!({ "op": "test", "path": "/metadata/resourceVersion", "value": object.metadata.resource_version })
 }
 
 fn phase_test(object: &DynamicObject, phase: &str) -> Value {
@@ -105,7 +129,7 @@ fn phase_test(object: &DynamicObject, phase: &str) -> Value {
         json!({ "op": "test", "path": "/status/phase", "value": phase })
     } else {
         // No phase seen: require that there still is none (status may be absent).
-        json!({ "op": "test", "path": "/metadata/resourceVersion", "value": object.metadata.resource_version })
+        resource_version_test(object)
     }
 }
 
@@ -226,11 +250,72 @@ mod tests {
     #[test]
     fn assign_labels_an_unowned_object() {
         let obj = object(None, None, None);
-        let out = apply(&obj, &assign(&obj, "operator-1")).unwrap();
+        let out = apply(&obj, &assign(&obj, "operator-1", &FlipGuard::default())).unwrap();
         assert_eq!(out["metadata"]["labels"][OPERATOR_ID_KEY], "operator-1");
         assert_eq!(
             out["metadata"]["annotations"][OPERATOR_ID_KEY],
             "operator-1"
         );
+    }
+
+    #[test]
+    fn assign_is_refused_once_the_object_changed() {
+        let seen = object(Some(json!({ "app": "orders" })), None, None);
+        let patch = assign(&seen, "operator-1", &FlipGuard::default());
+        let mut now = serde_json::to_value(&seen).unwrap();
+        now["metadata"]["resourceVersion"] = json!("8");
+        now["metadata"]["labels"][OPERATOR_ID_KEY] = json!("operator-2");
+        assert!(json_patch::patch(&mut now, &patch).is_err());
+        let out = apply(&seen, &patch).unwrap();
+        assert_eq!(out["metadata"]["labels"]["app"], "orders");
+        assert_eq!(out["metadata"]["labels"][OPERATOR_ID_KEY], "operator-1");
+    }
+
+    #[test]
+    fn an_annotation_only_owner_is_fenced_on_its_annotation() {
+        // As `kamel run -x` creates it: no labels at all.
+        let kamel = object(None, Some(json!({ OPERATOR_ID_KEY: "operator-1" })), None);
+        let out = apply(
+            &kamel,
+            &flip(&kamel, "operator-1", "operator-2", &FlipGuard::default()),
+        )
+        .unwrap();
+        assert_eq!(out["metadata"]["labels"][OPERATOR_ID_KEY], "operator-2");
+        assert_eq!(
+            out["metadata"]["annotations"][OPERATOR_ID_KEY],
+            "operator-2"
+        );
+        // Another operator named by the annotation: refused.
+        assert!(
+            apply(
+                &kamel,
+                &flip(&kamel, "operator-3", "operator-2", &FlipGuard::default())
+            )
+            .is_err()
+        );
+        // A label added since the read (a new resourceVersion): refused.
+        let patch = flip(&kamel, "operator-1", "operator-2", &FlipGuard::default());
+        let mut now = serde_json::to_value(&kamel).unwrap();
+        now["metadata"]["resourceVersion"] = json!("8");
+        now["metadata"]["labels"] = json!({ OPERATOR_ID_KEY: "operator-3" });
+        assert!(json_patch::patch(&mut now, &patch).is_err());
+    }
+
+    #[test]
+    fn adoption_adds_the_label_and_changes_nothing_else() {
+        let kamel = object(
+            Some(json!({ "app": "orders" })),
+            Some(json!({ OPERATOR_ID_KEY: "operator-1", "note": "keep me" })),
+            Some(json!({ "phase": "Running" })),
+        );
+        let before = serde_json::to_value(&kamel).unwrap();
+        let out = apply(
+            &kamel,
+            &flip(&kamel, "operator-1", "operator-1", &FlipGuard::default()),
+        )
+        .unwrap();
+        let mut expected = before;
+        expected["metadata"]["labels"][OPERATOR_ID_KEY] = json!("operator-1");
+        assert_eq!(out, expected);
     }
 }

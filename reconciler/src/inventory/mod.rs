@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde::Serialize;
 
 use crate::api::OperatorId;
-use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, owner_from_keys};
 use crate::plan::BlockReason;
 
 /// Identity of one Camel K resource. Orders by kind, namespace, then name:
@@ -107,22 +107,33 @@ impl Resource {
         }
     }
 
+    /// Its owner by the one rule ([`crate::camel_k::owner_of`]): the label,
+    /// else the annotation. Keys that name two operators are a conflict the
+    /// sync sets right (the label's operator holds it meanwhile).
     pub fn owner(&self) -> Owner {
         let label = self.labels.get(OPERATOR_ID_KEY).map(String::as_str);
-        let annotation = self.owner_annotation.as_deref();
-        let value = match (label, annotation) {
-            (None, None) => return Owner::Nobody,
-            (Some(l), Some(a)) if l != a => {
-                return Owner::Conflict(format!(
-                    "its {OPERATOR_ID_KEY} label says `{l}` but its annotation says `{a}`"
-                ));
-            }
-            (Some(v), _) | (None, Some(v)) => v,
+        let Some(read) = owner_from_keys(label, self.owner_annotation.as_deref()) else {
+            return Owner::Nobody;
         };
-        match OperatorId::new(value) {
+        if read.keys_disagree {
+            return Owner::Conflict(format!(
+                "its {OPERATOR_ID_KEY} label says `{}` but its annotation says `{}`",
+                read.id,
+                self.owner_annotation.as_deref().unwrap_or_default()
+            ));
+        }
+        match OperatorId::new(read.id) {
             Ok(id) => Owner::Operator(id),
             Err(e) => Owner::Conflict(e.to_string()),
         }
+    }
+
+    /// Whether its owner is named by the annotation alone (as `kamel`
+    /// creates resources): the label is still to be added.
+    pub fn owned_by_annotation_only(&self) -> bool {
+        let label = self.labels.get(OPERATOR_ID_KEY).map(String::as_str);
+        owner_from_keys(label, self.owner_annotation.as_deref())
+            .is_some_and(|o| o.key == OwnerKey::Annotation)
     }
 }
 

@@ -11,7 +11,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::diagnostic::{Severity, hint};
 use super::tree::FieldPath;
-use crate::api::{ForcePolicy, Match, OperatorAssignmentSpec, OperatorId, Step, parse_duration};
+use crate::api::{
+    ForcePolicy, Match, OperatorAssignmentSpec, OperatorId, Protocol, Step, parse_duration,
+};
 use crate::camel_k::CamelKind;
 
 /// One problem, at a path of the manifest.
@@ -66,6 +68,26 @@ pub fn validate(spec: &OperatorAssignmentSpec) -> Vec<Finding> {
             );
         } else {
             first_seen.insert(&operator.id, i);
+        }
+        if operator.handles_unowned {
+            if operator.protocol != Protocol::Upstream {
+                out.error(
+                    operators.index(i).key("handlesUnowned"),
+                    format!(
+                        "operator `{}` speaks the handoff protocol and selects its resources by label, so it never handles unowned ones; `handlesUnowned` is for `protocol: Upstream` operators",
+                        operator.id
+                    ),
+                );
+            }
+            if let Some(first) = spec.operators[..i].iter().position(|o| o.handles_unowned) {
+                out.error(
+                    operators.index(i).key("handlesUnowned"),
+                    format!(
+                        "only one operator may handle unowned resources; spec.operators[{first}] ({}) already does",
+                        spec.operators[first].id
+                    ),
+                );
+            }
         }
         if !is_dns_label(&operator.namespace) {
             out.error(

@@ -5,8 +5,9 @@
 //! 1. [`desired`] decides each resource's desired owner (pin, first rule,
 //!    default, then staged moves);
 //! 2. its actual owner comes from its owner keys ([`Resource::owner`]);
-//! 3. equal owners count as unchanged; a resource without an owner is a first
-//!    assignment; keys that disagree are an error; otherwise it is a move;
+//! 3. equal owners count as unchanged (an owner named by the annotation
+//!    alone is also listed for adoption); a resource without an owner is a
+//!    first assignment; keys that disagree are an error; otherwise a move;
 //! 4. a move whose current owner is mid-work ([`phase`]) is blocked now;
 //! 5. the other moves are grouped by their rollout (a staged move's own steps,
 //!    or `spec.rollout.steps`) and split into batches ([`batch`]);
@@ -99,6 +100,11 @@ pub struct Plan {
     pub first_assignments: Vec<Assignment>,
     pub blocked: Vec<Blocked>,
     pub errors: Vec<ResourceError>,
+    /// Unchanged resources (counted there too) whose owner is named by the
+    /// annotation alone, as `kamel` creates them: the sync adds the label
+    /// in one fenced write, with no handoff.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub adoptions: Vec<Assignment>,
     /// Things worth knowing that change nothing (a pin to a resource that
     /// does not exist, ...).
     pub notes: Vec<String>,
@@ -206,6 +212,13 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
                 message,
             }),
             Owner::Operator(current) if current == decision.operator => {
+                if base.is_none() && resource.owned_by_annotation_only() {
+                    out.adoptions.push(Assignment {
+                        resource: resource.id.clone(),
+                        to: current.clone(),
+                        because: decision.because,
+                    });
+                }
                 out.unchanged.total += 1;
                 *out.unchanged.by_operator.entry(current).or_default() += 1;
             }

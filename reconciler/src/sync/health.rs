@@ -31,7 +31,7 @@ use kube::api::{Api, DynamicObject};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::OperatorId;
-use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use crate::camel_k::{CamelKind, owner_id};
 use crate::handoff::release::{condition, kit_name, phase};
 use crate::inventory::ResourceRef;
 
@@ -64,15 +64,11 @@ pub fn judge(
     owner: &OperatorId,
     require_ready: bool,
 ) -> Result<(), String> {
-    let label = object
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(OPERATOR_ID_KEY));
-    if label.map(String::as_str) != Some(owner.as_str()) {
+    let current = owner_id(&object.metadata);
+    if current.as_deref() != Some(owner.as_str()) {
         return Err(format!(
             "owned by {}, not {owner}",
-            label.map(String::as_str).unwrap_or("nobody")
+            current.as_deref().unwrap_or("nobody")
         ));
     }
     let p = phase(object).unwrap_or("");
@@ -139,12 +135,7 @@ async fn runs_on_kit_of(
         let Ok(Some(kit)) = api.get_opt(name).await else {
             return false; // not cached: it may be readable on the next poll
         };
-        let id = |map: Option<&std::collections::BTreeMap<String, String>>| {
-            map.and_then(|m| m.get(OPERATOR_ID_KEY)).cloned()
-        };
-        let built_by =
-            id(kit.metadata.labels.as_ref()).or_else(|| id(kit.metadata.annotations.as_ref()));
-        builders.insert(key.clone(), built_by);
+        builders.insert(key.clone(), owner_id(&kit.metadata));
     }
     builders[&key].as_deref() == Some(owner.as_str())
 }
@@ -228,6 +219,7 @@ pub async fn wait(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::camel_k::OPERATOR_ID_KEY;
     use serde_json::json;
 
     fn obj(kind: &str, owner: &str, status: serde_json::Value) -> DynamicObject {

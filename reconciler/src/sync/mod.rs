@@ -11,7 +11,8 @@
 //!    the cluster carries what Git says and the status below.
 //! 4. Read live ownership ([`crate::inventory::cluster`], metadata only) and
 //!    give unowned resources their owner (fenced first assignment,
-//!    [`crate::handoff::fence::assign`]).
+//!    [`crate::handoff::fence::assign`]) and adopt those the annotation
+//!    alone names (the label added, fenced on the annotation).
 //! 5. Plan the revision against the last applied one ([`rollout::plan`], the
 //!    plan a pull request shows) and find the first step not done
 //!    ([`rollout::position`]).
@@ -67,11 +68,13 @@ use crate::api::{
     OperatorAssignment, OperatorAssignmentSpec, OperatorAssignmentStatus, Protocol, RolloutStatus,
     parse_duration,
 };
-use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
-use crate::handoff::executor::HandoffError;
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, owner_of_meta};
+use crate::handoff::executor::{FlipResult, HandoffError};
+use crate::handoff::fence::FlipGuard;
 use crate::handoff::request::{FROM_LABEL, HandoffRequest, TO_LABEL};
 use crate::handoff::{
-    Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode, fence,
+    self, Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode, fence,
+    release,
 };
 use crate::inventory::cluster::{self, ClusterReadError};
 use crate::inventory::{self, Inventory, ResourceRef};
@@ -472,14 +475,18 @@ impl Syncer {
             Some(cached) => cached,
             None => self.read(&reach).await?,
         };
-        let first = plan::plan(head, Actual::OwnerKeys, &inventory).first_assignments;
-        let assigned = self.assign(&first).await?;
+        let planned = plan::plan(head, Actual::OwnerKeys, &inventory);
+        let assigned = self.assign(head, &planned).await?;
         if assigned > 0 {
             self.event(
                 &object,
                 EventType::Normal,
                 "Assigned",
-                format!("gave {assigned} unowned resources their operator"),
+                format!(
+                    "gave {assigned} resources their operator's label ({} unowned, {} named by annotation only)",
+                    planned.first_assignments.len(),
+                    planned.adoptions.len()
+                ),
             )
             .await;
             inventory = self.read(&reach).await?;
@@ -950,11 +957,20 @@ impl Syncer {
             })
     }
 
-    /// Fenced first assignments; returns how many were written.
-    async fn assign(&mut self, first: &[plan::Assignment]) -> Result<usize, SyncError> {
+    /// Fenced first assignments and adoptions; returns how many were
+    /// written. An unowned resource that has a phase is the work of the
+    /// manifest's unowned handler: it leaves that operator only in a phase
+    /// its release rule judges stable, else it waits for a later round.
+    async fn assign(
+        &mut self,
+        head: &OperatorAssignmentSpec,
+        planned: &plan::Plan,
+    ) -> Result<usize, SyncError> {
         let mut written = 0;
-        self.wrote_owners |= !first.is_empty();
-        for a in first {
+        let firsts = planned.first_assignments.iter().map(|a| (a, false));
+        let adoptions = planned.adoptions.iter().map(|a| (a, true));
+        for (a, adopt) in firsts.chain(adoptions) {
+            self.wrote_owners = true;
             let id = &a.resource;
             let api: Api<DynamicObject> =
                 Api::namespaced_with(self.client.clone(), &id.namespace, &id.kind.api_resource());
@@ -965,26 +981,40 @@ impl Syncer {
             let Some(object) = api.get_opt(&id.name).await.map_err(err)? else {
                 continue;
             };
-            if object
-                .metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.contains_key(OPERATOR_ID_KEY))
-            {
-                continue;
-            }
-            let patch = fence::assign(&object, a.to.as_str());
-            match api
-                .patch(&id.name, &PatchParams::default(), &Patch::<()>::Json(patch))
-                .await
-            {
-                Ok(_) => {
-                    written += 1;
-                    tracing::info!(resource = %id, to = %a.to, because = %a.because, "assigned");
+            let owner = owner_of_meta(&object.metadata);
+            let client = &self.client;
+            let to = a.to.as_str();
+            let result = match (adopt, owner) {
+                (true, Some(o)) if o.key == OwnerKey::Annotation && o.id == to => {
+                    handoff::executor::flip(client, id.kind, &object, to, to, &FlipGuard::default())
+                        .await
                 }
                 // Changed since it was read: the next round decides again.
-                Err(kube::Error::Api(s)) if matches!(s.code, 404 | 409 | 422) => {}
-                Err(e) => return Err(err(e)),
+                (_, Some(_)) | (true, None) => continue,
+                (false, None) => {
+                    let handler = head.unowned_handler().filter(|h| {
+                        h.id != a.to && release::phase(&object).is_some_and(|p| !p.is_empty())
+                    });
+                    let guard = match handler {
+                        None => FlipGuard::default(),
+                        Some(h) => match release::upstream_stable(id.kind, &object) {
+                            Ok(phase) => FlipGuard { phase: Some(phase) },
+                            Err(why) => {
+                                tracing::info!(resource = %id, handler = %h.id, %why, "unowned resource busy with its handler; assigned once stable");
+                                continue;
+                            }
+                        },
+                    };
+                    handoff::executor::assign(client, id.kind, &object, to, &guard).await
+                }
+            };
+            match result.map_err(err)? {
+                FlipResult::Flipped(_) => {
+                    written += 1;
+                    let what = if adopt { "adopted" } else { "assigned" };
+                    tracing::info!(resource = %id, to = %a.to, because = %a.because, "{what}");
+                }
+                FlipResult::Refused | FlipResult::Gone => {}
             }
         }
         Ok(written)
@@ -1113,20 +1143,52 @@ impl Syncer {
         let opts = self.options(spec, &group.from);
         self.telemetry.handoffs_in_progress.inc();
         let started = Instant::now();
-        let outcome = self
-            .coordinator
-            .execute(group, &opts, &mut |p| {
-                tracing::debug!(done = p.done, total = p.total, waiting_on = ?p.waiting_on, "handoff progress");
-            })
-            .await;
+        // A resource that is not where the plan saw it (another owner, or
+        // deleted) is left out and the rest of the group goes on; one that
+        // changed hands makes the step stall, naming it.
+        let mut group = group.clone();
+        let mut left_out = Vec::new();
+        let outcome = loop {
+            let outcome = self
+                .coordinator
+                .execute(&group, &opts, &mut |p| {
+                    tracing::debug!(done = p.done, total = p.total, waiting_on = ?p.waiting_on, "handoff progress");
+                })
+                .await;
+            let (kind, name) = match &outcome {
+                Err(HandoffError::WrongOwner { kind, name, .. }) => {
+                    let e = outcome.as_ref().unwrap_err();
+                    tracing::warn!(error = %e, "left out of the handoff");
+                    left_out.push(e.to_string());
+                    (*kind, name.clone())
+                }
+                Err(HandoffError::NotFound { kind, name, .. }) => (*kind, name.clone()),
+                _ => break outcome,
+            };
+            group.resources.retain(|r| *r != (kind, name.clone()));
+            if group.resources.is_empty() {
+                break Ok(HandoffOutcome::Completed {
+                    moved: vec![],
+                    already_there: vec![],
+                    taken_over: vec![],
+                    gone: vec![],
+                });
+            }
+        };
         self.telemetry.handoffs_in_progress.dec();
         self.telemetry
             .handoff_duration
             .observe(started.elapsed().as_secs_f64());
         let mut now = BTreeSet::new();
-        let result = outcome_moved(group, outcome, &mut now)?;
-        self.moved_events(group, &now, step).await;
+        let mut result = outcome_moved(&group, outcome, &mut now)?;
+        self.moved_events(&group, &now, step).await;
         moved.extend(now);
+        if result.is_ok() && !left_out.is_empty() {
+            result = Err(format!(
+                "not moved, owned by someone else than the plan saw: {}",
+                left_out.join("; ")
+            ));
+        }
         Ok(result)
     }
 
@@ -1636,9 +1698,10 @@ fn idle(
             .as_ref()
             .is_some_and(|r| r.state == "Complete");
     applied
-        && plan::plan(head, Actual::OwnerKeys, inventory)
-            .first_assignments
-            .is_empty()
+        && {
+            let planned = plan::plan(head, Actual::OwnerKeys, inventory);
+            planned.first_assignments.is_empty() && planned.adoptions.is_empty()
+        }
         && {
             let plan = rollout::plan(head, base, inventory);
             rollout::position(&plan, &LiveOwners::new(inventory)).done == plan.batches.len()
