@@ -407,9 +407,14 @@ fn kamel_created(name: &str, owner: &str) -> Resource {
 
 #[test]
 fn an_owner_named_by_its_annotation_alone_is_read_like_a_label() {
-    let spec = spec("  defaultOperator: op-1\n  pins:\n    - kind: Integration\n      namespace: shop\n      name: moving\n      operator: op-2\n");
+    let spec = spec(
+        "  defaultOperator: op-1\n  pins:\n    - kind: Integration\n      namespace: shop\n      name: moving\n      operator: op-2\n",
+    );
     let inventory = Inventory {
-        resources: vec![kamel_created("moving", "op-1"), kamel_created("staying", "op-1")],
+        resources: vec![
+            kamel_created("moving", "op-1"),
+            kamel_created("staying", "op-1"),
+        ],
     };
     let planned = plan::plan(&spec, Actual::OwnerKeys, &inventory);
     // The annotation's operator is the owner: a move, not a first assignment.
@@ -420,7 +425,10 @@ fn an_owner_named_by_its_annotation_alone_is_read_like_a_label() {
     assert_eq!(moves[0].from.as_str(), "op-1");
     // Already with its desired owner: unchanged, and adopted (label added).
     assert_eq!(planned.unchanged.total, 1);
-    assert_eq!(names(planned.adoptions.iter().map(|a| &a.resource)), vec!["staying"]);
+    assert_eq!(
+        names(planned.adoptions.iter().map(|a| &a.resource)),
+        vec!["staying"]
+    );
     assert_eq!(planned.adoptions[0].to.as_str(), "op-1");
 }
 
@@ -429,12 +437,21 @@ fn a_labelled_resource_is_never_adopted_and_a_pull_request_plan_adopts_nothing()
     let spec = spec("  defaultOperator: op-1\n");
     let inventory = Inventory {
         resources: vec![
-            res(CamelKind::Integration, "ours", Some("op-1"), Some("Running"), &[]),
+            res(
+                CamelKind::Integration,
+                "ours",
+                Some("op-1"),
+                Some("Running"),
+                &[],
+            ),
             kamel_created("theirs", "op-1"),
         ],
     };
     let live = plan::plan(&spec, Actual::OwnerKeys, &inventory);
-    assert_eq!(names(live.adoptions.iter().map(|a| &a.resource)), vec!["theirs"]);
+    assert_eq!(
+        names(live.adoptions.iter().map(|a| &a.resource)),
+        vec!["theirs"]
+    );
     let pr = plan::plan(&spec, Actual::Manifest(&spec), &inventory);
     assert!(pr.adoptions.is_empty());
     assert!(!pr.has_changes());
