@@ -238,3 +238,516 @@ async fn operators_and_the_handoff_work_under_the_policy() {
     }
     assert_single_owner(cluster, ns);
 }
+
+// An operator writes only what it owns: every create, update (status
+// included) and delete by an identity named in an `operator.<id>` key.
+
+/// Binds the shipped policy to `ns` as [`enforce`] does, `unowned` (if any)
+/// being the identities' `unownedHandler`.
+async fn enforce_unowned(cluster: &camelk_testkit::TestCluster, ns: &str, unowned: Option<&str>) {
+    camelk_testkit::admission::enforce_with_unowned_handler(
+        &cluster.admin().await,
+        ns,
+        &["reconciler"],
+        &["operator-1", "operator-2"],
+        unowned,
+    )
+    .await
+    .expect("the policy is enforced");
+}
+
+/// A `kind` object named `name` with the owner `label` and `annotation`
+/// given (none where `None`).
+fn camel_object(
+    kind: CamelKind,
+    name: &str,
+    label: Option<&str>,
+    annotation: Option<&str>,
+) -> kube::api::DynamicObject {
+    let mut meta =
+        json!({ "name": name, "labels": { "app": name }, "annotations": { "team": "shop" } });
+    if let Some(id) = label {
+        meta["labels"][OPERATOR_ID_KEY] = json!(id);
+    }
+    if let Some(id) = annotation {
+        meta["annotations"][OPERATOR_ID_KEY] = json!(id);
+    }
+    // The fields the upstream CRDs require.
+    let spec = match kind {
+        CamelKind::CamelCatalog => json!({
+            "runtime": {
+                "version": "3.15.3",
+                "provider": "quarkus",
+                "applicationClass": "io.quarkus.bootstrap.runner.QuarkusEntryPoint",
+                "dependencies": [],
+            },
+            "artifacts": {},
+            "loaders": {},
+        }),
+        _ => json!({}),
+    };
+    serde_json::from_value(json!({
+        "apiVersion": kind.api_version(),
+        "kind": kind.kind(),
+        "metadata": meta,
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+/// The API server's answer to a write: `Err` holds a refusal (code, message).
+fn answer<T>(result: Result<T, kube::Error>, what: &str) -> Result<(), (u16, String)> {
+    result.map(|_| ()).map_err(|e| match e {
+        kube::Error::Api(status) => (status.code, status.message),
+        other => panic!("{what}: {other}"),
+    })
+}
+
+/// Creates `object` of `kind` in `ns` as `client`.
+async fn create_as(
+    client: &kube::Client,
+    kind: CamelKind,
+    ns: &str,
+    object: &kube::api::DynamicObject,
+) -> Result<(), (u16, String)> {
+    answer(
+        camel_api(client.clone(), kind, ns)
+            .create(&kube::api::PostParams::default(), object)
+            .await,
+        "creating",
+    )
+}
+
+/// Merge-patches `status.phase` of Integration `name` as `client`, the way an
+/// upstream Camel K operator writes status: a merge patch on the status
+/// subresource, computed from its cache, with no resourceVersion and no test.
+async fn patch_status(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    phase: &str,
+) -> Result<(), (u16, String)> {
+    answer(
+        camel_api(client.clone(), CamelKind::Integration, ns)
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": { "phase": phase } })),
+            )
+            .await,
+        "patching the status",
+    )
+}
+
+/// Adds label `key: value` to Integration `name` as `client`.
+async fn patch_label(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    key: &str,
+    value: &str,
+) -> Result<(), (u16, String)> {
+    answer(
+        camel_api(client.clone(), CamelKind::Integration, ns)
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "metadata": { "labels": { key: value } } })),
+            )
+            .await,
+        "patching a label",
+    )
+}
+
+async fn phase_of(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
+    let obj = camel_api(client.clone(), CamelKind::Integration, ns)
+        .get(name)
+        .await
+        .unwrap();
+    obj.data["status"]["phase"].as_str().map(str::to_string)
+}
+
+/// The words of the refusal of `operator`'s `write` (`update
+/// integrations/status orders`) of a resource owned by `owner`.
+fn not_its_own(operator: &str, write: &str, owner: &str) -> String {
+    format!(
+        "operator {operator} ({operator}) may not {write}: its owner is {owner}, \
+         and an operator writes only the Camel K resources it owns"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operator_writes_the_status_only_of_what_it_owns() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace("admission-status").await;
+    let ns = ns.name.as_str();
+    cluster
+        .grant_in_namespace(
+            ns,
+            "developer",
+            "edit-integrations",
+            vec![PolicyRule {
+                api_groups: Some(vec!["camel.apache.org".into()]),
+                resources: Some(vec!["integrations".into()]),
+                verbs: vec!["get".into(), "patch".into()],
+                ..Default::default()
+            }],
+        )
+        .await;
+    let admin = cluster.admin().await;
+    let it = CamelKind::Integration;
+    // As `kamel` creates them: the annotation only.
+    create_as(
+        &admin,
+        it,
+        ns,
+        &camel_object(it, "by-annotation", None, Some("operator-1")),
+    )
+    .await
+    .unwrap();
+    create_as(
+        &admin,
+        it,
+        ns,
+        &camel_object(it, "by-label", Some("operator-1"), Some("operator-1")),
+    )
+    .await
+    .unwrap();
+    // Label and annotation disagree: the label wins.
+    create_as(
+        &admin,
+        it,
+        ns,
+        &camel_object(it, "disagreeing", Some("operator-2"), Some("operator-1")),
+    )
+    .await
+    .unwrap();
+    create_as(&admin, it, ns, &camel_object(it, "unowned", None, None))
+        .await
+        .unwrap();
+    enforce(cluster, ns).await;
+    let op1 = cluster.client_as("operator-1").await;
+    let op2 = cluster.client_as("operator-2").await;
+
+    for name in ["by-annotation", "by-label"] {
+        refused(
+            patch_status(&op2, ns, name, "Error").await,
+            &not_its_own(
+                "operator-2",
+                &format!("update integrations/status {name}"),
+                "operator-1",
+            ),
+        );
+        // Nor anything else of it.
+        refused(
+            patch_label(&op2, ns, name, "tier", "gold").await,
+            &not_its_own(
+                "operator-2",
+                &format!("update integrations {name}"),
+                "operator-1",
+            ),
+        );
+        patch_status(&op1, ns, name, "Running")
+            .await
+            .unwrap_or_else(|e| panic!("the owner writes the status of {name}: {e:?}"));
+        assert_eq!(phase_of(&admin, ns, name).await.as_deref(), Some("Running"));
+    }
+    refused(
+        patch_status(&op1, ns, "disagreeing", "Error").await,
+        &not_its_own(
+            "operator-1",
+            "update integrations/status disagreeing",
+            "operator-2",
+        ),
+    );
+    patch_status(&op2, ns, "disagreeing", "Running")
+        .await
+        .expect("the label's operator writes");
+    // No unownedHandler is configured here: no operator writes what has no owner.
+    refused(
+        patch_status(&op1, ns, "unowned", "Running").await,
+        "operator operator-1 (operator-1) may not update integrations/status unowned: \
+         it has no owner, and only the unownedHandler (none configured) writes",
+    );
+
+    // Other identities are not concerned: a developer's and the admin's
+    // edits pass, the reconciler's too.
+    patch_label(
+        &cluster.client_as("developer").await,
+        ns,
+        "by-label",
+        "tier",
+        "gold",
+    )
+    .await
+    .expect("a developer edits a label");
+    patch_status(&admin, ns, "by-label", "Error")
+        .await
+        .expect("the admin edits the status");
+    patch_status(&admin, ns, "unowned", "Error")
+        .await
+        .expect("the admin edits an unowned status");
+    // The owner still hands over, both keys in one write; then it is the
+    // new owner's to write, and no more the old one's.
+    set_owner(&op1, ns, "by-label", "operator-2", "operator-2")
+        .await
+        .expect("the owner hands over");
+    refused(
+        patch_status(&op1, ns, "by-label", "Running").await,
+        &not_its_own(
+            "operator-1",
+            "update integrations/status by-label",
+            "operator-2",
+        ),
+    );
+    patch_status(&op2, ns, "by-label", "Running")
+        .await
+        .expect("the new owner writes");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_late_unfenced_write_after_a_flip_is_refused() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace("admission-late").await;
+    let ns = ns.name.as_str();
+    let admin = cluster.admin().await;
+    create_integration(&admin, ns, "orders", Some("operator-1")).await;
+    enforce(cluster, ns).await;
+    let op1 = cluster.client_as("operator-1").await;
+    let op2 = cluster.client_as("operator-2").await;
+    patch_status(&op1, ns, "orders", "Building Kit")
+        .await
+        .expect("the owner writes");
+
+    // operator-1's cache still holds the old copy when the coordinator flips
+    // both keys, as the reconciler releases for an upstream operator.
+    let cached = camel_api(op1.clone(), CamelKind::Integration, ns)
+        .get("orders")
+        .await
+        .unwrap();
+    assert_eq!(owner(&cached).as_deref(), Some("operator-1"));
+    set_owner(
+        &cluster.client_as("reconciler").await,
+        ns,
+        "orders",
+        "operator-2",
+        "operator-2",
+    )
+    .await
+    .expect("the coordinator flips the owner");
+
+    // operator-1's late write, decided on that cache, unfenced: refused.
+    refused(
+        patch_status(&op1, ns, "orders", "Error").await,
+        &not_its_own(
+            "operator-1",
+            "update integrations/status orders",
+            "operator-2",
+        ),
+    );
+    patch_status(&op2, ns, "orders", "Initialization")
+        .await
+        .expect("the new owner writes");
+    assert_eq!(
+        phase_of(&admin, ns, "orders").await.as_deref(),
+        Some("Initialization")
+    );
+    // The audit log agrees: no write by an operator that did not own the resource.
+    assert_single_owner(cluster, ns);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_the_unowned_handler_writes_unowned_resources() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace("admission-unowned").await;
+    let ns = ns.name.as_str();
+    let admin = cluster.admin().await;
+    let it = CamelKind::Integration;
+    create_as(&admin, it, ns, &camel_object(it, "unowned", None, None))
+        .await
+        .unwrap();
+    enforce_unowned(cluster, ns, Some("operator-1")).await;
+    let op1 = cluster.client_as("operator-1").await;
+    let op2 = cluster.client_as("operator-2").await;
+
+    patch_status(&op1, ns, "unowned", "Running")
+        .await
+        .expect("the unowned handler writes");
+    refused(
+        patch_status(&op2, ns, "unowned", "Error").await,
+        "operator operator-2 (operator-2) may not update integrations/status unowned: \
+         it has no owner, and only the unownedHandler (operator-1) writes",
+    );
+    // Creates follow the same rule: the handler creates unowned kits...
+    let kit = CamelKind::IntegrationKit;
+    create_as(
+        &op1,
+        kit,
+        ns,
+        &camel_object(kit, "kit-unowned-1", None, None),
+    )
+    .await
+    .expect("the unowned handler creates an unowned kit");
+    refused(
+        create_as(
+            &op2,
+            kit,
+            ns,
+            &camel_object(kit, "kit-unowned-2", None, None),
+        )
+        .await,
+        "operator operator-2 (operator-2) may not create integrationkits kit-unowned-2: \
+         it has no owner",
+    );
+    // ...but handling unowned resources gives no right to set an owner.
+    refused(
+        set_owner(&op1, ns, "unowned", "operator-1", "operator-1").await,
+        "the current owner (none)",
+    );
+    assert_eq!(
+        phase_of(&admin, ns, "unowned").await.as_deref(),
+        Some("Running")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operator_creates_and_deletes_only_what_it_owns() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace("admission-create").await;
+    let ns = ns.name.as_str();
+    // Upstream operators delete the kits and builds they own: grant the
+    // delete the testkit's operator role lacks, and a developer's create.
+    let delete = |resources: &[&str]| {
+        vec![PolicyRule {
+            api_groups: Some(vec!["camel.apache.org".into()]),
+            resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+            verbs: vec!["delete".into()],
+            ..Default::default()
+        }]
+    };
+    for op in ["operator-1", "operator-2"] {
+        cluster
+            .grant_in_namespace(
+                ns,
+                op,
+                &format!("{op}-delete"),
+                delete(&["integrationkits", "builds"]),
+            )
+            .await;
+    }
+    cluster
+        .grant_in_namespace(
+            ns,
+            "developer",
+            "create-integrations",
+            vec![PolicyRule {
+                api_groups: Some(vec!["camel.apache.org".into()]),
+                resources: Some(vec!["integrations".into()]),
+                verbs: vec!["create".into()],
+                ..Default::default()
+            }],
+        )
+        .await;
+    enforce(cluster, ns).await;
+    let op1 = cluster.client_as("operator-1").await;
+    let op2 = cluster.client_as("operator-2").await;
+    let (kit, build, catalog, it) = (
+        CamelKind::IntegrationKit,
+        CamelKind::Build,
+        CamelKind::CamelCatalog,
+        CamelKind::Integration,
+    );
+
+    // As upstream operator-1 creates its kits, builds and catalogs: annotated
+    // with its own id; and a Pipe's Integration with the Pipe's id, both keys.
+    create_as(
+        &op1,
+        kit,
+        ns,
+        &camel_object(kit, "kit-1", None, Some("operator-1")),
+    )
+    .await
+    .expect("operator-1 creates its kit");
+    create_as(
+        &op1,
+        build,
+        ns,
+        &camel_object(build, "build-1", None, Some("operator-1")),
+    )
+    .await
+    .expect("operator-1 creates its build");
+    create_as(
+        &op1,
+        catalog,
+        ns,
+        &camel_object(catalog, "catalog-1", None, Some("operator-1")),
+    )
+    .await
+    .expect("operator-1 creates its catalog");
+    create_as(
+        &op1,
+        it,
+        ns,
+        &camel_object(it, "pipe-1", Some("operator-1"), Some("operator-1")),
+    )
+    .await
+    .expect("operator-1 creates its Pipe's Integration");
+    // Owned by another operator, or by nobody (no unownedHandler here): refused.
+    refused(
+        create_as(
+            &op1,
+            kit,
+            ns,
+            &camel_object(kit, "kit-2", None, Some("operator-2")),
+        )
+        .await,
+        &not_its_own("operator-1", "create integrationkits kit-2", "operator-2"),
+    );
+    refused(
+        create_as(
+            &op1,
+            it,
+            ns,
+            &camel_object(it, "pipe-2", Some("operator-2"), Some("operator-1")),
+        )
+        .await,
+        &not_its_own("operator-1", "create integrations pipe-2", "operator-2"),
+    );
+    refused(
+        create_as(&op1, kit, ns, &camel_object(kit, "kit-none", None, None)).await,
+        "it has no owner, and only the unownedHandler (none configured) writes",
+    );
+    // A user still picks any owner when creating.
+    create_as(
+        &cluster.client_as("developer").await,
+        it,
+        ns,
+        &camel_object(it, "picked", Some("operator-2"), Some("operator-2")),
+    )
+    .await
+    .expect("a user creates a resource for operator-2");
+
+    // Deleting a resource is writing it: only its owner may.
+    let kits = camel_api(op2.clone(), kit, ns);
+    refused(
+        answer(kits.delete("kit-1", &Default::default()).await, "deleting"),
+        &not_its_own("operator-2", "delete integrationkits kit-1", "operator-1"),
+    );
+    let builds = camel_api(op1.clone(), build, ns);
+    answer(
+        builds.delete("build-1", &Default::default()).await,
+        "deleting",
+    )
+    .expect("operator-1 deletes its build");
+    answer(
+        camel_api(op1.clone(), kit, ns)
+            .delete("kit-1", &Default::default())
+            .await,
+        "deleting",
+    )
+    .expect("operator-1 deletes its kit");
+}

@@ -38,6 +38,18 @@ pub async fn enforce_in(
     coordinators: &[&str],
     operators: &[&str],
 ) -> anyhow::Result<()> {
+    enforce_with_unowned_handler(admin, ns, coordinators, operators, None).await
+}
+
+/// [`enforce_in`], with `unowned_handler` (an operator id) as the identities'
+/// `unownedHandler`: the one operator that may write resources with no owner.
+pub async fn enforce_with_unowned_handler(
+    admin: &Client,
+    ns: &str,
+    coordinators: &[&str],
+    operators: &[&str],
+    unowned_handler: Option<&str>,
+) -> anyhow::Result<()> {
     let policy: ValidatingAdmissionPolicy = serde_saphyr::from_str(&shipped("policy.yaml")?)?;
     Api::<ValidatingAdmissionPolicy>::all(admin.clone())
         .patch(
@@ -59,23 +71,34 @@ pub async fn enforce_in(
     for id in operators {
         data.insert(format!("operator.{id}"), id.to_string());
     }
+    if let Some(id) = unowned_handler {
+        data.insert("unownedHandler".to_string(), id.to_string());
+    }
     identities.data = Some(data);
     Api::<ConfigMap>::namespaced(admin.clone(), ns)
         .create(&PostParams::default(), &identities)
         .await
         .context("creating the identities")?;
 
-    let mut binding: Value = serde_saphyr::from_str(&shipped("binding.yaml")?)?;
-    binding["metadata"]["name"] = json!(format!("{POLICY}-{ns}"));
-    binding["spec"]["paramRef"]["namespace"] = json!(ns);
-    binding["spec"]["matchResources"] = json!({
-        "namespaceSelector": { "matchLabels": { "kubernetes.io/metadata.name": ns } }
-    });
-    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(binding)?;
-    Api::<ValidatingAdmissionPolicyBinding>::all(admin.clone())
-        .create(&PostParams::default(), &binding)
-        .await
-        .context("binding the policy")?;
+    // The deletes' binding first: the policy source sees bindings in the
+    // order they were created, so once the probe below is refused through
+    // the main binding, the deletes' is loaded too.
+    for file in ["binding-delete.yaml", "binding.yaml"] {
+        let mut binding: Value = serde_saphyr::from_str(&shipped(file)?)?;
+        let name = binding["metadata"]["name"]
+            .as_str()
+            .with_context(|| format!("{file} names its binding"))?
+            .to_string();
+        binding["metadata"]["name"] = json!(format!("{name}-{ns}"));
+        binding["spec"]["paramRef"]["namespace"] = json!(ns);
+        binding["spec"]["matchResources"]["namespaceSelector"] =
+            json!({ "matchLabels": { "kubernetes.io/metadata.name": ns } });
+        let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(binding)?;
+        Api::<ValidatingAdmissionPolicyBinding>::all(admin.clone())
+            .create(&PostParams::default(), &binding)
+            .await
+            .with_context(|| format!("binding the policy ({file})"))?;
+    }
 
     wait_enforced(admin, ns).await
 }
