@@ -249,13 +249,11 @@ impl AuditLog {
 /// Label and annotation key naming a Camel K resource's operator.
 const OWNER_KEY: &str = "camel.apache.org/operator.id";
 
+/// The owner an object names by the project's one rule: its label, else its
+/// annotation (as `kamel` writes it).
 fn owner_of(object: &serde_json::Value) -> Option<String> {
-    object
-        .get("metadata")?
-        .get("labels")?
-        .get(OWNER_KEY)?
-        .as_str()
-        .map(str::to_string)
+    let key = |map: &str| object.get("metadata")?.get(map)?.get(OWNER_KEY)?.as_str();
+    camelk_reconciler::camel_k::owner_from_keys(key("labels"), key("annotations")).map(|o| o.id)
 }
 
 fn resource_version(object: &serde_json::Value) -> Option<u64> {
@@ -276,6 +274,18 @@ pub fn single_owner_violations(
     events: &[AuditEvent],
     namespace: &str,
     operators: &[&str],
+) -> Vec<String> {
+    single_owner_violations_with(events, namespace, operators, None)
+}
+
+/// [`single_owner_violations`] where `unowned_handler` (an upstream operator
+/// that reconciles resources with no owner key) may also write a resource
+/// that has no owner.
+pub fn single_owner_violations_with(
+    events: &[AuditEvent],
+    namespace: &str,
+    operators: &[&str],
+    unowned_handler: Option<&str>,
 ) -> Vec<String> {
     use std::collections::BTreeMap;
     // (resource, name) -> [(resourceVersion produced, event, object after the write)]
@@ -316,11 +326,13 @@ pub fn single_owner_violations(
             let writer = event.user.username.as_str();
             let is_operator = operators.contains(&writer);
             let after = owner_of(&response);
-            let entitled = if event.verb == "create" {
-                after.as_deref() == Some(writer)
+            let named = if event.verb == "create" {
+                after.as_deref()
             } else {
-                owner.as_deref() == Some(writer)
+                owner.as_deref()
             };
+            let entitled =
+                named == Some(writer) || (named.is_none() && unowned_handler == Some(writer));
             if is_operator && !entitled {
                 violations.push(format!(
                     "{resource}/{name}: {} by {writer} at resourceVersion {rv} while the owner was {}",
@@ -425,5 +437,44 @@ mod tests {
         let events = vec![write("admin", "create", "operator-1", 1), dry];
         assert!(single_owner_violations(&events, "ns", &["operator-1", "operator-2"]).is_empty());
         assert!(write("operator-1", "patch", "operator-1", 3).is_successful_write());
+    }
+
+    /// A write whose object names its owner the way `kamel` does: the
+    /// annotation alone (`None`: no owner key at all).
+    fn kamel_write(user: &str, verb: &str, annotation: Option<&str>, rv: u64) -> AuditEvent {
+        let mut e = write(user, verb, "x", rv);
+        let meta = &mut e.response_object.as_mut().unwrap()["metadata"];
+        meta.as_object_mut().unwrap().remove("labels");
+        if let Some(owner) = annotation {
+            meta["annotations"] = serde_json::json!({ OWNER_KEY: owner });
+        }
+        e
+    }
+
+    #[test]
+    fn an_annotation_names_the_owner_when_there_is_no_label() {
+        let ops = ["operator-1", "operator-2"];
+        let events = vec![
+            kamel_write("developer", "create", Some("operator-1"), 1),
+            kamel_write("operator-1", "patch", Some("operator-1"), 2),
+            kamel_write("operator-2", "patch", Some("operator-1"), 3),
+        ];
+        let v = single_owner_violations(&events, "ns", &ops);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].contains("by operator-2") && v[0].contains("owner was operator-1"));
+    }
+
+    #[test]
+    fn only_the_unowned_handler_may_write_a_resource_with_no_owner() {
+        let ops = ["operator-1", "operator-2"];
+        let events = vec![
+            kamel_write("developer", "create", None, 1),
+            kamel_write("operator-1", "patch", None, 2),
+            kamel_write("operator-2", "patch", None, 3),
+        ];
+        let v = single_owner_violations_with(&events, "ns", &ops, Some("operator-1"));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].contains("by operator-2") && v[0].contains("owner was nobody"));
+        assert_eq!(single_owner_violations(&events, "ns", &ops).len(), 2);
     }
 }
