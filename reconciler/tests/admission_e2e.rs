@@ -1,8 +1,10 @@
 //! The admission policy of `examples/deploy/admission` on a real API server:
 //! only a coordinator (the reconciler) or the current owner, handing over,
-//! may change a Camel K resource's `camel.apache.org/operator.id`. Each test
-//! binds the policy to its own namespace, with identities of its own, so the
-//! other tests of the cluster are not affected.
+//! may change a Camel K resource's `camel.apache.org/operator.id`; and an
+//! operator identity creates, updates (status included) and deletes only the
+//! resources it owns (label, else annotation), or unowned ones when it is the
+//! `unownedHandler`. Each test binds the policy to its own namespace, with
+//! identities of its own, so the other tests of the cluster are not affected.
 
 mod support;
 

@@ -1,7 +1,7 @@
 //! The owner admission policy of `examples/deploy/admission`, installed as
 //! shipped and bound to one namespace, with the local control plane's users
-//! as its identities: the policy object is cluster-wide, the binding (one per
-//! namespace) keeps other tests out of its reach.
+//! as its identities: the policy object is cluster-wide, the bindings (two per
+//! namespace: creates and updates, deletes) keep other tests out of its reach.
 
 use std::time::{Duration, Instant};
 
