@@ -38,8 +38,8 @@ pub enum FlipResult {
 
 /// Writes the change of owner of `object` from `from` to `to` (one fenced
 /// JSON patch, [`fence::flip`]); with `from == to`, the adoption of a
-/// resource its annotation alone names. This is the only place an owner key
-/// is changed.
+/// resource its annotation alone names. Owner keys are written only here,
+/// in [`assign`] and in [`match_annotation`].
 pub async fn flip(
     client: &Client,
     kind: CamelKind,
@@ -51,16 +51,7 @@ pub async fn flip(
     let ns = object.metadata.namespace.as_deref().unwrap_or_default();
     let name = object.metadata.name.as_deref().unwrap_or_default();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &kind.api_resource());
-    let patch = fence::flip(object, from, to, guard);
-    match api
-        .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
-        .await
-    {
-        Ok(obj) => Ok(FlipResult::Flipped(Box::new(obj))),
-        Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => Ok(FlipResult::Refused),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(FlipResult::Gone),
-        Err(e) => Err(e),
-    }
+    patch_owner_keys(&api, name, fence::flip(object, from, to, guard)).await
 }
 
 /// Writes the first owner of `object`, which has no owner key ([`fence::assign`]:
@@ -76,7 +67,31 @@ pub async fn assign(
     let ns = object.metadata.namespace.as_deref().unwrap_or_default();
     let name = object.metadata.name.as_deref().unwrap_or_default();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &kind.api_resource());
-    let patch = fence::assign(object, to, guard);
+    patch_owner_keys(&api, name, fence::assign(object, to, guard)).await
+}
+
+/// Sets the owner annotation of `kind ns/name` to `owner` while its label
+/// names `owner` ([`fence::match_annotation`]): repairs an annotation
+/// changed by hand without moving the resource.
+pub async fn match_annotation(
+    client: &Client,
+    kind: CamelKind,
+    ns: &str,
+    name: &str,
+    owner: &str,
+) -> Result<FlipResult, kube::Error> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &kind.api_resource());
+    let patch = fence::match_annotation(owner);
+    patch_owner_keys(&api, name, patch).await
+}
+
+/// Sends one owner-key patch; a refused fence (422, or 409) and a deleted
+/// object are results, not errors.
+async fn patch_owner_keys(
+    api: &Api<DynamicObject>,
+    name: &str,
+    patch: json_patch::Patch,
+) -> Result<FlipResult, kube::Error> {
     match api
         .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
         .await

@@ -68,13 +68,12 @@ use crate::api::{
     OperatorAssignment, OperatorAssignmentSpec, OperatorAssignmentStatus, Protocol, RolloutStatus,
     parse_duration,
 };
-use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, owner_of_meta};
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, owner_from_keys, owner_of_meta};
 use crate::handoff::executor::{FlipResult, HandoffError};
 use crate::handoff::fence::FlipGuard;
 use crate::handoff::request::{FROM_LABEL, HandoffRequest, TO_LABEL};
 use crate::handoff::{
-    self, Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode, fence,
-    release,
+    self, Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode, release,
 };
 use crate::inventory::cluster::{self, ClusterReadError};
 use crate::inventory::{self, Inventory, ResourceRef};
@@ -1216,9 +1215,11 @@ impl Syncer {
             let Some(resource) = by_id.get(&error.resource) else {
                 continue;
             };
-            let label = resource.labels.get(OPERATOR_ID_KEY);
+            // The owner by the one rule: with both keys set, the label.
+            let label = resource.labels.get(OPERATOR_ID_KEY).map(String::as_str);
+            let owner = owner_from_keys(label, resource.owner_annotation.as_deref());
             let (Some(label), Some(decision)) = (
-                label.and_then(|l| api::OperatorId::new(l).ok()),
+                owner.and_then(|o| api::OperatorId::new(o.id).ok()),
                 desired.decide(resource),
             ) else {
                 continue;
@@ -1232,25 +1233,22 @@ impl Syncer {
                 continue;
             }
             self.wrote_owners = true;
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), &id.namespace, &id.kind.api_resource());
-            let patch = fence::match_annotation(label.as_str());
-            match api
-                .patch(&id.name, &PatchParams::default(), &Patch::<()>::Json(patch))
-                .await
-            {
-                Ok(_) => {
-                    repaired += 1;
-                    tracing::info!(resource = %id, owner = %label, "owner annotation set back");
-                }
-                // Changed since it was read: the next round decides again.
-                Err(kube::Error::Api(s)) if matches!(s.code, 404 | 409 | 422) => {}
-                Err(source) => {
-                    return Err(SyncError::Assign {
-                        resource: id.clone(),
-                        source,
-                    });
-                }
+            let result = handoff::executor::match_annotation(
+                &self.client,
+                id.kind,
+                &id.namespace,
+                &id.name,
+                label.as_str(),
+            )
+            .await
+            .map_err(|source| SyncError::Assign {
+                resource: id.clone(),
+                source,
+            })?;
+            // Refused or gone: changed since it was read, the next round decides again.
+            if matches!(result, FlipResult::Flipped(_)) {
+                repaired += 1;
+                tracing::info!(resource = %id, owner = %label, "owner annotation set back");
             }
         }
         for ((namespace, from, to), resources) in handoffs {
