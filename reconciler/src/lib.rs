@@ -26,5 +26,6 @@ pub mod lock;
 pub mod manifest;
 pub mod operator;
 pub mod plan;
+pub mod preflight;
 pub mod source;
 pub mod sync;
