@@ -15,6 +15,7 @@ use camelk_reconciler::handoff::{
     Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,
 };
 use camelk_reconciler::lock::LockTiming;
+use camelk_reconciler::preflight::{self, Crd};
 use kube::api::{Api, DynamicObject};
 use serde_json::json;
 
@@ -44,6 +45,9 @@ pub async fn move_(cli: &Cli, args: &MoveArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|r| parse_resource(r))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut needed = vec![Crd::INTEGRATION];
+    needed.extend(resources.iter().map(|(kind, _)| Crd::Camel(*kind)));
+    super::require_crds(&client, &needed, &[]).await?;
 
     // Group by current owner: one batch (one request Lease) per owner.
     let mut batches: BTreeMap<String, Vec<(CamelKind, String)>> = BTreeMap::new();
@@ -252,11 +256,24 @@ pub async fn get(cli: &Cli, args: &GetArgs) -> anyhow::Result<()> {
     };
     let kinds: Vec<CamelKind> = match &args.kind {
         Some(k) => {
-            vec![CamelKind::parse(k).with_context(|| format!("`{k}` is not a Camel K kind"))?]
+            let kind =
+                CamelKind::parse(k).with_context(|| format!("`{k}` is not a Camel K kind"))?;
+            // A kind asked for by name must be there.
+            super::require_crds(&client, &[Crd::INTEGRATION, Crd::Camel(kind)], &[]).await?;
+            vec![kind]
         }
-        None => CamelKind::ALL.to_vec(),
+        None => {
+            // Every kind but Integration is optional: releases differ in
+            // which they ship (v2.10.1 has no KameletBinding).
+            let all = preflight::camel_kinds(&CamelKind::ALL);
+            let absent = super::require_crds(&client, &[Crd::INTEGRATION], &all).await?;
+            CamelKind::ALL
+                .into_iter()
+                .filter(|k| !absent.contains(&Crd::Camel(*k)))
+                .collect()
+        }
     };
-    let (rows, _missing) = fleet::resources(
+    let (rows, missing) = fleet::resources(
         &client,
         &kinds,
         namespace.as_deref(),
@@ -264,6 +281,10 @@ pub async fn get(cli: &Cli, args: &GetArgs) -> anyhow::Result<()> {
     )
     .await
     .context("listing Camel K resources")?;
+    // A CRD removed since the check above.
+    for kind in missing {
+        eprintln!("{}", Crd::Camel(kind).skipped_note());
+    }
     if cli.output.is_structured() {
         let items: Vec<_> = rows
             .iter()
@@ -306,6 +327,7 @@ pub async fn get(cli: &Cli, args: &GetArgs) -> anyhow::Result<()> {
 
 pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
     let (client, _) = super::cluster(cli).await?;
+    super::require_crds(&client, &[Crd::INTEGRATION], &[]).await?;
     let ops = fleet::operators(&client, args.observe)
         .await
         .context("reading operator locks")?;
@@ -353,6 +375,7 @@ pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
 pub async fn status(cli: &Cli, args: &StatusArgs) -> anyhow::Result<()> {
     use camelk_reconciler::api::OperatorAssignment;
     let (client, default_ns) = super::cluster(cli).await?;
+    super::require_crds(&client, &super::ASSIGNMENT_CRDS, &[]).await?;
     let api: Api<OperatorAssignment> = if cli.all_namespaces {
         Api::all(client)
     } else {
@@ -478,6 +501,7 @@ pub async fn suspend(cli: &Cli, args: &StatusArgs, suspended: bool) -> anyhow::R
     use camelk_reconciler::sync::SUSPEND_ANNOTATION;
     use kube::api::{Patch, PatchParams};
     let (client, default_ns) = super::cluster(cli).await?;
+    super::require_crds(&client, &super::ASSIGNMENT_CRDS, &[]).await?;
     let ns = cli.namespace.clone().unwrap_or(default_ns);
     let api: Api<OperatorAssignment> = Api::namespaced(client, &ns);
     let names = named_or_all(&api, &ns, args.name.as_deref()).await?;

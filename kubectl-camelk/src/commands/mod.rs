@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use camelk_reconciler::connect::ConnectError;
 use camelk_reconciler::git::Checkout;
+use camelk_reconciler::preflight::{self, Crd, PreflightError};
 
 use crate::cli::{Cli, ManifestArgs};
 
@@ -76,6 +77,33 @@ pub async fn cluster(cli: &Cli) -> anyhow::Result<(kube::Client, String)> {
     let client = kube::Client::try_from(config).context("creating a Kubernetes client")?;
     Ok((client, namespace))
 }
+
+/// Before a command reads or writes anything: are the CRDs it needs
+/// installed? A missing one in `required` is an error naming it, with how to
+/// install it as a hint; the ones of `optional` that are missing are
+/// returned, each said in one note on stderr, for the command to skip.
+pub async fn require_crds(
+    client: &kube::Client,
+    required: &[Crd],
+    optional: &[Crd],
+) -> anyhow::Result<Vec<Crd>> {
+    match preflight::check_crds(client, required, optional).await {
+        Ok(absent) => {
+            for crd in &absent {
+                eprintln!("{}", crd.skipped_note());
+            }
+            Ok(absent)
+        }
+        Err(PreflightError::Missing(missing)) => {
+            let hint = missing.hints().join("\nhint: ");
+            Err(anyhow::Error::new(missing).context(crate::render::Hint(hint)))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The CRDs of the commands that work on OperatorAssignments.
+pub const ASSIGNMENT_CRDS: [Crd; 2] = [Crd::OperatorAssignment, Crd::INTEGRATION];
 
 async fn kube_config(cli: &Cli) -> Result<kube::Config, ConnectError> {
     // --kubeconfig wins over $KUBECONFIG (a merged list), which wins over ~/.kube/config.

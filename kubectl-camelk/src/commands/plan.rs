@@ -8,6 +8,7 @@ use camelk_reconciler::git::GitError;
 use camelk_reconciler::inventory::{self, Inventory};
 use camelk_reconciler::manifest::Manifest;
 use camelk_reconciler::plan::{self, Actual, Plan};
+use camelk_reconciler::preflight::{self, Crd};
 
 use crate::cli::{Cli, Output, PlanArgs};
 use crate::render;
@@ -70,9 +71,21 @@ pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
         }
         None => {
             let (client, _) = super::cluster(cli).await?;
-            let kinds: Vec<CamelKind> = CamelKind::ALL
+            let in_scope: Vec<CamelKind> = CamelKind::ALL
                 .into_iter()
                 .filter(|k| spec.scope.covers_kind(*k))
+                .collect();
+            // Integration must be there; the other kinds in scope are
+            // skipped, with a note, when their CRD is not installed.
+            let absent = super::require_crds(
+                &client,
+                &[Crd::INTEGRATION],
+                &preflight::camel_kinds(&in_scope),
+            )
+            .await?;
+            let kinds: Vec<CamelKind> = in_scope
+                .into_iter()
+                .filter(|k| !absent.contains(&Crd::Camel(*k)))
                 .collect();
             let namespaces = match only {
                 Some(namespace) => Some(std::slice::from_ref(namespace)),
@@ -80,8 +93,9 @@ pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
                 None => Some(spec.scope.namespaces.as_slice()),
             };
             let live = inventory::cluster::read_in(&client, &kinds, namespaces).await?;
+            // A CRD removed since the check above.
             for kind in &live.missing_kinds {
-                eprintln!("note: the {kind} CustomResourceDefinition is not installed; skipped");
+                eprintln!("{}", Crd::Camel(*kind).skipped_note());
             }
             let mut inventory: Inventory = live.inventory;
             let first = plan::plan(spec, actual(), &inventory);

@@ -25,6 +25,7 @@ const POLL: Duration = Duration::from_millis(500);
 
 pub async fn run(cli: &Cli, args: &SyncArgs) -> anyhow::Result<ExitCode> {
     let (client, default_ns) = super::cluster(cli).await?;
+    super::require_crds(&client, &super::ASSIGNMENT_CRDS, &[]).await?;
     let ns = cli.namespace.clone().unwrap_or(default_ns);
     let api: Api<OperatorAssignment> = Api::namespaced(client, &ns);
     let names = super::live::named_or_all(&api, &ns, args.name.as_deref()).await?;
