@@ -1,15 +1,19 @@
 //! `reconciler`: the GitOps reconciler and scoped operator runtime.
 //! Parses arguments and hands off to the library; no decisions live here.
 //!
-//! Exit codes: 0 success, 1 runtime failure, 2 bad arguments.
+//! Exit codes: 0 success, 1 runtime failure (a CustomResourceDefinition
+//! `sync` or `operator` needs is not installed among them: checked first,
+//! before anything is written), 2 bad arguments.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use camelk_reconciler::api::{OperatorId, parse_duration};
+use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::lock::LockTiming;
 use camelk_reconciler::operator::{self, OperatorConfig};
+use camelk_reconciler::preflight::{self, Crd, PreflightError};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
@@ -247,6 +251,44 @@ async fn client(connection: &Connection) -> Result<kube::Client, String> {
     kube::Client::try_from(config).map_err(|e| format!("creating a Kubernetes client: {e}"))
 }
 
+/// Checks, before anything is written (no Lease, no Event, no status), that
+/// the CRDs in `required` are installed: when one is not, says which and how
+/// to install it, and returns the exit code. Optional ones that are missing
+/// are logged once each.
+async fn check_crds(
+    client: &kube::Client,
+    required: &[Crd],
+    optional: &[Crd],
+) -> Result<(), ExitCode> {
+    match preflight::check_crds(client, required, optional).await {
+        Ok(absent) => {
+            for crd in absent {
+                tracing::info!("{}", crd.skipped_note());
+            }
+            Ok(())
+        }
+        Err(PreflightError::Missing(missing)) => {
+            eprintln!("error: {missing}");
+            for hint in missing.hints() {
+                eprintln!("hint: {hint}");
+            }
+            Err(ExitCode::from(1))
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(ExitCode::from(1))
+        }
+    }
+}
+
+/// The Camel K kinds but `required`, as optional CRDs.
+fn other_camel_kinds(required: &[Crd]) -> Vec<Crd> {
+    preflight::camel_kinds(&CamelKind::ALL)
+        .into_iter()
+        .filter(|crd| !required.contains(crd))
+        .collect()
+}
+
 fn run_sync(args: SyncArgs) -> ExitCode {
     use camelk_reconciler::source::credentials::SecretRef;
     use camelk_reconciler::source::{ClusterSource, CredentialConfig, GitSource, Source};
@@ -341,6 +383,12 @@ fn run_sync(args: SyncArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
+        // The OperatorAssignment is applied (Git source) or read (cluster
+        // source), and its status written; Integrations are what it moves.
+        let required = [Crd::OperatorAssignment, Crd::INTEGRATION];
+        if let Err(code) = check_crds(&client, &required, &other_camel_kinds(&required)).await {
+            return code;
+        }
         let secret = match &args.webhook_secret_file {
             Some(path) => match std::fs::read(path) {
                 Ok(bytes) => Some(bytes.trim_ascii().to_vec()),
@@ -414,25 +462,23 @@ fn run_operator(args: OperatorArgs) -> ExitCode {
     };
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     runtime.block_on(async move {
-        let config = match camelk_reconciler::connect::config(
-            args.connection.kubeconfig.as_deref(),
-            args.connection.context.as_deref(),
-        )
-        .await
-        {
+        let client = match client(&args.connection).await {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::from(1);
             }
         };
-        let client = match kube::Client::try_from(config) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("error: creating a Kubernetes client: {e}");
-                return ExitCode::from(1);
-            }
-        };
+        // What the reference lifecycle creates (kits, builds) and what it
+        // runs; the other kinds it reconciles or reads are optional.
+        let required = [
+            Crd::INTEGRATION,
+            Crd::Camel(CamelKind::IntegrationKit),
+            Crd::Camel(CamelKind::Build),
+        ];
+        if let Err(code) = check_crds(&client, &required, &other_camel_kinds(&required)).await {
+            return code;
+        }
         let shutdown = CancellationToken::new();
         let on_signal = shutdown.clone();
         tokio::spawn(async move {
