@@ -1,5 +1,6 @@
-//! Starting and stopping one local control plane: etcd, kube-apiserver and
-//! kube-controller-manager on free loopback ports, all state in one directory.
+//! Starting and stopping one local control plane: etcd, kube-apiserver,
+//! kube-scheduler, kube-controller-manager and KWOK on free loopback ports,
+//! all state in one directory.
 //!
 //! Flow of [`start`]:
 //! 1. refuse if the directory belongs to a running cluster; otherwise wipe it;
@@ -7,11 +8,15 @@
 //! 3. start etcd and wait until its client port accepts connections;
 //! 4. start kube-apiserver (RBAC, token authentication, audit log) and wait for
 //!    `/readyz` as admin;
-//! 5. write the kubeconfig (one context per identity), install the Camel K
-//!    CRDs and wait until they are `Established`;
-//! 6. start kube-controller-manager with only the garbage-collector and
-//!    namespace controllers. It starts after the CRDs so that its garbage
-//!    collector sees their types at once instead of on its 30 s resync.
+//! 5. write the kubeconfig (one context per identity); start kube-scheduler
+//!    and KWOK (which plays the kubelet of one simulated node, [`KWOK_NODE`]:
+//!    it marks the node ready and the pods bound to it running and ready);
+//!    install the Camel K CRDs and wait until they are `Established`; create
+//!    the node;
+//! 6. start kube-controller-manager with the garbage-collector, namespace,
+//!    deployment and replicaset controllers, so a Deployment gets ready pods.
+//!    It starts after the CRDs so that its garbage collector sees their types
+//!    at once instead of on its 30 s resync.
 //!
 //! Every process runs in its own process group, so a terminal's Ctrl-C does
 //! not reach it; [`stop`] ends them by process id, recorded in `pids`.
@@ -71,6 +76,119 @@ impl ClusterDir {
     }
 }
 
+/// The simulated node pods of Deployments are scheduled to.
+pub const KWOK_NODE: &str = "kwok-node-0";
+/// The annotation that hands a node to KWOK (`--manage-nodes-with-annotation-selector`).
+pub const KWOK_NODE_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
+
+/// The controllers kube-controller-manager runs: garbage collection and
+/// namespace deletion, and Deployment → ReplicaSet → Pod.
+pub const CONTROLLERS: &str =
+    "garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller";
+
+/// KWOK's stages (its `Stage` API, `kwok.x-k8s.io/v1alpha1`): a managed node
+/// becomes Ready with room for any pod; a pod bound to it goes from Pending to
+/// Running with every container ready; a pod being deleted is removed at once
+/// (no kubelet waits out its grace period). No heartbeats and no node lease:
+/// nothing here watches node health, and the audit log stays quiet.
+const KWOK_STAGES: &str = r#"apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-ready
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Node
+  selector:
+    matchExpressions:
+    - key: '.status.phase'
+      operator: 'NotIn'
+      values: ['Running']
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      phase: Running
+      conditions:
+      - type: Ready
+        status: "True"
+        reason: KwokReady
+        message: simulated by kwok
+        lastHeartbeatTime: {{ $now | Quote }}
+        lastTransitionTime: {{ $now | Quote }}
+      addresses:
+      - type: InternalIP
+        address: 127.0.0.1
+      - type: Hostname
+        address: {{ .metadata.name | Quote }}
+      allocatable: {cpu: "1k", memory: 1Ti, pods: "10k"}
+      capacity: {cpu: "1k", memory: 1Ti, pods: "10k"}
+      nodeInfo:
+        architecture: amd64
+        operatingSystem: linux
+        kubeletVersion: kwok
+        kubeProxyVersion: kwok
+        containerRuntimeVersion: kwok
+        kernelVersion: kwok
+        osImage: kwok
+        machineID: ""
+        systemUUID: ""
+        bootID: ""
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-running
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values: ['Pending']
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      phase: Running
+      startTime: {{ $now | Quote }}
+      hostIP: 127.0.0.1
+      podIP: {{ PodIP | Quote }}
+      conditions:
+      - {type: PodScheduled, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      - {type: Initialized, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      - {type: ContainersReady, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      - {type: Ready, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - name: {{ .name | Quote }}
+        image: {{ .image | Quote }}
+        ready: true
+        started: true
+        restartCount: 0
+        state:
+          running:
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-delete
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'Exists'
+  next:
+    delete: true
+"#;
+
 /// What [`start`] needs.
 #[derive(Clone, Debug)]
 pub struct StartOptions {
@@ -101,11 +219,12 @@ pub async fn start(opts: &StartOptions) -> Result<LocalCluster, Error> {
         )));
     }
     let crds = opts.crds.load()?;
+    let kwok_bin_dir = crate::binaries::kwok_bin_dir()?;
     let mut last_error = None;
     for _ in 0..START_ATTEMPTS {
         prepare_dir(&opts.dir)?;
         let mut children = Vec::new();
-        match start_once(opts, &crds, &mut children).await {
+        match start_once(opts, &kwok_bin_dir, &crds, &mut children).await {
             Ok(cluster) => return Ok(cluster),
             Err(e) => {
                 for (_, child) in children.iter_mut().rev() {
@@ -121,6 +240,7 @@ pub async fn start(opts: &StartOptions) -> Result<LocalCluster, Error> {
 
 async fn start_once(
     opts: &StartOptions,
+    kwok_bin_dir: &Path,
     crds: &[k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition],
     children: &mut Vec<(String, Child)>,
 ) -> Result<LocalCluster, Error> {
@@ -178,7 +298,9 @@ async fn start_once(
                 dir.pki("sa.key").display()
             ),
             "--service-cluster-ip-range=10.0.0.0/24".into(),
-            "--disable-admission-plugins=ServiceAccount".into(),
+            // TaintNodesByCondition would create the KWOK node tainted not-ready,
+            // a taint only the node-lifecycle controller (not run here) removes.
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition".into(),
             format!(
                 "--audit-policy-file={}",
                 dir.pki("audit-policy.yaml").display()
@@ -196,15 +318,56 @@ async fn start_once(
     write_kubeconfig(dir, &server, &identities)?;
     let client = admin_client(dir).await?;
     wait_until_ready(&client, children).await?;
+
+    // Scheduler and KWOK start while the CRDs install; neither needs them.
+    let kubeconfig = format!("--kubeconfig={}", dir.kubeconfig().display());
+    let scheduler = spawn(
+        dir,
+        &opts.bin_dir,
+        "kube-scheduler",
+        &[
+            kubeconfig.clone(),
+            "--leader-elect=false".into(),
+            "--bind-address=127.0.0.1".into(),
+            "--secure-port=0".into(),
+            "--v=1".into(),
+        ],
+    )?;
+    children.push(("kube-scheduler".into(), scheduler));
+    let kwok_home = dir.root().join("kwok");
+    fs::create_dir_all(&kwok_home).map_err(io("creating the kwok directory"))?;
+    let stages = kwok_home.join("stages.yaml");
+    fs::write(&stages, KWOK_STAGES).map_err(io("writing the kwok stages"))?;
+    let (key, value) = KWOK_NODE_ANNOTATION;
+    let kwok = spawn_with(
+        dir,
+        kwok_bin_dir,
+        "kwok",
+        &[
+            kubeconfig.clone(),
+            format!("--config={}", stages.display()),
+            "--manage-all-nodes=false".into(),
+            format!("--manage-nodes-with-annotation-selector={key}={value}"),
+            "--cidr=10.244.0.0/16".into(),
+            "--node-ip=127.0.0.1".into(),
+            "--node-lease-duration-seconds=0".into(),
+        ],
+        // Its default configuration file lives under $HOME/.kwok; keep a
+        // user's own out of this cluster.
+        &[("HOME", kwok_home.as_os_str())],
+    )?;
+    children.push(("kwok".into(), kwok));
+
     crds::install(&client, crds).await?;
+    create_kwok_node(&client).await?;
 
     let kcm = spawn(
         dir,
         &opts.bin_dir,
         "kube-controller-manager",
         &[
-            format!("--kubeconfig={}", dir.kubeconfig().display()),
-            "--controllers=garbage-collector-controller,namespace-controller".into(),
+            kubeconfig,
+            format!("--controllers={CONTROLLERS}"),
             "--leader-elect=false".into(),
             "--bind-address=127.0.0.1".into(),
             "--secure-port=0".into(),
@@ -212,7 +375,7 @@ async fn start_once(
         ],
     )?;
     children.push(("kube-controller-manager".into(), kcm));
-    // Give it a moment to fail on bad flags before we report success.
+    // Give them a moment to fail on bad flags before we report success.
     tokio::time::sleep(Duration::from_millis(500)).await;
     check_alive(children)?;
 
@@ -370,11 +533,57 @@ fn write_private(path: &Path, content: &str) -> Result<(), Error> {
         .map_err(io_path("writing", path))
 }
 
+/// The simulated node, handed to KWOK by its annotation.
+async fn create_kwok_node(client: &Client) -> Result<(), Error> {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{ObjectMeta, PostParams};
+    let (key, value) = KWOK_NODE_ANNOTATION;
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some(KWOK_NODE.into()),
+            annotations: Some([(key.to_string(), value.to_string())].into()),
+            labels: Some(
+                [
+                    ("kubernetes.io/hostname".to_string(), KWOK_NODE.to_string()),
+                    ("kubernetes.io/os".to_string(), "linux".to_string()),
+                    ("kubernetes.io/arch".to_string(), "amd64".to_string()),
+                    ("type".to_string(), "kwok".to_string()),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match kube::Api::<Node>::all(client.clone())
+        .create(&PostParams::default(), &node)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(Error::Start {
+            process: "kwok".into(),
+            message: format!("creating node {KWOK_NODE}: {e}"),
+        }),
+    }
+}
+
 fn spawn(dir: &ClusterDir, bin_dir: &Path, name: &str, args: &[String]) -> Result<Child, Error> {
+    spawn_with(dir, bin_dir, name, args, &[])
+}
+
+fn spawn_with(
+    dir: &ClusterDir,
+    bin_dir: &Path,
+    name: &str,
+    args: &[String],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Result<Child, Error> {
     let log = fs::File::create(dir.log(name)).map_err(io("creating a log file"))?;
     let log_err = log.try_clone().map_err(io("creating a log file"))?;
     Command::new(bin_dir.join(name))
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err)

@@ -1,7 +1,7 @@
-//! The Camel K CRDs a control plane is given: the upstream copies in the
-//! team's shared folder when present, otherwise CRDs generated from the
-//! project's own kind catalogue (said loudly, because schemas then accept
-//! anything). Installed with server-side apply (some are over 700 kB, too big
+//! The Camel K CRDs a control plane is given: those of the pinned upstream
+//! release (from its Go module), otherwise the reference copies in the team's
+//! shared folder, otherwise CRDs generated from the project's own kind
+//! catalogue (said loudly, because schemas then accept anything). Installed with server-side apply (some are over 700 kB, too big
 //! for client-side apply's annotation) and waited for until `Established`.
 
 use std::path::{Path, PathBuf};
@@ -27,20 +27,42 @@ pub enum CrdSource {
 }
 
 impl CrdSource {
-    /// `CAMELK_CRDS_DIR`, else `../shared/crds/camel-k` beside the checkout,
-    /// else the generated fallback (with a warning on stderr).
+    /// `CAMELK_CRDS_DIR` when set; else the CRDs of the pinned upstream Camel K
+    /// release ([`crate::binaries::CAMEL_K_VERSION`]), fetched from the Go module
+    /// proxy into the cache by `tests/camel-k/build.sh --crds-only`; else
+    /// `../shared/crds/camel-k` beside the checkout; else the generated fallback
+    /// (each step down said on stderr).
     pub fn locate() -> CrdSource {
-        let dir = std::env::var_os(CRDS_DIR_ENV)
-            .map(PathBuf::from)
-            .unwrap_or_else(|| crate::workspace_root().join("../shared/crds/camel-k"));
-        if dir.is_dir() {
-            return CrdSource::Upstream(dir);
+        if let Some(dir) = std::env::var_os(CRDS_DIR_ENV).map(PathBuf::from) {
+            if dir.is_dir() {
+                return CrdSource::Upstream(dir);
+            }
+            eprintln!(
+                "camelk-testkit: {CRDS_DIR_ENV}={} is not a folder; ignoring it",
+                dir.display()
+            );
+        }
+        let version = crate::binaries::CAMEL_K_VERSION;
+        match crate::binaries::camel_k_crds_dir(version) {
+            Ok(dir) if dir.is_dir() => return CrdSource::Upstream(dir),
+            Ok(dir) => eprintln!(
+                "camelk-testkit: Camel K {version} CRDs missing from {}",
+                dir.display()
+            ),
+            Err(e) => eprintln!("camelk-testkit: Camel K {version} CRDs unavailable: {e}"),
+        }
+        let shared = crate::workspace_root().join("../shared/crds/camel-k");
+        if shared.is_dir() {
+            eprintln!(
+                "camelk-testkit: using the reference CRDs of {}",
+                shared.display()
+            );
+            return CrdSource::Upstream(shared);
         }
         eprintln!(
-            "\n!!! camelk-testkit: upstream Camel K CRDs not found at {}.\n\
+            "\n!!! camelk-testkit: no upstream Camel K CRDs (Go module proxy unreachable?).\n\
              !!! Using minimal CRDs generated from the project's own types instead;\n\
-             !!! their schemas accept any field. Set {CRDS_DIR_ENV} to a folder of upstream CRDs.\n",
-            dir.display()
+             !!! their schemas accept any field. Set {CRDS_DIR_ENV} to a folder of upstream CRDs.\n"
         );
         CrdSource::Generated
     }

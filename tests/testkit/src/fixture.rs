@@ -238,6 +238,25 @@ impl TestCluster {
         }
     }
 
+    /// Starts a real upstream Camel K operator `id` (`operator-1`..`operator-3`)
+    /// of the pinned release, global, in its own namespace
+    /// ([`crate::upstream::default_namespace`]); killed when the handle drops.
+    pub async fn upstream_operator(&self, id: &str) -> crate::upstream::UpstreamOperator {
+        self.upstream_operator_with(&crate::upstream::UpstreamOptions::new(id))
+            .await
+    }
+
+    /// [`upstream_operator`](Self::upstream_operator) with other options
+    /// (release, namespace, watched namespace, log level).
+    pub async fn upstream_operator_with(
+        &self,
+        opts: &crate::upstream::UpstreamOptions,
+    ) -> crate::upstream::UpstreamOperator {
+        crate::upstream::start(&self.dir, opts)
+            .await
+            .unwrap_or_else(|e| panic!("upstream operator {}: {e}", opts.id))
+    }
+
     /// Creates a namespace with a unique name starting with `prefix`; it is
     /// deleted when the returned guard is dropped.
     pub async fn namespace(&self, prefix: &str) -> TestNamespace {

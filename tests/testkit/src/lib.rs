@@ -3,7 +3,9 @@
 //! etcd, kube-apiserver and kube-controller-manager are built from upstream
 //! Go modules by `tests/control-plane/build.sh` (see [`binaries`]) and started
 //! by [`cluster::start`] with RBAC, static-token users ([`identity`]), an audit
-//! log ([`audit`]) and the Camel K CRDs ([`crds`]).
+//! log ([`audit`]) and the Camel K CRDs ([`crds`]); kube-scheduler and KWOK
+//! give Deployments ready pods on a simulated node. [`upstream`] runs real
+//! upstream Camel K operators (`kamel operator`) on it.
 //!
 //! Tests use [`fixture::shared`]: one control plane per test binary, a fresh
 //! namespace per test.
@@ -26,11 +28,13 @@ pub mod fixture;
 pub mod git_http;
 pub mod identity;
 pub mod pki;
+pub mod upstream;
 
 use std::path::PathBuf;
 
 pub use audit::{AuditEvent, AuditLog};
 pub use fixture::{TestCluster, TestNamespace, shared};
+pub use upstream::{UpstreamOperator, UpstreamOptions};
 
 /// Failures of starting, stopping or preparing a control plane.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,501 @@
+//! Real upstream Apache Camel K operators (`kamel operator`) on a local control plane.
+//!
+//! [`start`] runs one operator as its own process, off-cluster: the `kamel`
+//! binary of the pinned release (`tests/camel-k/build.sh`), a kubeconfig whose
+//! current context is the operator's identity (`operator-1`, `operator-2`,
+//! `operator-3`: static-token users), the RBAC of
+//! `examples/deploy/upstream-operator/` bound to that identity, and the
+//! environment upstream reads: `OPERATOR_ID`, `NAMESPACE` (its own namespace,
+//! where its lock `<id>-lock` lives) and `WATCH_NAMESPACE` (empty: global).
+//! Its log is `logs/kamel-operator-<id>.log` in the cluster directory.
+//!
+//! An operator handles nothing until its IntegrationPlatform exists:
+//! [`UpstreamOperator::ready_platform`] creates it (named after the id,
+//! annotated with the id, with a registry address) and waits until it is `Ready`.
+//!
+//! The process is killed when the [`UpstreamOperator`] is dropped, and, through
+//! a watchdog holding a pipe, when the process that started it exits.
+//!
+//! ```no_run
+//! # async fn example() {
+//! let cluster = camelk_testkit::shared();
+//! let op1 = cluster.upstream_operator("operator-1").await;
+//! op1.ready_platform(&cluster.admin().await).await.unwrap();
+//! # }
+//! ```
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::config::Kubeconfig;
+use kube::{Client, ResourceExt};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::json;
+
+use crate::Error;
+use crate::binaries::{CAMEL_K_VERSION, camel_k_dir};
+use crate::cluster::{self, ClusterDir};
+use crate::identity::ADMIN;
+
+/// The annotation upstream reads to tell which operator handles a resource.
+pub const OPERATOR_ID_ANNOTATION: &str = "camel.apache.org/operator.id";
+/// The registry address every platform is given: any address will do, since
+/// nothing is pushed (a build fails earlier, with no Maven here).
+pub const REGISTRY_ADDRESS: &str = "registry.camelk.invalid:5000";
+
+const RBAC_DIR: &str = "examples/deploy/upstream-operator";
+const CLUSTER_ROLE: &str =
+    include_str!("../../../examples/deploy/upstream-operator/clusterrole.yaml");
+const BINDING: &str = include_str!("../../../examples/deploy/upstream-operator/binding.yaml");
+const LOCK: &str = include_str!("../../../examples/deploy/upstream-operator/lock.yaml");
+const FIELD_MANAGER: &str = "camelk-testkit";
+const HEALTHY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How to run one upstream operator.
+#[derive(Clone, Debug)]
+pub struct UpstreamOptions {
+    /// `OPERATOR_ID`, also the kubeconfig context (identity) it acts as.
+    pub id: String,
+    /// `NAMESPACE`: its own namespace (lock, platform, catalogs, kits, builds); created if missing.
+    pub namespace: String,
+    /// Camel K release (a folder of `tests/camel-k/`).
+    pub version: String,
+    /// `WATCH_NAMESPACE`; empty means global (every namespace).
+    pub watch_namespace: String,
+    /// `LOG_LEVEL` (`info` when unset, or `debug`, `error`, a number).
+    pub log_level: Option<String>,
+}
+
+impl UpstreamOptions {
+    /// A global operator `id` of the pinned release in [`default_namespace`]`(id)`.
+    pub fn new(id: &str) -> UpstreamOptions {
+        UpstreamOptions {
+            id: id.into(),
+            namespace: default_namespace(id),
+            version: CAMEL_K_VERSION.into(),
+            watch_namespace: String::new(),
+            log_level: None,
+        }
+    }
+}
+
+/// `operator-1` → `camel-k-op1`; any other id → `camel-k-<id>`.
+pub fn default_namespace(id: &str) -> String {
+    match id.strip_prefix("operator-") {
+        Some(n) if !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) => {
+            format!("camel-k-op{n}")
+        }
+        _ => format!("camel-k-{id}"),
+    }
+}
+
+/// A running upstream operator process. Killed (SIGKILL) when dropped.
+pub struct UpstreamOperator {
+    pub id: String,
+    pub namespace: String,
+    pub version: String,
+    /// The operator's log (stdout and stderr).
+    pub log: PathBuf,
+    /// Its kubeconfig (current context: its identity).
+    pub kubeconfig: PathBuf,
+    pub health_port: u16,
+    pub monitoring_port: u16,
+    child: Child,
+    // Held, never written: closing it (when this process exits) makes the watchdog kill the operator.
+    _watchdog: Option<(Child, ChildStdin)>,
+}
+
+/// Starts `kamel operator` for `opts` on the cluster in `dir`: builds the
+/// release if needed, creates its namespace, applies its RBAC, and returns
+/// once its health endpoint answers.
+pub async fn start(dir: &ClusterDir, opts: &UpstreamOptions) -> Result<UpstreamOperator, Error> {
+    let kamel = camel_k_dir(&opts.version)?.join("bin/kamel");
+    let admin = cluster::client_for(dir, ADMIN).await?;
+    ensure_namespace(&admin, &opts.namespace).await?;
+    apply_rbac(&admin, &opts.id, &opts.namespace).await?;
+
+    let home = dir.root().join("upstream").join(&opts.id);
+    fs::create_dir_all(&home).map_err(io("creating the operator's directory"))?;
+    let kubeconfig = home.join("kubeconfig");
+    write_kubeconfig(dir, &opts.id, &kubeconfig)?;
+    fs::create_dir_all(dir.root().join("logs")).map_err(io("creating the logs directory"))?;
+    let log = dir.log(&format!("kamel-operator-{}", opts.id));
+    let out = fs::File::create(&log).map_err(io("creating the operator's log"))?;
+    let err = out.try_clone().map_err(io("creating the operator's log"))?;
+
+    let [health_port, monitoring_port] = free_ports()?;
+    let mut command = Command::new(&kamel);
+    command
+        .args([
+            "operator".to_string(),
+            format!("--health-port={health_port}"),
+            format!("--monitoring-port={monitoring_port}"),
+        ])
+        .current_dir(&home)
+        .env("KUBECONFIG", &kubeconfig)
+        .env("OPERATOR_ID", &opts.id)
+        .env("NAMESPACE", &opts.namespace)
+        .env("WATCH_NAMESPACE", &opts.watch_namespace)
+        // The bundled Kamelet catalog is fetched with Maven, which is not here;
+        // and its default folder (/tmp/kamelets) would be shared by all operators.
+        .env("KAMEL_INSTALL_DEFAULT_KAMELETS", "false")
+        .env("KAMELET_CATALOG_DIR", home.join("kamelets"))
+        .env_remove("KAMEL_OPERATOR_ID")
+        .env_remove("POD_NAME")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0);
+    match &opts.log_level {
+        Some(level) => command.env("LOG_LEVEL", level),
+        None => command.env_remove("LOG_LEVEL"),
+    };
+    let child = command.spawn().map_err(|e| Error::Start {
+        process: format!("kamel operator {}", opts.id),
+        message: format!("{}: {e}", kamel.display()),
+    })?;
+    let watchdog = spawn_watchdog(child.id()).ok();
+    let mut operator = UpstreamOperator {
+        id: opts.id.clone(),
+        namespace: opts.namespace.clone(),
+        version: opts.version.clone(),
+        log,
+        kubeconfig,
+        health_port,
+        monitoring_port,
+        child,
+        _watchdog: watchdog,
+    };
+    operator.wait_healthy(HEALTHY_TIMEOUT).await?;
+    Ok(operator)
+}
+
+impl UpstreamOperator {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process is still alive (a stopped process counts as alive).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGKILL, and reap it: the operator dies without releasing its lock.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGSTOP: frozen mid-flight, its lock unrenewed, its cache going stale.
+    pub fn stop(&self) {
+        self.signal(Signal::SIGSTOP);
+    }
+
+    /// SIGCONT: resumes a stopped operator, which acts on what it had cached.
+    pub fn cont(&self) {
+        self.signal(Signal::SIGCONT);
+    }
+
+    fn signal(&self, signal: Signal) {
+        let _ = kill(Pid::from_raw(self.child.id() as i32), signal);
+    }
+
+    /// The last `lines` lines of its log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Creates (or keeps) its IntegrationPlatform: named after the id, in its
+    /// namespace, annotated with the id, with [`REGISTRY_ADDRESS`] (insecure).
+    pub async fn create_platform(&self, client: &Client) -> Result<DynamicObject, Error> {
+        let api = platforms(client, &self.namespace);
+        let platform: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "camel.apache.org/v1",
+            "kind": "IntegrationPlatform",
+            "metadata": {
+                "name": self.id,
+                "namespace": self.namespace,
+                "annotations": { OPERATOR_ID_ANNOTATION: self.id },
+            },
+            "spec": { "build": { "registry": { "address": REGISTRY_ADDRESS, "insecure": true } } },
+        }))
+        .expect("static platform");
+        match api.create(&PostParams::default(), &platform).await {
+            Ok(created) => Ok(created),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(api.get(&self.id).await?),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Waits until its IntegrationPlatform's phase is `Ready`.
+    ///
+    /// Upstream races with itself here: the platform's first check after
+    /// `Ready` looks for the CamelCatalog it has just created in a cache that
+    /// may not have it yet, and then the platform is `Error`, while the catalog
+    /// waits for a `Ready` platform; nothing checks the platform again until it
+    /// changes. So while it is `Error`, this touches an annotation of it every
+    /// 2 s (`client` must be allowed to, e.g. admin), and the check runs again,
+    /// now finding the catalog.
+    pub async fn wait_platform_ready(
+        &self,
+        client: &Client,
+        timeout: Duration,
+    ) -> Result<(), Error> {
+        let api = platforms(client, &self.namespace);
+        let deadline = Instant::now() + timeout;
+        let mut phase = String::new();
+        let mut last_nudge = Instant::now();
+        while Instant::now() < deadline {
+            if let Some(p) = api.get_opt(&self.id).await? {
+                phase = p.data["status"]["phase"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                if phase == "Ready" {
+                    return Ok(());
+                }
+                if phase == "Error" && last_nudge.elapsed() > Duration::from_secs(2) {
+                    last_nudge = Instant::now();
+                    let nudge = json!({ "metadata": { "annotations": {
+                        "camelk.dev/testkit-recheck": format!("{:?}", std::time::SystemTime::now()),
+                    } } });
+                    api.patch(&self.id, &PatchParams::default(), &Patch::Merge(&nudge))
+                        .await?;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        Err(Error::Start {
+            process: format!("kamel operator {}", self.id),
+            message: format!(
+                "IntegrationPlatform {}/{} not Ready after {timeout:?} (phase {phase:?}); log:\n{}",
+                self.namespace,
+                self.id,
+                self.log_tail(30)
+            ),
+        })
+    }
+
+    /// [`create_platform`](Self::create_platform), then
+    /// [`wait_platform_ready`](Self::wait_platform_ready) (60 s).
+    pub async fn ready_platform(&self, client: &Client) -> Result<(), Error> {
+        self.create_platform(client).await?;
+        self.wait_platform_ready(client, Duration::from_secs(60))
+            .await
+    }
+
+    /// The name of its lock, the Lease `<id>-lock` in its namespace.
+    pub fn lock_name(&self) -> String {
+        format!("{}-lock", self.id)
+    }
+
+    /// Waits until its lock names a holder (it leads and its controllers run).
+    pub async fn wait_leading(&self, client: &Client, timeout: Duration) -> Result<(), Error> {
+        let api: Api<Lease> = Api::namespaced(client.clone(), &self.namespace);
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(lease) = api.get_opt(&self.lock_name()).await? {
+                let holder = lease.spec.and_then(|s| s.holder_identity);
+                if holder.is_some_and(|h| !h.is_empty()) {
+                    return Ok(());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        Err(Error::Start {
+            process: format!("kamel operator {}", self.id),
+            message: format!(
+                "no holder of Lease {}/{} after {timeout:?}; log:\n{}",
+                self.namespace,
+                self.lock_name(),
+                self.log_tail(30)
+            ),
+        })
+    }
+
+    async fn wait_healthy(&mut self, timeout: Duration) -> Result<(), Error> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if http_ok(self.health_port, "/healthz") {
+                return Ok(());
+            }
+            let exited = self.child.try_wait().ok().flatten();
+            if exited.is_some() || Instant::now() > deadline {
+                let why = match exited {
+                    Some(status) => format!("exited with {status}"),
+                    None => format!("/healthz not ok after {timeout:?}"),
+                };
+                return Err(Error::Start {
+                    process: format!("kamel operator {}", self.id),
+                    message: format!("{why}; log:\n{}", self.log_tail(30)),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for UpstreamOperator {
+    fn drop(&mut self) {
+        // A stopped process dies of SIGKILL as well.
+        self.kill();
+    }
+}
+
+fn platforms(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: "camel.apache.org".into(),
+        version: "v1".into(),
+        api_version: "camel.apache.org/v1".into(),
+        kind: "IntegrationPlatform".into(),
+        plural: "integrationplatforms".into(),
+    };
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+async fn ensure_namespace(admin: &Client, name: &str) -> Result<(), Error> {
+    let api: Api<Namespace> = Api::all(admin.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Applies `examples/deploy/upstream-operator/` for operator `id` in `ns`:
+/// the ClusterRole as it is; the binding and the lock Role named and bound for `id`.
+pub async fn apply_rbac(admin: &Client, id: &str, ns: &str) -> Result<(), Error> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let role: ClusterRole = parse(CLUSTER_ROLE, "clusterrole.yaml")?;
+    Api::<ClusterRole>::all(admin.clone())
+        .patch(&role.name_any(), &params, &Patch::Apply(&role))
+        .await?;
+
+    let mut binding: ClusterRoleBinding = parse(BINDING, "binding.yaml")?;
+    binding.metadata.name = Some(format!("{}-{id}", role.name_any()));
+    for subject in binding.subjects.iter_mut().flatten() {
+        subject.name = id.into();
+    }
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .patch(&binding.name_any(), &params, &Patch::Apply(&binding))
+        .await?;
+
+    let mut docs = LOCK.split("\n---\n");
+    let mut lock_role: Role = parse(docs.next().unwrap_or_default(), "lock.yaml")?;
+    let mut lock_binding: RoleBinding = parse(docs.next().unwrap_or_default(), "lock.yaml")?;
+    lock_role.metadata.namespace = Some(ns.into());
+    lock_binding.metadata.namespace = Some(ns.into());
+    for subject in lock_binding.subjects.iter_mut().flatten() {
+        subject.name = id.into();
+    }
+    Api::<Role>::namespaced(admin.clone(), ns)
+        .patch(&lock_role.name_any(), &params, &Patch::Apply(&lock_role))
+        .await?;
+    Api::<RoleBinding>::namespaced(admin.clone(), ns)
+        .patch(
+            &lock_binding.name_any(),
+            &params,
+            &Patch::Apply(&lock_binding),
+        )
+        .await?;
+    Ok(())
+}
+
+fn parse<T: serde::de::DeserializeOwned>(text: &str, file: &str) -> Result<T, Error> {
+    serde_saphyr::from_str(text).map_err(|e| Error::Start {
+        process: "upstream operator RBAC".into(),
+        message: format!("{RBAC_DIR}/{file}: {e}"),
+    })
+}
+
+/// The cluster's kubeconfig with `id` as its current context (written as JSON, which is YAML).
+fn write_kubeconfig(dir: &ClusterDir, id: &str, path: &Path) -> Result<(), Error> {
+    let mut config = Kubeconfig::read_from(dir.kubeconfig())?;
+    if !config.contexts.iter().any(|c| c.name == id) {
+        return Err(Error::Start {
+            process: format!("kamel operator {id}"),
+            message: format!("no context {id} in {}", dir.kubeconfig().display()),
+        });
+    }
+    config.current_context = Some(id.into());
+    let text = serde_json::to_string_pretty(&config).expect("a kubeconfig serializes");
+    let mut file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io("writing the operator's kubeconfig"))?;
+    file.write_all(text.as_bytes())
+        .map_err(io("writing the operator's kubeconfig"))
+}
+
+use std::os::unix::fs::OpenOptionsExt;
+
+/// A shell that kills `pid` when its stdin closes (this process exited).
+fn spawn_watchdog(pid: u32) -> std::io::Result<(Child, ChildStdin)> {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("read _ignored; kill -KILL \"$1\" 2>/dev/null")
+        .arg("camelk-operator-watchdog")
+        .arg(pid.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()?;
+    let stdin = child.stdin.take().expect("piped stdin");
+    Ok((child, stdin))
+}
+
+/// Whether `GET http://127.0.0.1:port/path` answers 200.
+fn http_ok(port: u16, path: &str) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
+}
+
+fn free_ports<const N: usize>() -> Result<[u16; N], Error> {
+    let listeners: Vec<TcpListener> = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()
+        .map_err(io("choosing free ports"))?;
+    let mut ports = [0u16; N];
+    for (slot, l) in ports.iter_mut().zip(&listeners) {
+        *slot = l.local_addr().map_err(io("choosing free ports"))?.port();
+    }
+    Ok(ports)
+}
+
+fn io(context: &'static str) -> impl Fn(std::io::Error) -> Error {
+    move |source| Error::Io {
+        context: context.to_string(),
+        source,
+    }
+}
