@@ -4,10 +4,10 @@ CAMELK_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/camelk-gitops
 export CAMELK_CACHE
 export CARGO_TARGET_DIR ?= $(CAMELK_CACHE)/cargo-target
 
-.PHONY: build test lint control-plane local-cluster local-cluster-down local-cluster-status
+.PHONY: build test lint control-plane camel-k camel-k-previous local-cluster local-cluster-down local-cluster-status
 
 ## Everything CI checks: formatting, lints, and every test (end-to-end included).
-test: lint control-plane
+test: lint control-plane camel-k
 	cargo test --workspace --locked
 
 build:
@@ -17,12 +17,23 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 
-## Build etcd, kube-apiserver and kube-controller-manager from upstream Go modules (cached).
+## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK (the
+## simulated node) from upstream Go modules (cached).
 control-plane:
 	bash tests/control-plane/build.sh >/dev/null
+	bash tests/kwok/build.sh >/dev/null
+
+## Build upstream Apache Camel K's `kamel` (the real operator, `kamel operator`) at the
+## release the tests run, and copy its CRDs (cached).
+camel-k:
+	bash tests/camel-k/build.sh v2.10.1 >/dev/null
+
+## The older release the demo upgrades from.
+camel-k-previous:
+	bash tests/camel-k/build.sh v2.8.0 >/dev/null
 
 ## Start a local control plane in the background; kubeconfig in .local-cluster/kubeconfig.
-local-cluster: control-plane
+local-cluster: control-plane camel-k
 	cargo run --quiet --locked -p camelk-testkit --bin local-cluster -- up
 
 local-cluster-down:
@@ -34,7 +45,7 @@ local-cluster-status:
 ## The demo: a local control plane, two operators, `reconciler sync` following a
 ## local Git repository, and a rollout operator-1 -> operator-2 in three steps.
 .PHONY: demo
-demo: control-plane
+demo: control-plane camel-k camel-k-previous
 	cargo build --quiet --locked -p camelk-reconciler -p kubectl-camelk --bins
 	cargo run --quiet --locked -p camelk-testkit --bin demo
 
