@@ -1,0 +1,254 @@
+//! `kubectl camelk get`, `operators` and `move --upstream` with two real
+//! upstream Camel K operators (`kamel operator` of the pinned release, each
+//! its own process and identity) on Integrations created as `kamel run -x`
+//! creates them: the owner annotation only. The owner admission policy is
+//! enforced in the namespace, and the audit log judges every write.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
+use camelk_reconciler::handoff::release::{condition, phase};
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+
+use common::live_camelk;
+
+const OPERATORS: [&str; 3] = ["operator-1", "operator-2", "operator-3"];
+
+async fn kamel_run(api: &Api<DynamicObject>, name: &str, owner: &str, spec: Value) {
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": CamelKind::Integration.api_version(), "kind": "Integration",
+        "metadata": { "name": name, "annotations": { OPERATOR_ID_KEY: owner } },
+        "spec": spec,
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap();
+}
+
+async fn wait_until(
+    api: &Api<DynamicObject>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&DynamicObject) -> bool,
+) -> DynamicObject {
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let obj = api.get(name).await.unwrap();
+        if check(&obj) {
+            return obj;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}: not {what}; status {}",
+            obj.data["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+fn running_ready_under(id: &str) -> impl Fn(&DynamicObject) -> bool + '_ {
+    move |o| {
+        phase(o) == Some("Running")
+            && condition(o, "Ready") == Some("True")
+            && owner_id(&o.metadata).as_deref() == Some(id)
+    }
+}
+
+fn json_out(out: &std::process::Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn move_upstream_hands_a_kamel_created_integration_to_a_real_operator() {
+    let cluster = camelk_testkit::shared();
+    cluster.grant_camelk_roles().await;
+    let admin = cluster.admin().await;
+    let op1 = cluster.upstream_operator("operator-1").await;
+    let op2 = cluster.upstream_operator("operator-2").await;
+    for op in [&op1, &op2] {
+        op.ready_platform(&admin)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let ns = cluster.namespace("upstream-move").await;
+    camelk_testkit::admission::enforce_in(&admin, &ns.name, &["reconciler"], &OPERATORS)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        admin.clone(),
+        &ns.name,
+        &CamelKind::Integration.api_resource(),
+    );
+    kamel_run(
+        &api,
+        "moving",
+        "operator-1",
+        json!({ "traits": { "container": { "image": "docker.io/library/camelk-e2e:1.0" } } }),
+    )
+    .await;
+    // One that must be built: the build fails here (no Maven), so it ends in Error.
+    kamel_run(
+        &api,
+        "built",
+        "operator-1",
+        json!({ "sources": [{ "name": "route.yaml",
+            "content": "- from:\n    uri: timer:tick\n    steps:\n    - log: tick\n" }] }),
+    )
+    .await;
+    wait_until(
+        &api,
+        "moving",
+        "Running and Ready",
+        running_ready_under("operator-1"),
+    )
+    .await;
+    wait_until(&api, "built", "in Error", |o| phase(o) == Some("Error")).await;
+
+    // Every phase each Integration passes through, with the owner it had then.
+    let seen: Arc<Mutex<Vec<(String, String, String)>>> = Arc::default();
+    let recorder = {
+        let seen = seen.clone();
+        let stream = watcher(api.clone(), watcher::Config::default());
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(Ok(event)) = stream.next().await {
+                if let watcher::Event::Apply(o) | watcher::Event::InitApply(o) = event {
+                    let name = o.metadata.name.clone().unwrap_or_default();
+                    let owner = owner_id(&o.metadata).unwrap_or_default();
+                    let p = phase(&o).unwrap_or_default().to_string();
+                    let mut seen = seen.lock().unwrap();
+                    let last = seen.iter().rev().find(|(n, _, _)| *n == name);
+                    if last.map(|(_, o, p)| (o, p)) != Some((&owner, &p)) {
+                        seen.push((name, owner, p));
+                    }
+                }
+            }
+        })
+    };
+    let phases_under = |name: &str, id: &str| -> Vec<String> {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .filter(|(n, o, _)| n == name && o == id)
+            .map(|(_, _, p)| p.clone())
+            .collect()
+    };
+
+    // Who owns what, read from the annotation as upstream reads it.
+    let kubeconfig = cluster.kubeconfig();
+    let listed = json_out(&live_camelk(&kubeconfig, &ns.name, &["get", "-o", "json"]));
+    let owners: Vec<(&str, &str)> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["name"].as_str().unwrap(),
+                i["operator"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        owners,
+        vec![("built", "operator-1"), ("moving", "operator-1")]
+    );
+    let everywhere = json_out(&live_camelk(
+        &kubeconfig,
+        &ns.name,
+        &["get", "-A", "-o", "json"],
+    ));
+    let owned_by_1 = everywhere["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["operator"] == "operator-1")
+        .count();
+    let operators = json_out(&live_camelk(
+        &kubeconfig,
+        &ns.name,
+        &["operators", "-o", "json"],
+    ));
+    let op1_row = operators["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "operator-1")
+        .unwrap_or_else(|| panic!("operator-1 listed: {operators}"))
+        .clone();
+    assert_eq!(
+        op1_row["owned"].as_u64(),
+        Some(owned_by_1 as u64),
+        "`operators` counts what `get` lists: {op1_row}"
+    );
+
+    let out = live_camelk(
+        &kubeconfig,
+        &ns.name,
+        &[
+            "move",
+            "integration/moving",
+            "integration/built",
+            "--to",
+            "operator-2",
+            "--upstream",
+            "--wait",
+            "-o",
+            "json",
+        ],
+    );
+    let result = json_out(&out);
+    assert_eq!(result["result"], "Completed", "{result}");
+    assert_eq!(
+        result["moved"],
+        json!(["Integration/built", "Integration/moving"])
+    );
+    let moved = wait_until(
+        &api,
+        "moving",
+        "Running and Ready under operator-2",
+        running_ready_under("operator-2"),
+    )
+    .await;
+    let labels = moved.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels.get(OPERATOR_ID_KEY).map(String::as_str),
+        Some("operator-2"),
+        "both keys name the new owner"
+    );
+    wait_until(&api, "built", "in Error under operator-2", |o| {
+        phase(o) == Some("Error") && owner_id(&o.metadata).as_deref() == Some("operator-2")
+    })
+    .await;
+    recorder.abort();
+    // operator-2 reconciles each anew: the prebuilt one through its phases
+    // back to Running, the other through a build of its own.
+    let moving = phases_under("moving", "operator-2");
+    assert!(moving.iter().any(|p| p == "Initialization"), "{moving:?}");
+    assert_eq!(
+        moving.last().map(String::as_str),
+        Some("Running"),
+        "{moving:?}"
+    );
+    let built = phases_under("built", "operator-2");
+    assert!(built.iter().any(|p| p == "Building Kit"), "{built:?}");
+    assert_eq!(built.last().map(String::as_str), Some("Error"), "{built:?}");
+
+    let events = cluster.audit_log().events_in(&ns.name).unwrap();
+    let violations = camelk_testkit::audit::single_owner_violations(&events, &ns.name, &OPERATORS);
+    assert!(
+        violations.is_empty(),
+        "dual-owner writes:\n{}",
+        violations.join("\n")
+    );
+    drop((op1, op2));
+}

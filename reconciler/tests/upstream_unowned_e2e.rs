@@ -1,0 +1,170 @@
+//! An unowned resource that an upstream operator already reconciles: a
+//! namespaced upstream Camel K operator (v2.10) handles every resource of its
+//! namespace that carries no owner key. The manifest names it
+//! (`handlesUnowned: true`), so a first assignment to another operator goes
+//! through the upstream release rule (a stable phase, guarded in the write),
+//! not a bare write under the running operator's feet.
+//!
+//! Its own binary (and control plane): the namespaced operator-3 must not
+//! meet the global operator-3 of `upstream_e2e`.
+
+mod support;
+
+use std::time::Duration;
+
+use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
+use camelk_reconciler::handoff::release::{condition, phase};
+use camelk_testkit::upstream::UpstreamOptions;
+use kube::api::{DynamicObject, PostParams};
+use serde_json::json;
+use support::*;
+
+const NAME: &str = "fleet";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unowned_resource_leaves_its_handler_through_the_release_rule() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    install_assignment_crd(cluster).await;
+    let ns = cluster.namespace("up-unowned").await;
+    let admin = cluster.admin().await;
+    camelk_testkit::admission::enforce_with_unowned_handler(
+        &admin,
+        &ns.name,
+        &["reconciler"],
+        &OPERATORS,
+        Some("operator-3"),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    let op2 = cluster.upstream_operator("operator-2").await;
+    op2.ready_platform(&admin)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Namespaced: it lives in, watches, and locks in the apps' namespace.
+    let mut opts = UpstreamOptions::new("operator-3");
+    opts.namespace = ns.name.clone();
+    opts.watch_namespace = ns.name.clone();
+    let op3 = cluster.upstream_operator_with(&opts).await;
+    op3.ready_platform(&admin)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    // No owner key at all: operator-3 runs it all the same.
+    let legacy: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": CamelKind::Integration.api_version(), "kind": "Integration",
+        "metadata": { "name": "legacy" },
+        "spec": { "traits": { "container": { "image": "docker.io/library/camelk-e2e:1.0" } } },
+    }))
+    .unwrap();
+    let api = camel_api(admin.clone(), CamelKind::Integration, &ns.name);
+    api.create(&PostParams::default(), &legacy).await.unwrap();
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "legacy",
+        Duration::from_secs(180),
+        "Running and Ready with no owner key, under operator-3",
+        |o| {
+            phase(o) == Some("Running")
+                && condition(o, "Ready") == Some("True")
+                && owner_id(&o.metadata).is_none()
+        },
+    )
+    .await;
+
+    let manifest = format!(
+        "apiVersion: camelk.dev/v1alpha1
+kind: OperatorAssignment
+metadata:
+  name: {NAME}
+spec:
+  operators:
+    - id: operator-2
+      namespace: camel-k-op2
+      protocol: Upstream
+    - id: operator-3
+      namespace: {ns}
+      protocol: Upstream
+      handlesUnowned: true
+  scope:
+    namespaces: [{ns}]
+    kinds: [Integration]
+  defaultOperator: operator-2
+",
+        ns = ns.name
+    );
+    let git = GitRemote::new();
+    let rev = git.push(&manifest, "operator-2 takes what nobody owns");
+    let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(120),
+        "applied",
+        &sync,
+        applied(&rev),
+    )
+    .await;
+    let moved = wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "legacy",
+        Duration::from_secs(180),
+        "Running and Ready under operator-2",
+        |o| {
+            phase(o) == Some("Running")
+                && condition(o, "Ready") == Some("True")
+                && owner_id(&o.metadata).as_deref() == Some("operator-2")
+        },
+    )
+    .await;
+    assert_eq!(
+        moved
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get(OPERATOR_ID_KEY)
+            .map(String::as_str),
+        Some("operator-2")
+    );
+    // The first assignment was guarded on the phase operator-3 left it in.
+    let assignment = cluster
+        .audit_log()
+        .events_in(&ns.name)
+        .unwrap()
+        .into_iter()
+        .find(|e| {
+            e.user.username == "reconciler"
+                && e.stage == "ResponseComplete"
+                && e.is_successful_write()
+                && e.object_ref.as_ref().and_then(|o| o.name.as_deref()) == Some("legacy")
+        })
+        .expect("the reconciler assigned legacy");
+    let patch = assignment.request_object.clone().unwrap_or_default();
+    assert!(
+        patch
+            .as_array()
+            .is_some_and(|ops| ops.iter().any(|op| op["op"] == "test"
+                && op["path"] == "/status/phase"
+                && op["value"] == "Running")),
+        "the write tests the phase judged stable: {patch}"
+    );
+
+    let events = cluster.audit_log().events_in(&ns.name).unwrap();
+    let violations = camelk_testkit::audit::single_owner_violations_with(
+        &events,
+        &ns.name,
+        &OPERATORS,
+        Some("operator-3"),
+    );
+    assert!(
+        violations.is_empty(),
+        "dual-owner writes:\n{}",
+        violations.join("\n")
+    );
+    drop((op2, op3));
+}
