@@ -112,7 +112,7 @@ pub struct UpstreamOperator {
     pub monitoring_port: u16,
     child: Child,
     // Held, never written: closing it (when this process exits) makes the watchdog kill the operator.
-    _watchdog: Option<(Child, ChildStdin)>,
+    watchdog: Option<(Child, ChildStdin)>,
 }
 
 /// Starts `kamel operator` for `opts` on the cluster in `dir`: builds the
@@ -174,7 +174,7 @@ pub async fn start(dir: &ClusterDir, opts: &UpstreamOptions) -> Result<UpstreamO
         health_port,
         monitoring_port,
         child,
-        _watchdog: watchdog,
+        watchdog,
     };
     operator.wait_healthy(HEALTHY_TIMEOUT).await?;
     Ok(operator)
@@ -194,6 +194,13 @@ impl UpstreamOperator {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // Its pid is free now: retire the watchdog before it could kill a
+        // process that reuses it.
+        if let Some((mut watchdog, stdin)) = self.watchdog.take() {
+            let _ = watchdog.kill();
+            let _ = watchdog.wait();
+            drop(stdin);
+        }
     }
 
     /// SIGSTOP: frozen mid-flight, its lock unrenewed, its cache going stale.

@@ -11,7 +11,8 @@ use camelk_testkit::crds::CrdSource;
 use clap::{Parser, Subcommand};
 
 /// Run a local Kubernetes control plane (etcd, kube-apiserver,
-/// kube-controller-manager) on loopback, with the Camel K CRDs installed.
+/// kube-controller-manager, kube-scheduler, and KWOK simulating one node) on
+/// loopback, with the Camel K CRDs installed.
 #[derive(Parser, Debug)]
 #[command(name = "local-cluster")]
 struct Cli {
