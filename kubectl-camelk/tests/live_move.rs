@@ -129,7 +129,27 @@ async fn move_get_and_operators_on_a_live_cluster() {
     let out = live_camelk(
         &kubeconfig,
         &ns.name,
-        &["move", "it/billing", "--to", "operator-2"],
+        &["move", "it/billing", "--to", "operator-2", "-o", "json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requested: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(requested["result"], "Requested", "{requested}");
+    assert_eq!(requested["resources"], json!(["Integration/billing"]));
+    assert!(
+        requested["request"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("camelk-handoff-operator-1-operator-2")),
+        "{requested}"
+    );
+    wait_running(&api, "billing", "operator-2").await;
+    let out = live_camelk(
+        &kubeconfig,
+        &ns.name,
+        &["move", "it/billing", "--to", "operator-1"],
     );
     assert!(
         out.status.success(),
@@ -137,7 +157,7 @@ async fn move_get_and_operators_on_a_live_cluster() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("handoff requested"));
-    wait_running(&api, "billing", "operator-2").await;
+    wait_running(&api, "billing", "operator-1").await;
 
     // Bad input: a kind that is not Camel K's, and a move to an operator that runs nowhere.
     let out = live_camelk(
@@ -147,6 +167,13 @@ async fn move_get_and_operators_on_a_live_cluster() {
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a Camel K kind"));
+    let out = live_camelk(
+        &kubeconfig,
+        &ns.name,
+        &["move", "integration/", "--to", "operator-2"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected KIND/NAME"));
     let out = live_camelk(
         &kubeconfig,
         &ns.name,

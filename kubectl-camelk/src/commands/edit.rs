@@ -7,7 +7,6 @@
 
 use anyhow::{Context, bail};
 use camelk_reconciler::api::{OperatorId, Step, parse_selector};
-use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::git::branch_name;
 use camelk_reconciler::inventory::{Inventory, Resource, ResourceRef};
 use camelk_reconciler::manifest::validate::{is_dns_label, is_dns_subdomain};
@@ -325,22 +324,11 @@ fn named_inventory(named: &[ResourceRef]) -> Inventory {
 fn parse_resources(args: &[String], namespace: &str) -> anyhow::Result<Vec<ResourceRef>> {
     args.iter()
         .map(|arg| {
-            let (kind, name) = arg
-                .split_once('/')
-                .filter(|(k, n)| !k.is_empty() && !n.is_empty())
-                .with_context(|| format!("`{arg}`: expected KIND/NAME, e.g. integration/orders"))?;
-            let kind = CamelKind::parse(kind).with_context(|| {
-                format!(
-                    "`{arg}`: unknown Camel K kind `{kind}`{}",
-                    CamelKind::closest(kind)
-                        .map(|k| format!("; did you mean `{k}`?"))
-                        .unwrap_or_default()
-                )
-            })?;
+            let (kind, name) = super::live::parse_resource(arg)?;
             Ok(ResourceRef {
                 kind,
                 namespace: namespace.to_string(),
-                name: name.to_string(),
+                name,
             })
         })
         .collect()

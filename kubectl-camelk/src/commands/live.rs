@@ -22,14 +22,20 @@ use serde_json::json;
 use crate::cli::{Cli, GetArgs, MoveArgs, OperatorsArgs, Output, StatusArgs};
 use crate::render;
 
-/// Parses `KIND/NAME` as kubectl does (`integration/orders`, `it/orders`).
+/// Parses `KIND/NAME` as kubectl does (`integration/orders`, `it/orders`):
+/// the one parser of every command's resource arguments. An empty kind or
+/// name is refused.
 pub fn parse_resource(text: &str) -> anyhow::Result<(CamelKind, String)> {
-    let Some((kind, name)) = text.split_once('/') else {
-        bail!("`{text}`: expected KIND/NAME, for example integration/orders");
-    };
+    let (kind, name) = text
+        .split_once('/')
+        .filter(|(k, n)| !k.is_empty() && !n.is_empty())
+        .with_context(|| format!("`{text}`: expected KIND/NAME, e.g. integration/orders"))?;
     let kind = CamelKind::parse(kind).with_context(|| {
         format!(
-            "`{kind}` is not a Camel K kind (kinds: {})",
+            "`{text}`: `{kind}` is not a Camel K kind{} (kinds: {})",
+            CamelKind::closest(kind)
+                .map(|k| format!("; did you mean `{k}`?"))
+                .unwrap_or_default(),
             CamelKind::ALL.map(CamelKind::kind).join(", ")
         )
     })?;
@@ -99,10 +105,25 @@ pub async fn move_(cli: &Cli, args: &MoveArgs) -> anyhow::Result<ExitCode> {
     for (from, items) in batches {
         let from = OperatorId::new(from).context("current owner")?;
         if from != to {
-            lock_namespaces.insert(
-                from.to_string(),
-                lock_ns(from.as_str()).await.unwrap_or_else(|_| ns.clone()),
-            );
+            // No lock anywhere: a dead owner, taken over once a lease duration
+            // passes unrenewed. A failed lookup is an error, not a dead owner.
+            let lock_namespace = match &args.operator_namespace {
+                Some(given) => given.clone(),
+                None => match fleet::find_lock(&client, from.as_str())
+                    .await
+                    .with_context(|| format!("looking for the lock of {from}"))?
+                {
+                    Some(found) => found,
+                    None => {
+                        eprintln!(
+                            "note: {from} has no lock Lease {from}-lock anywhere; its resources are taken over once a lease duration ({:?}) passes",
+                            args.lease_duration
+                        );
+                        ns.clone()
+                    }
+                },
+            };
+            lock_namespaces.insert(from.to_string(), lock_namespace);
         }
         let opts = HandoffOptions {
             coordinator: "kubectl-camelk".into(),
@@ -162,6 +183,13 @@ pub async fn move_(cli: &Cli, args: &MoveArgs) -> anyhow::Result<ExitCode> {
                 coordinator
                     .drive(&request, &batch, &opts, already_there, &mut show)
                     .await?
+            }
+            Requested::Pending { request, .. } if cli.output.is_structured() => {
+                let value = json!({ "result": "Requested", "from": from, "to": to,
+                    "namespace": ns, "request": request.name,
+                    "resources": request.spec.items.iter().map(|i| format!("{}/{}", i.kind, i.name)).collect::<Vec<_>>() });
+                print!("{}", render::structured(&value, cli.output));
+                continue;
             }
             Requested::Pending { request, .. } => {
                 println!(
@@ -556,4 +584,25 @@ fn print_table(rows: &[Vec<String>]) {
 /// `--observe` and `--drain-timeout` values.
 pub fn duration(text: &str) -> Result<Duration, String> {
     parse_duration(text).ok_or_else(|| format!("`{text}` is not a duration (like 500ms, 5s, 2m)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_parser_refuses_an_empty_kind_or_name_and_names_the_closest_kind() {
+        assert_eq!(
+            parse_resource("it/orders").unwrap(),
+            (CamelKind::Integration, "orders".to_string())
+        );
+        for bad in ["integration/", "/orders", "orders"] {
+            let e = parse_resource(bad).unwrap_err().to_string();
+            assert!(e.contains("expected KIND/NAME"), "{bad}: {e}");
+        }
+        let e = parse_resource("integrashun/orders")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("did you mean `Integration`?"), "{e}");
+    }
 }
