@@ -450,6 +450,16 @@ async fn wait_paused(
 fn assert_names_both_moved(status: &OperatorAssignmentStatus, ns: &str) {
     let rollout = status.rollout.as_ref().unwrap();
     assert_eq!((rollout.current_step, rollout.completed_steps), (1, 0));
+    let record = status
+        .history
+        .iter()
+        .find(|r| r.revision == rollout.revision);
+    assert_eq!(
+        record.map(|r| r.result.as_str()),
+        Some("Paused"),
+        "the history says the migration is paused: {:?}",
+        status.history
+    );
     let failing = rollout.failing.join("\n");
     for name in ["it-00", "it-01"] {
         assert!(
@@ -1648,6 +1658,16 @@ async fn a_failing_health_gate_rolls_the_step_back_when_the_manifest_asks() {
     assert_eq!(
         status.rollout.as_ref().map(|r| r.state.as_str()),
         Some("RolledBack")
+    );
+    assert_eq!(
+        status
+            .history
+            .iter()
+            .find(|r| r.revision == rev2)
+            .map(|r| r.result.as_str()),
+        Some("RolledBack"),
+        "{:?}",
+        status.history
     );
     assert_ne!(status.last_applied_revision.as_deref(), Some(rev2.as_str()));
 

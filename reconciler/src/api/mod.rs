@@ -377,7 +377,8 @@ pub enum ForcePolicy {
     AfterTimeout,
 }
 
-/// Progress reported by the reconciler (filled by a later issue).
+/// Progress reported by `reconciler sync`: revisions, conditions, the
+/// rollout in progress, owner counts and the history of migrations.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperatorAssignmentStatus {
@@ -454,7 +455,8 @@ pub struct MigrationRecord {
     pub moves: u64,
     pub first_assignments: u64,
     pub steps: u32,
-    /// `Succeeded`, `Paused`, `Superseded`.
+    /// `Progressing`, `Paused` (a gate or a handoff holds it; it goes on from
+    /// there), `RolledBack`, `Succeeded`, `Superseded`.
     pub result: String,
 }
 

@@ -672,6 +672,13 @@ impl Syncer {
             ro.step_started_at.get_or_insert_with(status::now);
             ro.current_step = (i + 1) as u32;
             ro.state = "Progressing".into();
+            if let Some(record) = status
+                .history
+                .iter_mut()
+                .find(|r| r.revision == rev.sha && r.finished_at.is_none())
+            {
+                record.result = "Progressing".into();
+            }
             ro.message = format!(
                 "step {} of {}: moving {} resources",
                 i + 1,
@@ -846,8 +853,6 @@ impl Syncer {
         }
     }
 
-    /// Whether the object carries [`SUSPEND_ANNOTATION`]` = "true"`; if so,
-    /// records `Suspended=True` (once) and nothing else happens this round.
     /// The object in the cluster, if any.
     async fn current(&self, name: &str) -> Result<Option<OperatorAssignment>, SyncError> {
         let api: Api<OperatorAssignment> =
@@ -858,6 +863,8 @@ impl Syncer {
         })
     }
 
+    /// Whether the object carries [`SUSPEND_ANNOTATION`]` = "true"`; if so,
+    /// records `Suspended=True` (once) and nothing else happens this round.
     async fn suspended(&self, object: &OperatorAssignment) -> Result<bool, SyncError> {
         let name = object.metadata.name.as_deref().unwrap_or_default();
         if !is_suspended(object) {
@@ -1460,6 +1467,18 @@ impl Syncer {
     ) -> Result<(), SyncError> {
         let generation = object.metadata.generation;
         handled(object, &mut status);
+        // The migration's history row says how it stands until it goes on.
+        if let Some(record) = status
+            .history
+            .iter_mut()
+            .find(|r| r.revision == ro.revision && r.finished_at.is_none())
+        {
+            record.result = state.into();
+            // A rolled-back revision is not retried: its migration has ended.
+            if state == ROLLED_BACK {
+                record.finished_at = Some(status::now());
+            }
+        }
         ro.state = state.into();
         ro.message = summary;
         status.rollout = Some(ro);
