@@ -1,6 +1,8 @@
 //! The live fleet: which operators exist (their `<id>-lock` Leases), whether
 //! they are seen renewing, and which Camel K resources each owns. Read-only;
-//! resources are read with metadata-only lists unless their phase is asked for.
+//! every list is paged ([`PAGE`] objects per response). Owner counts come
+//! from metadata-only lists; the resource view lists whole objects, because
+//! it shows each one's `status.phase`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -98,19 +100,29 @@ pub async fn owned_counts(client: &Client) -> Result<BTreeMap<String, usize>, ku
     let mut counts = BTreeMap::new();
     for kind in CamelKind::ALL {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.api_resource());
-        let list = match api.list_metadata(&ListParams::default()).await {
-            Ok(list) => list,
-            Err(kube::Error::Api(s)) if s.code == 404 => continue,
-            Err(e) => return Err(e),
-        };
-        for item in list.items {
-            if let Some(id) = owner_id(&item.metadata) {
-                *counts.entry(id).or_default() += 1;
+        let mut params = ListParams::default().limit(PAGE);
+        loop {
+            let page = match api.list_metadata(&params).await {
+                Ok(page) => page,
+                Err(kube::Error::Api(s)) if s.code == 404 => break,
+                Err(e) => return Err(e),
+            };
+            for item in page.items {
+                if let Some(id) = owner_id(&item.metadata) {
+                    *counts.entry(id).or_default() += 1;
+                }
+            }
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => break,
             }
         }
     }
     Ok(counts)
 }
+
+/// Objects per list page: bounds what one response holds in memory.
+const PAGE: u32 = 500;
 
 /// One Camel K resource and its owner keys.
 #[derive(Clone, Debug)]
@@ -138,7 +150,6 @@ pub async fn resources(
     namespace: Option<&str>,
     operator: Option<&str>,
 ) -> Result<(Vec<ResourceView>, Vec<CamelKind>), kube::Error> {
-    let params = ListParams::default();
     let mut rows = Vec::new();
     let mut missing = Vec::new();
     for kind in kinds {
@@ -146,30 +157,37 @@ pub async fn resources(
             Some(ns) => Api::namespaced_with(client.clone(), ns, &kind.api_resource()),
             None => Api::all_with(client.clone(), &kind.api_resource()),
         };
-        let list = match api.list(&params).await {
-            Ok(list) => list,
-            Err(kube::Error::Api(s)) if s.code == 404 => {
-                missing.push(*kind);
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        for obj in list.items {
-            // The annotation alone may name the owner, so no label selector.
-            if operator.is_some() && owner_id(&obj.metadata).as_deref() != operator {
-                continue;
-            }
-            let get = |m: &Option<BTreeMap<String, String>>| {
-                m.as_ref().and_then(|m| m.get(OPERATOR_ID_KEY)).cloned()
+        let mut params = ListParams::default().limit(PAGE);
+        loop {
+            let page = match api.list(&params).await {
+                Ok(page) => page,
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    missing.push(*kind);
+                    break;
+                }
+                Err(e) => return Err(e),
             };
-            rows.push(ResourceView {
-                kind: *kind,
-                namespace: obj.metadata.namespace.clone().unwrap_or_default(),
-                name: obj.metadata.name.clone().unwrap_or_default(),
-                label: get(&obj.metadata.labels),
-                annotation: get(&obj.metadata.annotations),
-                phase: phase(&obj).map(str::to_string),
-            });
+            for obj in page.items {
+                // The annotation alone may name the owner, so no label selector.
+                if operator.is_some() && owner_id(&obj.metadata).as_deref() != operator {
+                    continue;
+                }
+                let get = |m: &Option<BTreeMap<String, String>>| {
+                    m.as_ref().and_then(|m| m.get(OPERATOR_ID_KEY)).cloned()
+                };
+                rows.push(ResourceView {
+                    kind: *kind,
+                    namespace: obj.metadata.namespace.clone().unwrap_or_default(),
+                    name: obj.metadata.name.clone().unwrap_or_default(),
+                    label: get(&obj.metadata.labels),
+                    annotation: get(&obj.metadata.annotations),
+                    phase: phase(&obj).map(str::to_string),
+                });
+            }
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => break,
+            }
         }
     }
     rows.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
