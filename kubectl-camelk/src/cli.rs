@@ -34,15 +34,25 @@ pub struct Cli {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Output {
     Table,
+    /// plan/diff: a pull-request comment.
     Markdown,
     Json,
     Yaml,
+    /// validate: GitHub Actions annotations (workflow commands).
+    Github,
+    /// validate: a GitLab Code Quality report (JSON).
+    Gitlab,
 }
 
 impl Output {
     /// JSON or YAML: the same document for scripts, in either notation.
     pub fn is_structured(self) -> bool {
         matches!(self, Output::Json | Output::Yaml)
+    }
+
+    /// A CI system's format for findings (only `validate` has findings).
+    pub fn is_ci(self) -> bool {
+        matches!(self, Output::Github | Output::Gitlab)
     }
 }
 
@@ -213,6 +223,10 @@ pub struct PlanArgs {
     /// Desired owners from this revision's manifest (default: the work tree).
     #[arg(long, value_name = "REV")]
     pub head: Option<String>,
+    /// With -o markdown: the most bytes the comment may take; rows past it
+    /// are left out, and counted in its last line (0: no limit).
+    #[arg(long, value_name = "BYTES", default_value_t = 60000)]
+    pub max_bytes: usize,
 }
 
 #[derive(Args, Debug)]

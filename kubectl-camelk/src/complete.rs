@@ -27,7 +27,8 @@ pub fn answer(command: &mut Command, words: &[String]) -> String {
             current = sub;
         }
     }
-    let (candidates, directive) = match before.last().and_then(|w| takes_value(current, w)) {
+    let value_of = before.last().and_then(|w| takes_value(current, w));
+    let (candidates, directive) = match value_of.map(|values| only_where_taken(current, values)) {
         // After a flag that takes a value: its values, or file names.
         Some(values) if values.is_empty() => (Vec::new(), FILES),
         Some(values) => (values, NO_FILES),
@@ -72,6 +73,18 @@ fn takes_value(command: &Command, word: &str) -> Option<Vec<String>> {
     )
 }
 
+/// `-o github` and `-o gitlab` are formats of `validate` alone: other
+/// commands refuse them or print a table, so they are not offered there.
+fn only_where_taken(command: &Command, values: Vec<String>) -> Vec<String> {
+    if command.get_name() == "validate" {
+        return values;
+    }
+    values
+        .into_iter()
+        .filter(|v| v != "github" && v != "gitlab")
+        .collect()
+}
+
 fn flags(command: &Command) -> Vec<String> {
     command
         .get_arguments()
@@ -108,6 +121,8 @@ mod tests {
     #[test]
     fn values_of_a_flag_or_file_names() {
         assert_eq!(complete(&["plan", "-o", "y"]), "yaml\n:4\n");
+        assert_eq!(complete(&["plan", "-o", "g"]), ":4\n");
+        assert_eq!(complete(&["validate", "-o", "g"]), "github\ngitlab\n:4\n");
         assert_eq!(complete(&["plan", "--inventory", ""]), ":0\n");
     }
 }

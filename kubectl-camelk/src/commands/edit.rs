@@ -251,7 +251,9 @@ async fn record(
             planned.notes.clear();
         }
         match cli.output {
-            Output::Table => println!("\n{}", render::plan_table(&planned, colour)),
+            Output::Table | Output::Github | Output::Gitlab => {
+                println!("\n{}", render::plan_table(&planned, colour))
+            }
             Output::Markdown => println!("\n{}", render::plan_markdown(&planned)),
             Output::Json | Output::Yaml => print!("{}", render::structured(&planned, cli.output)),
         }

@@ -15,6 +15,11 @@ use crate::render;
 
 /// Computes and prints the plan; returns it for the exit code of `diff`.
 pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
+    if cli.output.is_ci() {
+        anyhow::bail!(
+            "-o github and -o gitlab are for `validate`; a plan prints as table, markdown, json or yaml"
+        );
+    }
     let need_repo = args.base.is_some() || args.head.is_some();
     let location = super::locate(&args.manifest, need_repo)?;
     let at_revision = |rev: &str| -> anyhow::Result<Manifest> {
@@ -111,9 +116,59 @@ pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
     };
 
     match cli.output {
-        Output::Table => print!("{}", render::plan_table(&planned, render::colour())),
-        Output::Markdown => print!("{}", render::plan_markdown(&planned)),
+        Output::Markdown => {
+            let name = assignment_name(&desired);
+            let see_all = see_all(cli, args, &location);
+            let comment = render::Comment {
+                marker: Some(&name),
+                max_bytes: Some(args.max_bytes).filter(|max| *max > 0),
+                see_all: Some(&see_all),
+            };
+            match render::plan_comment(&planned, &comment) {
+                Ok(markdown) => print!("{markdown}"),
+                Err(render::TooSmall(least)) => anyhow::bail!(
+                    "--max-bytes {} is too small for this plan: its heading and the note on \
+                     what is left out take {least} bytes",
+                    args.max_bytes
+                ),
+            }
+        }
         Output::Json | Output::Yaml => print!("{}", render::structured(&planned, cli.output)),
+        Output::Table | Output::Github | Output::Gitlab => {
+            print!("{}", render::plan_table(&planned, render::colour()))
+        }
     }
     Ok(planned)
+}
+
+/// The assignment a pull-request comment is about: `NAMESPACE/NAME`, or
+/// `NAME` when the manifest names no namespace.
+fn assignment_name(manifest: &Manifest) -> String {
+    let meta = &manifest.assignment.metadata;
+    let name = meta.name.clone().unwrap_or_default();
+    match &meta.namespace {
+        Some(namespace) => format!("{namespace}/{name}"),
+        None => name,
+    }
+}
+
+/// The command that prints every row of this plan: the same revisions,
+/// file and namespaces, as JSON.
+fn see_all(cli: &Cli, args: &PlanArgs, location: &super::Location) -> String {
+    let mut command = String::from("kubectl camelk plan");
+    if args.manifest.file.is_some() {
+        command.push_str(&format!(" -f {}", location.display));
+    }
+    if let Some(rev) = &args.base {
+        command.push_str(&format!(" --base {rev}"));
+    }
+    if let Some(rev) = &args.head {
+        command.push_str(&format!(" --head {rev}"));
+    }
+    if cli.all_namespaces {
+        command.push_str(" -A");
+    } else if let Some(namespace) = &cli.namespace {
+        command.push_str(&format!(" -n {namespace}"));
+    }
+    command + " -o json"
 }

@@ -1,6 +1,6 @@
 //! `kubectl camelk validate`.
 
-use camelk_reconciler::manifest::{Manifest, ManifestError};
+use camelk_reconciler::manifest::{Diagnostic, Manifest, ManifestError};
 
 use crate::cli::{ManifestArgs, Output};
 use crate::render;
@@ -18,7 +18,15 @@ pub fn run(args: &ManifestArgs, output: Output) -> anyhow::Result<()> {
                         output
                     )
                 ),
-                _ => {
+                Output::Github | Output::Gitlab => {
+                    print!("{}", ci_report(&manifest.warnings, output));
+                    // For the job's log; stdout is the CI system's.
+                    for warning in &manifest.warnings {
+                        eprintln!("{warning}");
+                    }
+                    eprintln!("{} is valid", location.display);
+                }
+                Output::Table | Output::Markdown => {
                     for warning in &manifest.warnings {
                         eprintln!("{warning}");
                     }
@@ -37,6 +45,20 @@ pub fn run(args: &ManifestArgs, output: Output) -> anyhow::Result<()> {
             );
             Err(crate::Reported.into())
         }
+        Err(error @ ManifestError::Invalid(_)) if output.is_ci() => {
+            print!("{}", ci_report(error.diagnostics(), output));
+            // The usual `file:line:column: error: ...` lines, for the log.
+            eprintln!("{error}");
+            Err(crate::Reported.into())
+        }
         Err(error) => Err(error.into()),
+    }
+}
+
+/// The findings in the format of `-o github` or `-o gitlab`.
+fn ci_report(diagnostics: &[Diagnostic], output: Output) -> String {
+    match output {
+        Output::Github => render::github_annotations(diagnostics),
+        _ => render::gitlab_code_quality(diagnostics),
     }
 }
