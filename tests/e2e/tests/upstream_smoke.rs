@@ -127,24 +127,3 @@ async fn upstream_operator_runs_a_prebuilt_integration_and_fails_a_build() {
     )
     .await;
 }
-
-/// The release the demo upgrades from starts and readies its platform on the
-/// same control plane (with the v2.10.1 CRDs installed). Ignored by default:
-/// `make test` does not build v2.8.0 (`make camel-k-previous` does).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs kamel v2.8.0: make camel-k-previous"]
-async fn the_previous_release_runs_on_the_same_control_plane() {
-    let cluster = camelk_testkit::shared();
-    let admin = cluster.admin().await;
-    let mut opts = camelk_testkit::UpstreamOptions::new("operator-3");
-    opts.version = camelk_testkit::binaries::CAMEL_K_PREVIOUS_VERSION.into();
-    let operator = cluster.upstream_operator_with(&opts).await;
-    operator
-        .ready_platform(&admin)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    operator
-        .wait_leading(&admin, Duration::from_secs(30))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-}
