@@ -921,18 +921,21 @@ fn owner_changes(events: &[AuditEvent]) -> Vec<(String, String, String, String, 
             ))
         })
         .collect();
-    writes.sort();
-    let mut last: BTreeMap<(String, String), Option<String>> = BTreeMap::new();
+    // By commit order; a write that changed nothing answers with the
+    // resourceVersion it found, and stays after the write that made it.
+    writes.sort_by_key(|w| w.0);
+    let mut last: BTreeMap<(String, String), (u64, Option<String>)> = BTreeMap::new();
     let mut changes = Vec::new();
     for (rv, resource, name, owner, writer) in writes {
         let key = (resource.clone(), name.clone());
-        if let Some(Some(previous)) = last.get(&key)
+        if let Some((seen, Some(previous))) = last.get(&key)
+            && *seen != rv
             && let Some(to) = &owner
             && previous != to
         {
             changes.push((resource, name, previous.clone(), to.clone(), writer, rv));
         }
-        last.insert(key, owner);
+        last.insert(key, (rv, owner));
     }
     changes
 }
@@ -1044,7 +1047,7 @@ fn summary(
         violations.len()
     );
     println!(
-        "refused by admission:  {} (an operator writing what it no longer owns)",
+        "refused by admission:  {} (operator writes to a resource it did not own at that instant)",
         if refused.is_empty() {
             "none".to_string()
         } else {
