@@ -104,6 +104,17 @@ fn ready_since(object: &DynamicObject) -> Option<Timestamp> {
         .ok()
 }
 
+/// Whether a `Ready` condition that last changed at `ready` changed after
+/// `since`. Kubernetes writes condition times in whole seconds, so `since` is
+/// compared truncated to its second: an operator that turns an Integration
+/// Ready within the second its step started (upstream Camel K does, for a
+/// prebuilt image) would otherwise look stale forever, its status never
+/// changing again.
+fn turned_ready_since(ready: Timestamp, since: Timestamp) -> bool {
+    let since = Timestamp::from_second(since.as_second()).unwrap_or(since);
+    ready >= since
+}
+
 /// Who built each kit read so far, by namespace and name: a kit's builder
 /// never changes, so one wait reads each kit once however often it polls.
 type KitBuilders = HashMap<(String, String), Option<String>>;
@@ -180,7 +191,7 @@ pub async fn wait(
                 Ok(()) if id.kind == CamelKind::Integration && w.since.is_some() => {
                     if ready_since(&object)
                         .zip(w.since)
-                        .is_some_and(|(t, m)| t >= m)
+                        .is_some_and(|(t, m)| turned_ready_since(t, m))
                         || runs_on_kit_of(client, &mut builders, &object, &w.owner).await
                     {
                         Ok(())
@@ -229,6 +240,15 @@ mod tests {
             "status": status,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_ready_condition_of_the_second_the_step_started_is_fresh() {
+        let t = |s: &str| s.parse::<Timestamp>().unwrap();
+        let since = t("2026-12-04T06:23:01.703Z");
+        assert!(turned_ready_since(t("2026-12-04T06:23:01Z"), since));
+        assert!(turned_ready_since(t("2026-12-04T06:23:02Z"), since));
+        assert!(!turned_ready_since(t("2026-12-04T06:23:00Z"), since));
     }
 
     #[test]
