@@ -490,38 +490,58 @@ impl Coordinator {
             let overdue = started.elapsed() >= opts.drain_timeout;
             let forced = overdue && opts.force == ForcePolicy::AfterDrainTimeout;
             let mut waiting = Vec::new();
-            for (kind, obj) in &remaining {
+            // Pipes still with the old owner after this tick's flips.
+            let mut pipes_left = BTreeSet::new();
+            for (kind, obj) in upstream_flip_order(&remaining) {
+                if opts.mode == ReleaseMode::Upstream
+                    && !(owner_dead || forced)
+                    && let Some(pipe) = controlling_pipe(kind, obj)
+                    && pipes_left.contains(&pipe)
+                {
+                    waiting.push((describe(kind, obj), format!("waits for its Pipe {pipe}")));
+                    continue;
+                }
                 let guard = if owner_dead || forced {
                     Some(FlipGuard::default())
                 } else if opts.mode == ReleaseMode::Upstream {
-                    match release::upstream_stable(*kind, obj) {
+                    match release::upstream_stable(kind, obj) {
                         Ok(phase) => Some(FlipGuard { phase: Some(phase) }),
                         Err(why) => {
-                            waiting.push((describe(*kind, obj), why));
+                            waiting.push((describe(kind, obj), why));
                             None
                         }
                     }
                 } else {
-                    let why = work_in_flight(*kind, Some(release::phase(obj).unwrap_or("")))
+                    let why = work_in_flight(kind, Some(release::phase(obj).unwrap_or("")))
                         .map(|r| r.to_string())
                         .unwrap_or_else(|| format!("{} has not released it yet", batch.from));
-                    waiting.push((describe(*kind, obj), why));
+                    waiting.push((describe(kind, obj), why));
                     None
                 };
-                let Some(guard) = guard else { continue };
+                let is_pipe = matches!(kind, CamelKind::Pipe | CamelKind::KameletBinding);
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                let Some(guard) = guard else {
+                    if is_pipe {
+                        pipes_left.insert(name);
+                    }
+                    continue;
+                };
                 let result = flip(
                     &self.client,
-                    *kind,
+                    kind,
                     obj,
                     batch.from.as_str(),
                     batch.to.as_str(),
                     &guard,
                 )
                 .await
-                .map_err(api_err(format!("flipping {}", describe(*kind, obj))))?;
+                .map_err(api_err(format!("flipping {}", describe(kind, obj))))?;
+                if is_pipe && matches!(result, FlipResult::Refused) {
+                    pipes_left.insert(name);
+                }
                 if matches!(result, FlipResult::Flipped(_)) && (owner_dead || forced) {
-                    taken_over.insert(describe(*kind, obj));
-                    tracing::warn!(resource = %describe(*kind, obj), owner_dead, forced, "owner did not release; taken over");
+                    taken_over.insert(describe(kind, obj));
+                    tracing::warn!(resource = %describe(kind, obj), owner_dead, forced, "owner did not release; taken over");
                 }
             }
             if overdue && !forced && !owner_dead && !waiting.is_empty() {
@@ -713,4 +733,81 @@ fn describe(kind: CamelKind, obj: &DynamicObject) -> String {
         "{kind}/{}",
         obj.metadata.name.as_deref().unwrap_or_default()
     )
+}
+
+/// The order an upstream release flips items in: Pipes (and KameletBindings)
+/// before the Integrations they create. Upstream's Pipe controller rebuilds
+/// a Pipe whose Integration names another operator: flipping the Integration
+/// first makes the old owner reset its Pipe to phase `""` and recreate the
+/// Integration, which it no longer may, so the Pipe never reaches a stable
+/// phase. Flipped first, the Pipe is rebuilt by its new owner, which takes
+/// its Integration once that is flipped right after.
+fn upstream_flip_order(
+    remaining: &[(CamelKind, DynamicObject)],
+) -> impl Iterator<Item = (CamelKind, &DynamicObject)> {
+    let pipe = |k: &CamelKind| matches!(k, CamelKind::Pipe | CamelKind::KameletBinding);
+    let first = remaining.iter().filter(move |(k, _)| pipe(k));
+    let then = remaining.iter().filter(move |(k, _)| !pipe(k));
+    first.chain(then).map(|(k, o)| (*k, o))
+}
+
+/// The Pipe (or KameletBinding) that created an Integration: its controller.
+fn controlling_pipe(kind: CamelKind, object: &DynamicObject) -> Option<String> {
+    if kind != CamelKind::Integration {
+        return None;
+    }
+    object
+        .metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| {
+            r.controller == Some(true) && matches!(r.kind.as_str(), "Pipe" | "KameletBinding")
+        })
+        .map(|r| r.name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(kind: &str, name: &str, pipe: Option<&str>) -> DynamicObject {
+        let mut meta = json!({ "name": name, "namespace": "shop" });
+        if let Some(p) = pipe {
+            meta["ownerReferences"] = json!([{ "apiVersion": "camel.apache.org/v1",
+                "kind": "Pipe", "name": p, "uid": "u", "controller": true }]);
+        }
+        serde_json::from_value(
+            json!({ "apiVersion": "camel.apache.org/v1", "kind": kind, "metadata": meta }),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn pipes_are_flipped_before_the_integrations_they_create() {
+        let remaining = vec![
+            (CamelKind::Integration, obj("Integration", "p", Some("p"))),
+            (CamelKind::Integration, obj("Integration", "svc", None)),
+            (CamelKind::Pipe, obj("Pipe", "p", None)),
+        ];
+        let order: Vec<_> = upstream_flip_order(&remaining)
+            .map(|(k, o)| (k, o.metadata.name.clone().unwrap()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (CamelKind::Pipe, "p".to_string()),
+                (CamelKind::Integration, "p".to_string()),
+                (CamelKind::Integration, "svc".to_string()),
+            ]
+        );
+        assert_eq!(
+            controlling_pipe(CamelKind::Integration, &remaining[0].1).as_deref(),
+            Some("p")
+        );
+        assert_eq!(
+            controlling_pipe(CamelKind::Integration, &remaining[1].1),
+            None
+        );
+    }
 }
