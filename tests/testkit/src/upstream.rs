@@ -263,7 +263,6 @@ impl UpstreamOperator {
         let api = platforms(client, &self.namespace);
         let deadline = Instant::now() + timeout;
         let mut phase = String::new();
-        let mut last_nudge = Instant::now();
         while Instant::now() < deadline {
             if let Some(p) = api.get_opt(&self.id).await? {
                 phase = p.data["status"]["phase"]
@@ -272,14 +271,6 @@ impl UpstreamOperator {
                     .to_string();
                 if phase == "Ready" {
                     return Ok(());
-                }
-                if phase == "Error" && last_nudge.elapsed() > Duration::from_secs(2) {
-                    last_nudge = Instant::now();
-                    let nudge = json!({ "metadata": { "annotations": {
-                        "camelk.dev/testkit-recheck": format!("{:?}", std::time::SystemTime::now()),
-                    } } });
-                    api.patch(&self.id, &PatchParams::default(), &Patch::Merge(&nudge))
-                        .await?;
                 }
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
@@ -296,11 +287,41 @@ impl UpstreamOperator {
     }
 
     /// [`create_platform`](Self::create_platform), then
-    /// [`wait_platform_ready`](Self::wait_platform_ready) (60 s).
+    /// [`wait_platform_ready`](Self::wait_platform_ready), three times at
+    /// most. Upstream has a start race: the platform's first check may not
+    /// find the CamelCatalog it has just created (not yet in its cache), so
+    /// the platform goes `Error` while the catalog waits for a Ready platform,
+    /// and only a new platform breaks the wait (the controller ignores
+    /// metadata changes). So a platform not Ready in 20 s is created anew.
     pub async fn ready_platform(&self, client: &Client) -> Result<(), Error> {
-        self.create_platform(client).await?;
-        self.wait_platform_ready(client, Duration::from_secs(60))
-            .await
+        let api = platforms(client, &self.namespace);
+        for attempt in 1..=3 {
+            self.create_platform(client).await?;
+            match self
+                .wait_platform_ready(client, Duration::from_secs(20))
+                .await
+            {
+                Ok(()) => return Ok(()),
+                Err(e) if attempt == 3 => return Err(e),
+                Err(_) => {
+                    api.delete(&self.id, &Default::default()).await?;
+                    let deadline = Instant::now() + Duration::from_secs(30);
+                    while api.get_opt(&self.id).await?.is_some() {
+                        if Instant::now() > deadline {
+                            return Err(Error::Start {
+                                process: format!("kamel operator {}", self.id),
+                                message: format!(
+                                    "IntegrationPlatform {}/{} not deleted within 30 s",
+                                    self.namespace, self.id
+                                ),
+                            });
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+            }
+        }
+        unreachable!("the last attempt returns")
     }
 
     /// The name of its lock, the Lease `<id>-lock` in its namespace.

@@ -197,8 +197,8 @@ impl Demo {
         self.operators.push(op1?);
         self.operators.push(op2?);
         let (p1, p2) = tokio::join!(
-            ready_platform(&self.operators[0], &admin),
-            ready_platform(&self.operators[1], &admin),
+            self.operators[0].ready_platform(&admin),
+            self.operators[1].ready_platform(&admin),
         );
         p1?;
         p2?;
@@ -426,49 +426,6 @@ impl Demo {
         );
         Ok(())
     }
-}
-
-/// The operator's IntegrationPlatform, `Ready`. Upstream has a race at
-/// start: the platform's monitor may look for the CamelCatalog it has just
-/// created before its cache holds it, and put the platform in `Error`; the
-/// catalog then waits for a `Ready` platform, and the platform controller
-/// ignores any change but a new generation or phase. Deleted and created
-/// again, the platform finds its catalog and becomes `Ready`.
-async fn ready_platform(op: &UpstreamOperator, admin: &Client) -> anyhow::Result<()> {
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        admin.clone(),
-        &op.namespace,
-        &kube::api::ApiResource {
-            group: "camel.apache.org".into(),
-            version: "v1".into(),
-            api_version: "camel.apache.org/v1".into(),
-            kind: "IntegrationPlatform".into(),
-            plural: "integrationplatforms".into(),
-        },
-    );
-    for attempt in 1..=3 {
-        op.create_platform(admin).await?;
-        match op.wait_platform_ready(admin, Duration::from_secs(15)).await {
-            Ok(()) => return Ok(()),
-            Err(e) if attempt == 3 => return Err(e.into()),
-            Err(_) => {
-                println!(
-                    "IntegrationPlatform {}/{} not Ready after 15s (upstream's start race: its \
-                     catalog not yet in its cache when it looked); creating it again",
-                    op.namespace, op.id
-                );
-                api.delete(&op.id, &Default::default()).await?;
-                let deadline = Instant::now() + Duration::from_secs(30);
-                while api.get_opt(&op.id).await?.is_some() {
-                    if Instant::now() > deadline {
-                        bail!("IntegrationPlatform {}/{} not deleted", op.namespace, op.id);
-                    }
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            }
-        }
-    }
-    unreachable!("the last attempt returns")
 }
 
 /// A cluster admin handing an Integration of operator-2 back to operator-1
