@@ -103,6 +103,25 @@ fn die_quietly_on_closed_pipe() {
     }
 }
 
+/// Runs `f` with SIGPIPE ignored. Git writes the request to the user's
+/// credential helper on a pipe, and a helper that answers without reading it
+/// (`!f() { echo password=...; }; f`) would otherwise kill the plugin, whose
+/// default action `main` restored for stdout; ignored, the write fails with
+/// EPIPE, which libgit2 disregards.
+#[allow(unsafe_code)]
+pub(crate) fn with_sigpipe_ignored<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: SIG_IGN and SIG_DFL are valid actions for SIGPIPE; the plugin
+    // prints nothing on another thread while Git runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    let out = f();
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    out
+}
+
 /// libgit2 starts OpenSSL with the system CA bundle loaded (17 ms of
 /// certificate parsing, two thirds of a small `assign` that stops early),
 /// whether or not anything connects. A command that opens no connection points OpenSSL

@@ -293,7 +293,7 @@ async fn record(
         change.title
     );
     if args.push {
-        checkout.push(&args.remote, &branch).with_context(|| {
+        crate::with_sigpipe_ignored(|| checkout.push(&args.remote, &branch)).with_context(|| {
             render::Hint(format!(
                 "the commit stays on the local branch {branch}, checked out; push it with `git push {} {branch}` once the cause is fixed",
                 args.remote
