@@ -154,17 +154,6 @@ spec:
         "the write tests the phase judged stable: {patch}"
     );
 
-    let events = cluster.audit_log().events_in(&ns.name).unwrap();
-    let violations = camelk_testkit::audit::single_owner_violations_with(
-        &events,
-        &ns.name,
-        &OPERATORS,
-        Some("operator-3"),
-    );
-    assert!(
-        violations.is_empty(),
-        "dual-owner writes:\n{}",
-        violations.join("\n")
-    );
+    assert_single_owner_with(cluster, &ns.name, Some("operator-3"));
     drop((op2, op3));
 }

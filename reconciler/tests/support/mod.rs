@@ -213,8 +213,18 @@ pub fn in_phase<'a>(p: &'a str) -> impl Fn(&DynamicObject) -> bool + 'a {
 /// The audit-log judge for one test namespace: no successful write to a Camel
 /// K resource by an operator that did not own it at that moment.
 pub fn assert_single_owner(cluster: &TestCluster, ns: &str) {
+    assert_single_owner_with(cluster, ns, None);
+}
+
+/// [`assert_single_owner`] where `unowned_handler` may also write what has no owner.
+pub fn assert_single_owner_with(cluster: &TestCluster, ns: &str, unowned_handler: Option<&str>) {
     let events = cluster.audit_log().events_in(ns).unwrap();
-    let violations = camelk_testkit::audit::single_owner_violations(&events, ns, &OPERATORS);
+    let violations = camelk_testkit::audit::single_owner_violations_with(
+        &events,
+        ns,
+        &OPERATORS,
+        unowned_handler,
+    );
     assert!(
         violations.is_empty(),
         "dual-owner writes:\n{}",
