@@ -482,33 +482,24 @@ pub fn crd_yaml() -> String {
     serde_saphyr::to_string(&crd()).expect("a CRD serializes")
 }
 
-/// Parses a duration as the manifest writes it: an unsigned integer followed
-/// by `ms`, `s`, `m` or `h` (`90s`, `5m`, `1h`), or several (`1h30m`).
+/// Parses a duration as Kubernetes writes one (Go's `time.ParseDuration`,
+/// through kube's [`kube::core::Duration`]): `90s`, `5m`, `1h30m`, `1.5h`,
+/// `300ms`. A negative duration is refused.
 pub fn parse_duration(text: &str) -> Option<std::time::Duration> {
+    // kube reads an empty text, or a unit with no number (`m`), as zero; Go
+    // (and so Kubernetes) refuses both.
     if text.is_empty() {
         return None;
     }
-    let mut total = std::time::Duration::ZERO;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
+    let mut after_digit = false;
+    for c in text.chars() {
+        if c.is_alphabetic() && !after_digit {
             return None;
         }
-        let value: u64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
-        let unit = match &rest[..unit_len] {
-            "ms" => std::time::Duration::from_millis(value),
-            "s" => std::time::Duration::from_secs(value),
-            "m" => std::time::Duration::from_secs(value.checked_mul(60)?),
-            "h" => std::time::Duration::from_secs(value.checked_mul(3600)?),
-            _ => return None,
-        };
-        total = total.checked_add(unit)?;
-        rest = &rest[unit_len..];
+        after_digit = c.is_ascii_digit() || (c.is_alphabetic() && after_digit);
     }
-    Some(total)
+    let duration: kube::core::Duration = text.parse().ok()?;
+    (!duration.is_negative()).then(|| duration.into())
 }
 
 #[cfg(test)]
@@ -525,6 +516,16 @@ mod tests {
             parse_duration("1h30m"),
             Some(std::time::Duration::from_secs(5400))
         );
+        assert_eq!(
+            parse_duration("1.5h"),
+            Some(std::time::Duration::from_secs(5400)),
+            "Kubernetes-style fractions"
+        );
+        assert_eq!(
+            parse_duration("300ms"),
+            Some(std::time::Duration::from_millis(300))
+        );
+        assert_eq!(parse_duration("-5m"), None);
         assert_eq!(parse_duration("5"), None);
         assert_eq!(parse_duration("5 m"), None);
         assert_eq!(parse_duration("m"), None);
