@@ -9,8 +9,8 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use camelk_reconciler::camel_k::status::{condition, phase};
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
-use camelk_reconciler::handoff::release::{condition, phase};
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::runtime::watcher;

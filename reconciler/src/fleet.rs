@@ -11,8 +11,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 
+use crate::camel_k::status::phase;
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_from_keys, owner_id};
-use crate::handoff::release::phase;
 
 /// Whether an operator's lock was seen renewing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,13 +7,33 @@
 //!
 //! ```text
 //! Git / cluster sources ─▶ desired model ─▶ plan (pure) ─▶ executor (handoff) ─▶ cluster
-//!   git/, inventory/      manifest/, api/      plan/
+//!   git/, source/,         manifest/          plan/         handoff/
+//!   inventory/
 //! ```
 //!
-//! Start with [`camel_k`], the catalogue of the upstream Camel K kinds and the
-//! owner key every one of them carries; then [`api`] (the `OperatorAssignment`
-//! kept in Git), [`manifest`] (reading, checking and editing it) and [`plan`]
-//! (what a manifest change does to the cluster).
+//! A module imports only modules of lower layers (or, without a cycle, of its
+//! own); `tests/layers.rs` fails on an import against this order.
+//!
+//! Layers, top to bottom:
+//!
+//! ```text
+//! sync
+//! operator fleet
+//! handoff
+//! plan
+//! manifest
+//! source inventory
+//! lock connect preflight git
+//! api
+//! camel_k
+//! ```
+//!
+//! Start with [`camel_k`], the catalogue of the upstream Camel K kinds, the
+//! owner key every one of them carries and the phases upstream writes; then
+//! [`api`] (the `OperatorAssignment` kept in Git), [`manifest`] (reading,
+//! checking and editing it, and the desired owner of each resource) and
+//! [`plan`] (what a manifest change does to the cluster). [`handoff`] moves
+//! resources; [`sync`] is the GitOps loop on top of everything.
 
 pub mod api;
 pub mod camel_k;

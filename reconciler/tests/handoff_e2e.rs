@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::CamelKind;
+use camelk_reconciler::camel_k::status::phase;
 use camelk_reconciler::handoff::executor::HandoffError;
-use camelk_reconciler::handoff::release::phase;
 use camelk_reconciler::handoff::request::{FROM_LABEL, STATE_ANNOTATION};
 use camelk_reconciler::handoff::{
     Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,

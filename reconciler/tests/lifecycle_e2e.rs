@@ -6,8 +6,8 @@ mod support;
 
 use std::time::Duration;
 
+use camelk_reconciler::camel_k::status::phase;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
-use camelk_reconciler::handoff::release::phase;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, PostParams};

@@ -17,8 +17,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::OperatorAssignmentStatus;
+use camelk_reconciler::camel_k::status::{condition, phase};
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id, owner_of_meta};
-use camelk_reconciler::handoff::release::{condition, phase};
 use camelk_testkit::TestCluster;
 use camelk_testkit::upstream::UpstreamOperator;
 use kube::Client;

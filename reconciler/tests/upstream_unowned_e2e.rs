@@ -12,8 +12,8 @@ mod support;
 
 use std::time::Duration;
 
+use camelk_reconciler::camel_k::status::{condition, phase};
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
-use camelk_reconciler::handoff::release::{condition, phase};
 use camelk_testkit::upstream::UpstreamOptions;
 use kube::api::{DynamicObject, PostParams};
 use serde_json::json;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::OPERATOR_ID_KEY;
-use camelk_reconciler::handoff::release::phase;
+use camelk_reconciler::camel_k::status::phase;
 use camelk_reconciler::lock::LockTiming;
 use camelk_reconciler::operator::{self, OperatorConfig};
 use kube::api::{Api, DynamicObject};

@@ -8,6 +8,8 @@
 
 mod crd;
 mod owner;
+pub mod release;
+pub mod status;
 
 pub use crd::generated_crd;
 pub use owner::{OwnerKey, ReadOwner, owner_from_keys, owner_id, owner_of, owner_of_meta};

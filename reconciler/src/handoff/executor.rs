@@ -15,15 +15,15 @@ use kube::runtime::watcher;
 use serde_json::json;
 
 use super::fence::{self, FlipGuard};
-use super::release;
 use super::request::{
     ForcePolicy, HandoffItem, HandoffRequest, HandoffSpec, ReleaseMode, STATE_ANNOTATION,
 };
 use crate::api::OperatorId;
+use crate::camel_k::release::{self, work_in_flight};
+use crate::camel_k::status;
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, owner_id, owner_of_meta};
 use crate::lock::{LeaseObserver, Liveness, LockTiming, lock_name};
 use crate::operator::cache::{Cache, Scope};
-use crate::plan::phase::work_in_flight;
 
 /// Result of one fenced flip.
 #[derive(Debug)]
@@ -512,7 +512,7 @@ impl Coordinator {
                         }
                     }
                 } else {
-                    let why = work_in_flight(kind, Some(release::phase(obj).unwrap_or("")))
+                    let why = work_in_flight(kind, Some(status::phase(obj).unwrap_or("")))
                         .map(|r| r.to_string())
                         .unwrap_or_else(|| format!("{} has not released it yet", batch.from));
                     waiting.push((describe(kind, obj), why));

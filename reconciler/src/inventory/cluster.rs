@@ -19,7 +19,8 @@ use kube::api::{Api, DynamicObject, ListParams};
 
 use super::{Inventory, Resource, ResourceRef};
 use crate::camel_k::CamelKind;
-use crate::handoff::release::{kit_name, owner_may_release, phase};
+use crate::camel_k::release::owner_may_release;
+use crate::camel_k::status::{kit_name, phase};
 
 /// Why the cluster could not be read.
 #[derive(Debug, thiserror::Error)]

@@ -16,8 +16,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde::Serialize;
 
 use crate::api::OperatorId;
+use crate::camel_k::release::BlockReason;
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, owner_from_keys};
-use crate::plan::BlockReason;
 
 /// Identity of one Camel K resource. Orders by kind, namespace, then name:
 /// the order of every list the plan prints.

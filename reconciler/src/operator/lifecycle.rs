@@ -21,7 +21,7 @@ use kube::api::DynamicObject;
 use serde_json::{Map, Value, json};
 
 use crate::camel_k::CamelKind;
-use crate::handoff::release::{kit_name, phase};
+use crate::camel_k::status::{kit_name, phase};
 
 /// A side effect to perform before the status change of a step.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 //!    received or cached. Handoff requests addressed to it come through a
 //!    watch of Leases labelled `camelk.dev/handoff-from=<id>`.
 //! 2. On every event and every resync tick, while it leads, it first releases
-//!    what it may ([`crate::handoff::release::owner_may_release`]), then moves
+//!    what it may ([`crate::camel_k::release::owner_may_release`]), then moves
 //!    each owned resource one step along the reference lifecycle
 //!    ([`lifecycle`]), through fenced writes ([`writer`]).
 //!
@@ -36,13 +36,14 @@ use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::OperatorId;
+use crate::camel_k::release::owner_may_release;
+use crate::camel_k::release::work_in_flight;
+use crate::camel_k::status::phase;
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use crate::handoff::executor::{FlipResult, flip};
 use crate::handoff::fence::FlipGuard;
-use crate::handoff::release::{owner_may_release, phase};
 use crate::handoff::request::{FROM_LABEL, HandoffRequest};
 use crate::lock::{Leadership, LockTiming, OperatorLock};
-use crate::plan::phase::work_in_flight;
 use cache::{Cache, Scope};
 use lifecycle::{Context, next_step};
 use writer::{WriteOutcome, Writer};

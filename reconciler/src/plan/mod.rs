@@ -24,14 +24,13 @@
 
 pub mod batch;
 pub mod desired;
-pub mod phase;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
+pub use crate::camel_k::release::BlockReason;
 pub use desired::{Decision, Desired, Reason};
-pub use phase::BlockReason;
 
 use crate::api::{OperatorAssignmentSpec, OperatorId, Step};
 use crate::inventory::{Inventory, Owner, Resource, ResourceRef};
@@ -229,10 +228,12 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
                     to: decision.operator,
                     because: decision.because,
                 };
-                let in_flight = resource
-                    .in_flight
-                    .clone()
-                    .or_else(|| phase::work_in_flight(resource.id.kind, resource.phase.as_deref()));
+                let in_flight = resource.in_flight.clone().or_else(|| {
+                    crate::camel_k::release::work_in_flight(
+                        resource.id.kind,
+                        resource.phase.as_deref(),
+                    )
+                });
                 match in_flight {
                     Some(why) => out.blocked.push(Blocked { change, why }),
                     None if matches!(change.because, Reason::Follows { .. }) => {

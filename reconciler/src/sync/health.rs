@@ -31,8 +31,8 @@ use kube::api::{Api, DynamicObject};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::OperatorId;
+use crate::camel_k::status::{condition, kit_name, phase};
 use crate::camel_k::{CamelKind, owner_id};
-use crate::handoff::release::{condition, kit_name, phase};
 use crate::inventory::ResourceRef;
 
 /// One moved resource the gate watches.

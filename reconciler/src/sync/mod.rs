@@ -73,7 +73,7 @@ use crate::handoff::executor::{FlipResult, HandoffError};
 use crate::handoff::fence::FlipGuard;
 use crate::handoff::request::{FROM_LABEL, HandoffRequest, TO_LABEL};
 use crate::handoff::{
-    self, Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode, release,
+    self, Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,
 };
 use crate::inventory::cluster::{self, ClusterReadError};
 use crate::inventory::{self, Inventory, ResourceRef};
@@ -999,11 +999,13 @@ impl Syncer {
                 (_, Some(_)) | (true, None) => continue,
                 (false, None) => {
                     let handler = head.unowned_handler().filter(|h| {
-                        h.id != a.to && release::phase(&object).is_some_and(|p| !p.is_empty())
+                        h.id != a.to
+                            && crate::camel_k::status::phase(&object).is_some_and(|p| !p.is_empty())
                     });
                     let guard = match handler {
                         None => FlipGuard::default(),
-                        Some(h) => match release::upstream_stable(id.kind, &object) {
+                        Some(h) => match crate::camel_k::release::upstream_stable(id.kind, &object)
+                        {
                             Ok(phase) => FlipGuard { phase: Some(phase) },
                             Err(why) => {
                                 tracing::info!(resource = %id, handler = %h.id, %why, "unowned resource busy with its handler; assigned once stable");

@@ -8,8 +8,8 @@ use std::fs::File;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use camelk_reconciler::camel_k::status::phase;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
-use camelk_reconciler::handoff::release::phase;
 use camelk_testkit::TestCluster;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
@@ -237,7 +237,7 @@ pub fn running_under(id: &str) -> impl Fn(&DynamicObject) -> bool + '_ {
     move |o| {
         phase(o) == Some("Running")
             && owner(o).as_deref() == Some(id)
-            && camelk_reconciler::handoff::release::kit_name(o)
+            && camelk_reconciler::camel_k::status::kit_name(o)
                 .is_some_and(|k| k.ends_with(&format!("-kit-{id}")))
     }
 }

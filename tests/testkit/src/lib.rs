@@ -27,6 +27,7 @@ pub mod crds;
 pub mod fixture;
 pub mod git_http;
 pub mod identity;
+pub mod layers;
 pub mod pki;
 pub mod upstream;
 

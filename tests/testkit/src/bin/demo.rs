@@ -35,8 +35,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use camelk_reconciler::api::{OperatorAssignment, OperatorAssignmentStatus};
+use camelk_reconciler::camel_k::status::{condition, phase};
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id, owner_of};
-use camelk_reconciler::handoff::release::{condition, phase};
 use camelk_reconciler::inventory::cluster as live;
 use camelk_reconciler::manifest::Manifest;
 use camelk_reconciler::plan::{self, Actual};

@@ -38,10 +38,10 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use camelk_reconciler::camel_k::status::{condition, phase};
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
 use camelk_reconciler::handoff::executor::{FlipResult, flip};
 use camelk_reconciler::handoff::fence::FlipGuard;
-use camelk_reconciler::handoff::release::{condition, phase};
 use camelk_testkit::audit::single_owner_violations;
 use camelk_testkit::upstream::{self, UpstreamOperator, UpstreamOptions};
 use camelk_testkit::{AuditEvent, TestCluster};

@@ -1,0 +1,35 @@
+//! Reading the status upstream Camel K operators write: phase, conditions,
+//! and the kit an Integration runs on.
+//!
+//! Contract: pure accessors over a [`DynamicObject`]; a field that is absent or
+//! of another type reads as `None`, never as an error.
+
+use kube::api::DynamicObject;
+
+/// `status.phase` of an object, if any.
+pub fn phase(object: &DynamicObject) -> Option<&str> {
+    object.data.get("status")?.get("phase")?.as_str()
+}
+
+/// Status of the condition `type_` (`"True"`, `"False"`, ...), if present.
+pub fn condition<'a>(object: &'a DynamicObject, type_: &str) -> Option<&'a str> {
+    object
+        .data
+        .get("status")?
+        .get("conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(|t| t.as_str()) == Some(type_))?
+        .get("status")?
+        .as_str()
+}
+
+/// Name of the IntegrationKit an Integration uses (`status.integrationKit.name`).
+pub fn kit_name(integration: &DynamicObject) -> Option<&str> {
+    integration
+        .data
+        .get("status")?
+        .get("integrationKit")?
+        .get("name")?
+        .as_str()
+}

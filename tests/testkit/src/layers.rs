@@ -1,0 +1,400 @@
+//! The layer check: a crate's top-level modules import only modules at or
+//! below their own layer.
+//!
+//! The order lives in the crate root's doc comment, as a `text` block headed
+//! `Layers, top to bottom:` with one line per layer and the modules of a layer
+//! separated by spaces, so the documentation and the check cannot drift apart:
+//!
+//! ```text
+//! //! Layers, top to bottom:
+//! //!
+//! //! ```text
+//! //! sync
+//! //! plan
+//! //! camel_k api
+//! //! ```
+//! ```
+//!
+//! A module may use modules of lower layers and, without a cycle, modules of
+//! its own layer. Every top-level module must be placed; the crate root and
+//! `src/bin/` are above every layer. References are read from `crate::` paths
+//! (`use crate::a::b`, `use crate::{a, b::c}`, inline `crate::a::f()`) outside
+//! comments; that is how this workspace imports across modules. A file's
+//! unit-test module (`#[cfg(test)] mod ...`, last in the file by convention)
+//! is not read: a test may build its fixture with a higher layer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// One import that breaks the order, or a module the order does not place.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Violation {
+    /// `file` (in module `from`) imports `to`, which sits in a higher layer.
+    Upward {
+        file: PathBuf,
+        line: usize,
+        from: String,
+        to: String,
+    },
+    /// Two modules of one layer import each other.
+    Cycle { a: String, b: String },
+    /// A top-level module that no layer names.
+    Unplaced { module: String },
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Violation::Upward {
+                file,
+                line,
+                from,
+                to,
+            } => write!(
+                f,
+                "{}:{line}: `{from}` imports `{to}`, a higher layer",
+                file.display()
+            ),
+            Violation::Cycle { a, b } => {
+                write!(f, "`{a}` and `{b}` (one layer) import each other")
+            }
+            Violation::Unplaced { module } => write!(
+                f,
+                "module `{module}` is in no layer: add it to the `Layers, top to bottom:` block"
+            ),
+        }
+    }
+}
+
+/// Reads the layer order from `root_file`'s doc comment: top layer first.
+pub fn declared_layers(root_file: &Path) -> Result<Vec<Vec<String>>, String> {
+    let text =
+        fs::read_to_string(root_file).map_err(|e| format!("read {}: {e}", root_file.display()))?;
+    let doc: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("//!"))
+        .map(str::trim)
+        .collect();
+    let start = doc
+        .iter()
+        .position(|l| *l == "Layers, top to bottom:")
+        .ok_or_else(|| format!("{}: no `Layers, top to bottom:` block", root_file.display()))?;
+    let mut lines = doc[start + 1..].iter().skip_while(|l| l.is_empty());
+    if lines.next() != Some(&"```text") {
+        return Err(format!(
+            "{}: `Layers, top to bottom:` is not followed by a ```text block",
+            root_file.display()
+        ));
+    }
+    let layers: Vec<Vec<String>> = lines
+        .take_while(|l| **l != "```")
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .filter(|layer: &Vec<String>| !layer.is_empty())
+        .collect();
+    if layers.is_empty() {
+        return Err(format!("{}: the layer block is empty", root_file.display()));
+    }
+    Ok(layers)
+}
+
+/// Checks every module file under `src` against `layers` (top layer first).
+pub fn check(src: &Path, layers: &[Vec<String>]) -> Result<Vec<Violation>, String> {
+    // Rank 0 is the bottom layer.
+    let rank: BTreeMap<&str, usize> = layers
+        .iter()
+        .rev()
+        .enumerate()
+        .flat_map(|(i, layer)| layer.iter().map(move |m| (m.as_str(), i)))
+        .collect();
+    let mut violations = BTreeSet::new();
+    let mut same_layer: BTreeSet<(String, String)> = BTreeSet::new();
+    for file in rust_files(src)? {
+        let rel = file.strip_prefix(src).expect("under src");
+        let Some(module) = top_module(rel) else {
+            continue; // the crate root or a binary: above every layer
+        };
+        let Some(&from_rank) = rank.get(module.as_str()) else {
+            violations.insert(Violation::Unplaced { module });
+            continue;
+        };
+        let text =
+            fs::read_to_string(&file).map_err(|e| format!("read {}: {e}", file.display()))?;
+        for (line, to) in crate_references(&text) {
+            if to == module {
+                continue;
+            }
+            match rank.get(to.as_str()) {
+                Some(&r) if r < from_rank => {}
+                Some(&r) if r == from_rank => {
+                    same_layer.insert((module.clone(), to));
+                }
+                Some(_) => {
+                    violations.insert(Violation::Upward {
+                        file: rel.to_path_buf(),
+                        line,
+                        from: module.clone(),
+                        to,
+                    });
+                }
+                // Not a module (a crate-root item such as a re-export):
+                // the root is above every layer.
+                None if is_root_module_name(src, &to) => {
+                    violations.insert(Violation::Unplaced { module: to });
+                }
+                None => {
+                    violations.insert(Violation::Upward {
+                        file: rel.to_path_buf(),
+                        line,
+                        from: module.clone(),
+                        to: format!("{to} (an item of the crate root)"),
+                    });
+                }
+            }
+        }
+    }
+    for (a, b) in &same_layer {
+        if a < b && same_layer.contains(&(b.clone(), a.clone())) {
+            violations.insert(Violation::Cycle {
+                a: a.clone(),
+                b: b.clone(),
+            });
+        }
+    }
+    Ok(violations.into_iter().collect())
+}
+
+/// `crate::<name>` references in `text`, with their 1-based line, comments
+/// and the trailing unit-test module left out.
+pub fn crate_references(text: &str) -> Vec<(usize, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let tests_start = lines
+        .windows(2)
+        .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod "))
+        .unwrap_or(lines.len());
+    let mut found = Vec::new();
+    let mut depth_group: Option<usize> = None; // inside `crate::{ ... }`, its brace depth
+    let mut expect_name = true; // at the start of a path inside the group
+    for (i, raw) in lines[..tests_start].iter().enumerate() {
+        let line = raw.split("//").next().unwrap_or("");
+        let mut rest = line;
+        loop {
+            if let Some(depth) = depth_group.as_mut() {
+                // Inside a group: names at depth 1 that start a path are modules.
+                let Some((pos, c)) = rest
+                    .char_indices()
+                    .find(|(_, c)| "{},".contains(*c) || c.is_alphanumeric() || *c == '_')
+                else {
+                    break;
+                };
+                match c {
+                    '{' => {
+                        *depth += 1;
+                        rest = &rest[pos + 1..];
+                    }
+                    '}' => {
+                        *depth -= 1;
+                        rest = &rest[pos + 1..];
+                        if *depth == 0 {
+                            depth_group = None;
+                        }
+                    }
+                    ',' => {
+                        if *depth == 1 {
+                            expect_name = true;
+                        }
+                        rest = &rest[pos + 1..];
+                    }
+                    _ => {
+                        let ident: String = rest[pos..]
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_')
+                            .collect();
+                        if *depth == 1 && expect_name && ident != "self" {
+                            found.push((i + 1, ident.clone()));
+                        }
+                        expect_name = false;
+                        rest = &rest[pos + ident.len()..];
+                    }
+                }
+                continue;
+            }
+            let Some(pos) = rest.find("crate::") else {
+                break;
+            };
+            let before = rest[..pos].chars().next_back();
+            rest = &rest[pos + "crate::".len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue; // `camelk_crate::`, not our crate
+            }
+            if let Some(after) = rest.strip_prefix('{') {
+                depth_group = Some(1);
+                expect_name = true;
+                rest = after;
+            } else {
+                let ident: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !ident.is_empty() {
+                    found.push((i + 1, ident));
+                }
+            }
+        }
+    }
+    found
+}
+
+fn rust_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    let entries = fs::read_dir(dir).map_err(|e| format!("read {}: {e}", dir.display()))?;
+    for entry in entries {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.is_dir() {
+            out.extend(rust_files(&path)?);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The top-level module a file belongs to, or `None` for the crate root
+/// (`lib.rs`, `main.rs`) and binaries under `bin/`.
+fn top_module(rel: &Path) -> Option<String> {
+    let first = rel.components().next()?.as_os_str().to_str()?;
+    if rel.components().count() == 1 {
+        let stem = first.strip_suffix(".rs")?;
+        return (stem != "lib" && stem != "main").then(|| stem.to_string());
+    }
+    (first != "bin").then(|| first.to_string())
+}
+
+fn is_root_module_name(src: &Path, name: &str) -> bool {
+    src.join(format!("{name}.rs")).is_file() || src.join(name).join("mod.rs").is_file()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(text: &str) -> Vec<String> {
+        crate_references(text).into_iter().map(|(_, n)| n).collect()
+    }
+
+    #[test]
+    fn reads_plain_grouped_and_inline_paths() {
+        let text = "use crate::plan::Plan;\nuse crate::{api::{self, Pin}, camel_k};\n\
+                    let x = crate::sync::run();\n// use crate::comment::X;\nuse camelk_crate::x;\n\
+                    use crate::{\n    lock::Lease,\n    git,\n};\n";
+        assert_eq!(
+            names(text),
+            ["plan", "api", "camel_k", "sync", "lock", "git"]
+        );
+    }
+
+    fn crate_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let p = dir.path().join(path);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, text).unwrap();
+        }
+        dir
+    }
+
+    fn layers(spec: &[&str]) -> Vec<Vec<String>> {
+        spec.iter()
+            .map(|l| l.split_whitespace().map(str::to_string).collect())
+            .collect()
+    }
+
+    #[test]
+    fn downward_and_same_layer_imports_pass() {
+        let dir = crate_with(&[
+            (
+                "lib.rs",
+                "pub mod a;\npub mod b;\npub mod c;\nuse crate::a::X;\n",
+            ),
+            ("a/mod.rs", "use crate::b::Y;\nuse crate::c::Z;\n"),
+            ("b.rs", "use crate::c::Z;\n"),
+            ("c.rs", ""),
+            ("bin/tool.rs", "use crate::a::X;\n"),
+        ]);
+        let v = check(dir.path(), &layers(&["a", "b c"])).unwrap();
+        assert!(v.is_empty(), "{v:?}");
+    }
+
+    #[test]
+    fn an_upward_import_fails_with_file_and_line() {
+        let dir = crate_with(&[("a.rs", ""), ("b/deep.rs", "\nuse crate::{a::X};\n")]);
+        let v = check(dir.path(), &layers(&["a", "b"])).unwrap();
+        assert_eq!(
+            v,
+            [Violation::Upward {
+                file: PathBuf::from("b/deep.rs"),
+                line: 2,
+                from: "b".into(),
+                to: "a".into()
+            }]
+        );
+        assert_eq!(
+            v[0].to_string(),
+            "b/deep.rs:2: `b` imports `a`, a higher layer"
+        );
+    }
+
+    #[test]
+    fn a_cycle_within_a_layer_and_an_unplaced_module_fail() {
+        let dir = crate_with(&[
+            ("a.rs", "use crate::b::X;\n"),
+            ("b.rs", "use crate::a::Y;\n"),
+            ("new.rs", ""),
+        ]);
+        let v = check(dir.path(), &layers(&["a b"])).unwrap();
+        assert!(
+            v.contains(&Violation::Cycle {
+                a: "a".into(),
+                b: "b".into()
+            }),
+            "{v:?}"
+        );
+        assert!(
+            v.contains(&Violation::Unplaced {
+                module: "new".into()
+            }),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn a_crate_root_item_is_above_every_layer() {
+        let dir = crate_with(&[("a.rs", "use crate::Reported;\n")]);
+        let v = check(dir.path(), &layers(&["a"])).unwrap();
+        assert_eq!(v.len(), 1);
+        assert!(
+            v[0].to_string().contains("an item of the crate root"),
+            "{}",
+            v[0]
+        );
+    }
+
+    #[test]
+    fn the_order_is_read_from_the_root_doc() {
+        let dir = crate_with(&[(
+            "lib.rs",
+            "//! Intro.\n//!\n//! Layers, top to bottom:\n//!\n//! ```text\n//! sync\n//! plan api\n//! ```\n",
+        )]);
+        assert_eq!(
+            declared_layers(&dir.path().join("lib.rs")).unwrap(),
+            layers(&["sync", "plan api"])
+        );
+    }
+
+    #[test]
+    fn the_unit_test_module_is_not_read() {
+        let text = "use crate::api::X;\n#[cfg(test)]\nmod tests {\n    use crate::sync::Y;\n}\n";
+        assert_eq!(names(text), ["api"]);
+    }
+}
