@@ -489,61 +489,9 @@ impl Coordinator {
             );
             let overdue = started.elapsed() >= opts.drain_timeout;
             let forced = overdue && opts.force == ForcePolicy::AfterDrainTimeout;
-            let mut waiting = Vec::new();
-            // Pipes still with the old owner after this tick's flips.
-            let mut pipes_left = BTreeSet::new();
-            for (kind, obj) in upstream_flip_order(&remaining) {
-                if opts.mode == ReleaseMode::Upstream
-                    && !(owner_dead || forced)
-                    && let Some(pipe) = controlling_pipe(kind, obj)
-                    && pipes_left.contains(&pipe)
-                {
-                    waiting.push((describe(kind, obj), format!("waits for its Pipe {pipe}")));
-                    continue;
-                }
-                let guard = if owner_dead || forced {
-                    Some(FlipGuard::default())
-                } else if opts.mode == ReleaseMode::Upstream {
-                    match release::upstream_stable(kind, obj) {
-                        Ok(phase) => Some(FlipGuard { phase: Some(phase) }),
-                        Err(why) => {
-                            waiting.push((describe(kind, obj), why));
-                            None
-                        }
-                    }
-                } else {
-                    let why = work_in_flight(kind, Some(status::phase(obj).unwrap_or("")))
-                        .map(|r| r.to_string())
-                        .unwrap_or_else(|| format!("{} has not released it yet", batch.from));
-                    waiting.push((describe(kind, obj), why));
-                    None
-                };
-                let is_pipe = matches!(kind, CamelKind::Pipe | CamelKind::KameletBinding);
-                let name = obj.metadata.name.clone().unwrap_or_default();
-                let Some(guard) = guard else {
-                    if is_pipe {
-                        pipes_left.insert(name);
-                    }
-                    continue;
-                };
-                let result = flip(
-                    &self.client,
-                    kind,
-                    obj,
-                    batch.from.as_str(),
-                    batch.to.as_str(),
-                    &guard,
-                )
-                .await
-                .map_err(api_err(format!("flipping {}", describe(kind, obj))))?;
-                if is_pipe && matches!(result, FlipResult::Refused) {
-                    pipes_left.insert(name);
-                }
-                if matches!(result, FlipResult::Flipped(_)) && (owner_dead || forced) {
-                    taken_over.insert(describe(kind, obj));
-                    tracing::warn!(resource = %describe(kind, obj), owner_dead, forced, "owner did not release; taken over");
-                }
-            }
+            let waiting = self
+                .flip_releasable(&remaining, batch, opts, owner_dead, forced, &mut taken_over)
+                .await?;
             if overdue && !forced && !owner_dead && !waiting.is_empty() {
                 self.mark_stalled(&request, &waiting).await?;
                 let moved = self.with_owner(&request, &batch.to).await?;
@@ -568,6 +516,65 @@ impl Coordinator {
             taken_over: taken_over.into_iter().collect(),
             gone,
         })
+    }
+
+    /// One tick of releases: flips every remaining item the release rules
+    /// allow now, upstream Pipes before the Integrations they create, and
+    /// says why each other item waits. Items flipped by takeover (the owner
+    /// is dead, or the drain timeout forces it) are added to `taken_over`.
+    async fn flip_releasable(
+        &self,
+        remaining: &[(CamelKind, DynamicObject)],
+        batch: &MoveBatch,
+        opts: &HandoffOptions,
+        owner_dead: bool,
+        forced: bool,
+        taken_over: &mut BTreeSet<String>,
+    ) -> Result<Vec<(String, String)>, HandoffError> {
+        let takeover = owner_dead || forced;
+        let mut waiting = Vec::new();
+        // Pipes still with the old owner after this tick's flips.
+        let mut pipes_left = BTreeSet::new();
+        for (kind, obj) in upstream_flip_order(remaining) {
+            let is_pipe = matches!(kind, CamelKind::Pipe | CamelKind::KameletBinding);
+            let name = obj.metadata.name.clone().unwrap_or_default();
+            if opts.mode == ReleaseMode::Upstream
+                && !takeover
+                && let Some(pipe) = controlling_pipe(kind, obj)
+                && pipes_left.contains(&pipe)
+            {
+                waiting.push((describe(kind, obj), format!("waits for its Pipe {pipe}")));
+                continue;
+            }
+            let guard = match release_guard(kind, obj, opts.mode, takeover, &batch.from) {
+                Ok(guard) => guard,
+                Err(why) => {
+                    waiting.push((describe(kind, obj), why));
+                    if is_pipe {
+                        pipes_left.insert(name);
+                    }
+                    continue;
+                }
+            };
+            let result = flip(
+                &self.client,
+                kind,
+                obj,
+                batch.from.as_str(),
+                batch.to.as_str(),
+                &guard,
+            )
+            .await
+            .map_err(api_err(format!("flipping {}", describe(kind, obj))))?;
+            if is_pipe && matches!(result, FlipResult::Refused) {
+                pipes_left.insert(name);
+            }
+            if matches!(result, FlipResult::Flipped(_)) && takeover {
+                taken_over.insert(describe(kind, obj));
+                tracing::warn!(resource = %describe(kind, obj), owner_dead, forced, "owner did not release; taken over");
+            }
+        }
+        Ok(waiting)
     }
 
     /// Items of the request the old owner still owns (`full` objects, or
@@ -767,6 +774,28 @@ fn controlling_pipe(kind: CamelKind, object: &DynamicObject) -> Option<String> {
         .map(|r| r.name.clone())
 }
 
+/// The guard of the flip the coordinator may make for `obj` now, or why it
+/// must wait. A takeover flips unguarded; for an upstream owner, only a stable
+/// phase is released, guarded on that phase; an owner that speaks the protocol
+/// releases by itself, so the coordinator only says what it waits for.
+fn release_guard(
+    kind: CamelKind,
+    obj: &DynamicObject,
+    mode: ReleaseMode,
+    takeover: bool,
+    from: &OperatorId,
+) -> Result<FlipGuard, String> {
+    if takeover {
+        return Ok(FlipGuard::default());
+    }
+    if mode == ReleaseMode::Upstream {
+        return release::upstream_stable(kind, obj).map(|phase| FlipGuard { phase: Some(phase) });
+    }
+    Err(work_in_flight(kind, Some(status::phase(obj).unwrap_or("")))
+        .map(|r| r.to_string())
+        .unwrap_or_else(|| format!("{from} has not released it yet")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -809,5 +838,36 @@ mod tests {
             controlling_pipe(CamelKind::Integration, &remaining[1].1),
             None
         );
+    }
+
+    fn with_status(kind: &str, status: serde_json::Value) -> DynamicObject {
+        let mut o = obj(kind, "orders", None);
+        o.data = json!({ "status": status });
+        o
+    }
+
+    #[test]
+    fn release_guards_follow_owner_and_phase() {
+        let from = OperatorId::new("operator-1").unwrap();
+        let running = with_status(
+            "Integration",
+            json!({ "phase": "Running", "conditions": [{ "type": "Ready", "status": "True" }] }),
+        );
+        let building = with_status("Integration", json!({ "phase": "Building Kit" }));
+        let upstream = ReleaseMode::Upstream;
+        let guard = release_guard(CamelKind::Integration, &running, upstream, false, &from);
+        assert_eq!(guard.unwrap().phase.as_deref(), Some("Running"));
+        let why = release_guard(CamelKind::Integration, &building, upstream, false, &from);
+        assert_eq!(why.unwrap_err(), "phase `Building Kit` is not stable");
+        // A takeover flips whatever the phase, with no phase guard.
+        let taken = release_guard(CamelKind::Integration, &building, upstream, true, &from);
+        assert_eq!(taken.unwrap().phase, None);
+        // An owner that speaks the protocol releases by itself: the coordinator
+        // only says what it waits for.
+        let protocol = ReleaseMode::Protocol;
+        let why = release_guard(CamelKind::Integration, &building, protocol, false, &from);
+        assert!(why.unwrap_err().starts_with("phase `Building Kit`"));
+        let why = release_guard(CamelKind::Integration, &running, protocol, false, &from);
+        assert_eq!(why.unwrap_err(), "operator-1 has not released it yet");
     }
 }
