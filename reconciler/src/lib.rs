@@ -48,4 +48,5 @@ pub mod operator;
 pub mod plan;
 pub mod preflight;
 pub mod source;
+#[cfg(feature = "server")]
 pub mod sync;

@@ -81,10 +81,15 @@ platform_of() {
 build() {
     local target=$1 target_flag=()
     [[ $target == "$host" ]] || target_flag=(--target "$target")
-    cargo build --release --locked "${target_flag[@]}" \
-        -p kubectl-camelk -p camelk-reconciler --bin kubectl-camelk --bin reconciler \
-        --message-format=json-render-diagnostics |
-        sed -n 's/.*"executable":"\([^"]*\)".*/\1/p'
+    # Two builds: built together, Cargo would unify features and link the
+    # reconciler's server (axum, prometheus-client, hmac) into the plugin.
+    local package bin
+    for package in kubectl-camelk:kubectl-camelk camelk-reconciler:reconciler; do
+        bin=${package#*:}
+        cargo build --release --locked "${target_flag[@]}" -p "${package%%:*}" --bin "$bin" \
+            --message-format=json-render-diagnostics |
+            sed -n 's/.*"executable":"\([^"]*\)".*/\1/p'
+    done
 }
 
 # pack ARCHIVE BINARY: a reproducible tar.gz of BINARY, the licence and README.md.

@@ -526,7 +526,7 @@ pub async fn status(cli: &Cli, args: &StatusArgs) -> anyhow::Result<()> {
 /// named OperatorAssignment or on every one in the namespace.
 pub async fn suspend(cli: &Cli, args: &StatusArgs, suspended: bool) -> anyhow::Result<()> {
     use camelk_reconciler::api::OperatorAssignment;
-    use camelk_reconciler::sync::SUSPEND_ANNOTATION;
+    use camelk_reconciler::api::SUSPEND_ANNOTATION;
     use kube::api::{Patch, PatchParams};
     let (client, default_ns) = super::cluster(cli).await?;
     super::require_crds(&client, &super::ASSIGNMENT_CRDS, &[]).await?;

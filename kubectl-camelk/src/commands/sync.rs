@@ -11,9 +11,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use camelk_reconciler::api::RECONCILE_REQUEST_ANNOTATION;
 use camelk_reconciler::api::{OperatorAssignment, OperatorAssignmentStatus};
 use camelk_reconciler::source::short_sha;
-use camelk_reconciler::sync::RECONCILE_REQUEST_ANNOTATION;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
@@ -148,7 +148,7 @@ fn progress(status: &OperatorAssignmentStatus) -> String {
 
 fn outcome(name: &str, object: &OperatorAssignment, status: &OperatorAssignmentStatus) -> Outcome {
     let condition = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_);
-    let suspended = camelk_reconciler::sync::is_suspended(object);
+    let suspended = camelk_reconciler::api::is_suspended(object);
     let revision = status.last_applied_revision.clone();
     if suspended {
         return Outcome {

@@ -17,6 +17,7 @@
 //! - The status is defined here but filled by the reconciler, never by the
 //!   plugin.
 
+mod annotations;
 mod operator_id;
 mod selector;
 mod step;
@@ -28,6 +29,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use annotations::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, is_suspended};
 pub use operator_id::{InvalidOperatorId, OperatorId};
 pub use selector::{SelectorError, parse_selector};
 pub use step::{Step, StepError};

@@ -87,33 +87,16 @@ use status::{
     set_condition,
 };
 
-/// Annotation on the `OperatorAssignment` object that suspends the sync
-/// (`"true"`), as `flux suspend` does; removing it resumes.
-pub const SUSPEND_ANNOTATION: &str = "camelk.dev/suspend";
+pub use crate::api::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, is_suspended};
 
 /// How long a round waits for the watch cache's initial lists before it
 /// lists for itself.
 const CACHE_PATIENCE: Duration = Duration::from_secs(30);
 
-/// Annotation on the `OperatorAssignment` object that asks for a round now
-/// (`kubectl camelk sync`, as Flux's `reconcile.fluxcd.io/requestedAt`); a
-/// round that ends copies its value to `status.lastHandledReconcileAt`.
-pub const RECONCILE_REQUEST_ANNOTATION: &str = "camelk.dev/reconcile-requested-at";
-
 /// Rollout states that stop it: a later round retries a `Paused` step; a
 /// `RolledBack` one waits for a new revision.
 const PAUSED: &str = "Paused";
 const ROLLED_BACK: &str = "RolledBack";
-
-/// Whether `object` carries [`SUSPEND_ANNOTATION`]` = "true"`.
-pub fn is_suspended(object: &OperatorAssignment) -> bool {
-    object
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(SUSPEND_ANNOTATION))
-        .is_some_and(|v| v == "true")
-}
 
 /// Operator id of the reconciler's own lock: its Lease is `camelk-reconciler-lock`.
 pub const LOCK_ID: &str = "camelk-reconciler";
