@@ -9,8 +9,8 @@
 //!   [`crate::handoff`]: first assignments and adoptions, hand-overs, key
 //!   repair, requests a killed predecessor left.
 //! - `gate.rs`: the health gate and what a failed one does.
-//! - `report.rs`: the status writes and Events; [`progress`] decides, without
-//!   I/O, what the status says.
+//! - `report.rs`: the status writes and Events; `progress.rs` decides,
+//!   without I/O, what the status says.
 //! - The moves themselves are decided by the plan engine
 //!   ([`crate::plan::rollout`]).
 //!
@@ -66,7 +66,7 @@ mod execute;
 mod gate;
 pub mod health;
 pub mod live;
-pub mod progress;
+mod progress;
 mod report;
 mod round;
 mod run;
@@ -90,7 +90,6 @@ use crate::inventory::cluster::ClusterReadError;
 use crate::lock::LockTiming;
 use crate::source::{Revision, Source, SourceError};
 
-pub use execute::StepOutcome;
 pub use run::run;
 
 /// Annotation on the `OperatorAssignment` object that suspends the sync
