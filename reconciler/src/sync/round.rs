@@ -620,3 +620,96 @@ fn carries(object: &OperatorAssignment, manifest: &Manifest) -> bool {
         && has_all(&wanted.metadata.labels, &object.metadata.labels)
         && has_all(&wanted.metadata.annotations, &object.metadata.annotations)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+    use crate::inventory::{Resource, ResourceRef};
+
+    const TEXT: &str = "apiVersion: camelk.dev/v1alpha1\nkind: OperatorAssignment\nmetadata:\n  name: a\n  labels: {team: x}\nspec:\n  operators: [{id: operator-1, namespace: x}, {id: operator-2, namespace: x}]\n  defaultOperator: operator-1\n";
+
+    fn manifest() -> Manifest {
+        Manifest::parse("a.yaml", TEXT.to_string()).unwrap()
+    }
+
+    fn owned(owner: Option<&str>) -> Inventory {
+        Inventory {
+            resources: vec![Resource {
+                id: ResourceRef {
+                    kind: CamelKind::Integration,
+                    namespace: "a".into(),
+                    name: "x".into(),
+                },
+                labels: owner
+                    .map(|o| [(OPERATOR_ID_KEY.to_string(), o.to_string())].into())
+                    .unwrap_or_default(),
+                owner_annotation: owner.map(str::to_string),
+                phase: None,
+                in_flight: None,
+                created_by: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn an_object_that_carries_the_manifest_is_not_applied_again() {
+        let m = manifest();
+        let mut object = m.assignment.clone();
+        assert!(carries(&object, &m));
+        // Labels someone else added do not matter; one the manifest sets does.
+        object
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("other".into(), "y".into());
+        assert!(carries(&object, &m));
+        object.metadata.labels = None;
+        assert!(!carries(&object, &m));
+        let mut object = m.assignment.clone();
+        object.spec.default_operator = crate::api::OperatorId::new("operator-2").unwrap();
+        assert!(!carries(&object, &m));
+    }
+
+    #[test]
+    fn a_round_is_idle_only_when_applied_complete_and_settled() {
+        let head = manifest().assignment.spec;
+        let complete = OperatorAssignmentStatus {
+            last_applied_revision: Some("r1".into()),
+            rollout: Some(RolloutStatus {
+                revision: "r1".into(),
+                state: RolloutState::Complete,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let synced = owned(Some("operator-1"));
+        assert!(idle(&head, None, &complete, "r1", &synced));
+        // Another revision, a rollout not complete, or work left: not idle.
+        assert!(!idle(&head, None, &complete, "r2", &synced));
+        let mut paused = complete.clone();
+        paused.rollout.as_mut().unwrap().state = RolloutState::Paused;
+        assert!(!idle(&head, None, &paused, "r1", &synced));
+        assert!(!idle(&head, None, &complete, "r1", &owned(None)));
+    }
+
+    #[test]
+    fn the_round_reads_what_head_and_base_govern() {
+        let head = manifest().assignment.spec;
+        let everywhere = Reach::of(&head, None);
+        assert!(everywhere.namespaces.is_none());
+        assert!(everywhere.covers_namespace("any"));
+        assert!(everywhere.kinds.contains(&CamelKind::Integration));
+        let mut narrow = head.clone();
+        narrow.scope.namespaces = vec!["b".into(), "a".into()];
+        let mut base = head.clone();
+        base.scope.namespaces = vec!["c".into(), "a".into()];
+        let both = Reach::of(&narrow, Some(&base));
+        assert_eq!(
+            both.namespaces,
+            Some(vec!["a".to_string(), "b".to_string(), "c".to_string()])
+        );
+        // A base that governs every namespace widens the read to all.
+        assert!(Reach::of(&narrow, Some(&head)).namespaces.is_none());
+    }
+}
