@@ -512,7 +512,7 @@ pub async fn status(cli: &Cli, args: &StatusArgs) -> anyhow::Result<()> {
                     h.started_at.clone(),
                     h.moves.to_string(),
                     h.steps.to_string(),
-                    h.result.clone(),
+                    h.result.to_string(),
                 ]);
             }
             print_table(&table);

@@ -19,6 +19,7 @@
 
 mod annotations;
 mod operator_id;
+mod outcome;
 mod selector;
 mod step;
 
@@ -31,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 pub use annotations::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, is_suspended};
 pub use operator_id::{InvalidOperatorId, OperatorId};
+pub use outcome::{MigrationResult, RolloutState};
 pub use selector::{SelectorError, parse_selector};
 pub use step::{Step, StepError};
 
@@ -425,7 +427,8 @@ pub struct RolloutStatus {
     /// Last step whose moves were all done and found healthy.
     pub completed_steps: u32,
     /// `Progressing`, `WaitingForHealth`, `Pausing`, `Paused`, `RolledBack`, `Complete`.
-    pub state: String,
+    #[schemars(with = "String")]
+    pub state: RolloutState,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
     /// Moved resources that failed the health gate, with the reason.
@@ -459,7 +462,8 @@ pub struct MigrationRecord {
     pub steps: u32,
     /// `Progressing`, `Paused` (a gate or a handoff holds it; it goes on from
     /// there), `RolledBack`, `Succeeded`, `Superseded`.
-    pub result: String,
+    #[schemars(with = "String")]
+    pub result: MigrationResult,
 }
 
 /// The generated CustomResourceDefinition of `OperatorAssignment`.

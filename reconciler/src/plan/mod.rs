@@ -24,6 +24,7 @@
 
 pub mod batch;
 pub mod desired;
+pub mod rollout;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -274,23 +275,32 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
         })
         .collect();
 
+    out.notes = missing_pins(desired, inventory);
+    out
+}
+
+/// A note for each pin of `desired` that names no resource of `inventory`.
+fn missing_pins(desired: &OperatorAssignmentSpec, inventory: &Inventory) -> Vec<String> {
     let present: HashSet<(crate::camel_k::CamelKind, &str, &str)> = inventory
         .resources
         .iter()
         .map(|r| (r.id.kind, r.id.namespace.as_str(), r.id.name.as_str()))
         .collect();
-    for (i, pin) in desired.pins.iter().enumerate() {
-        if !present.contains(&(pin.kind, pin.namespace.as_str(), pin.name.as_str())) {
-            out.notes.push(format!(
+    desired
+        .pins
+        .iter()
+        .enumerate()
+        .filter(|(_, pin)| !present.contains(&(pin.kind, pin.namespace.as_str(), pin.name.as_str())))
+        .map(|(i, pin)| {
+            format!(
                 "pin #{} names {} {}/{}, which does not exist; it will apply once the resource is created",
                 i + 1,
                 pin.kind,
                 pin.namespace,
                 pin.name
-            ));
-        }
-    }
-    out
+            )
+        })
+        .collect()
 }
 
 /// Puts each follower (an Integration that follows its Pipe) in its Pipe's

@@ -164,7 +164,7 @@ mod tests {
             &mut s,
             MigrationRecord {
                 revision: "r14".into(),
-                result: "Succeeded".into(),
+                result: crate::api::MigrationResult::Succeeded,
                 ..Default::default()
             },
         );

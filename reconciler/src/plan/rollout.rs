@@ -1,0 +1,590 @@
+//! Where a rollout stands and which moves come next, derived from the
+//! cluster and two revisions only: the one place that decides the sync's
+//! moves (rollout steps, drift repair, key repair and a rollback's reversal).
+//!
+//! Contract (pure, no I/O):
+//! - The rollout of revision `head` is the plan engine's plan of `head`
+//!   against the manifest of the last applied revision (`base`), the plan a
+//!   pull request showed ([`plan`]); without a base, against live owner keys.
+//!   Phases are left unknown, so the batches depend only on the two manifests
+//!   and the resources' labels: the same plan comes out however far the
+//!   rollout went. A move whose owner is mid-work is not skipped: the handoff
+//!   waits for the owner to release it.
+//! - Each move is [`MoveState::Done`] once its live owner is its target, and
+//!   [`MoveState::Pending`] while its live owner is its source. A step is
+//!   done when none of its moves is pending; [`position`] is the first step
+//!   that is not. Killed and restarted, the reconciler finds the same
+//!   position: it never repeats a finished step nor skips an unfinished one.
+//! - Once a revision is applied, a pending move is drift ([`drift`]): an
+//!   owner changed by hand, moved back by the same steps. Owner keys that
+//!   disagree are set right by [`key_repairs`]; a failed gate under
+//!   `onFailure: Rollback` hands a step's moves back ([`reversal`]).
+//! - Every move leaves here as a [`Handover`] (one namespace, one source,
+//!   one target); the handoff executor carries it out.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::api::{OperatorAssignmentSpec, OperatorId};
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_from_keys};
+use crate::inventory::{Inventory, Owner, Resource, ResourceRef};
+use crate::plan::{self, Actual, Batch, Desired, Move, Plan, ResourceError};
+
+/// The rollout plan of `head` from `base` (see the module doc).
+pub fn plan(
+    head: &OperatorAssignmentSpec,
+    base: Option<&OperatorAssignmentSpec>,
+    inventory: &Inventory,
+) -> Plan {
+    let actual = match base {
+        Some(spec) => Actual::Manifest(spec),
+        None => Actual::OwnerKeys,
+    };
+    // The sync's own reads are metadata only, so a copy without phases is
+    // rarely needed; at 10,000 resources it would be a few MiB.
+    if inventory
+        .resources
+        .iter()
+        .all(|r| r.phase.is_none() && r.in_flight.is_none())
+    {
+        return plan::plan(head, actual, inventory);
+    }
+    let mut labels_only = inventory.clone();
+    for resource in &mut labels_only.resources {
+        resource.phase = None;
+        resource.in_flight = None;
+    }
+    plan::plan(head, actual, &labels_only)
+}
+
+/// A planned move, as the cluster shows it now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MoveState {
+    /// The live owner is the move's target.
+    Done,
+    /// The live owner is the move's source: the handoff is still to do.
+    Pending,
+    /// Nobody owns it: a first assignment gives it its owner.
+    Unowned,
+    /// Someone else owns it, or its keys disagree; the rollout leaves it.
+    Diverged(String),
+    /// It no longer exists.
+    Gone,
+}
+
+/// Live owners by resource.
+pub struct LiveOwners(HashMap<ResourceRef, Owner>);
+
+impl LiveOwners {
+    pub fn new(inventory: &Inventory) -> LiveOwners {
+        LiveOwners(
+            inventory
+                .resources
+                .iter()
+                .map(|r| (r.id.clone(), r.owner()))
+                .collect(),
+        )
+    }
+
+    pub fn state(&self, m: &Move) -> MoveState {
+        match self.0.get(&m.resource) {
+            None => MoveState::Gone,
+            Some(Owner::Nobody) => MoveState::Unowned,
+            Some(Owner::Operator(o)) if *o == m.to => MoveState::Done,
+            Some(Owner::Operator(o)) if *o == m.from => MoveState::Pending,
+            Some(Owner::Operator(o)) => MoveState::Diverged(format!("owned by {o}")),
+            Some(Owner::Conflict(why)) => MoveState::Diverged(why.clone()),
+        }
+    }
+
+    /// Resources per current owner, of those `spec` governs.
+    pub fn counts(&self, spec: &OperatorAssignmentSpec) -> BTreeMap<String, u64> {
+        let scope = Desired::new(spec);
+        let mut counts = BTreeMap::new();
+        for (id, owner) in &self.0 {
+            if !scope.in_scope(id.kind, &id.namespace) {
+                continue;
+            }
+            let key = match owner {
+                Owner::Operator(o) => o.to_string(),
+                Owner::Nobody => "(unassigned)".to_string(),
+                Owner::Conflict(_) => "(conflict)".to_string(),
+            };
+            *counts.entry(key).or_default() += 1;
+        }
+        counts
+    }
+}
+
+/// Where a rollout stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Position {
+    /// Leading batches with no pending move.
+    pub done: usize,
+    /// Batches in the plan.
+    pub total: usize,
+}
+
+impl Position {
+    pub fn is_complete(&self) -> bool {
+        self.done == self.total
+    }
+}
+
+/// The first batch with a pending move (all batches after it are counted
+/// as not done even if some of their moves happen to be).
+pub fn position(plan: &Plan, live: &LiveOwners) -> Position {
+    let done = plan
+        .batches
+        .iter()
+        .take_while(|b| !b.moves.iter().any(|m| live.state(m) == MoveState::Pending))
+        .count();
+    Position {
+        done,
+        total: plan.batches.len(),
+    }
+}
+
+/// Resources of one namespace to hand from one operator to another: one
+/// handoff request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Handover {
+    pub namespace: String,
+    pub from: OperatorId,
+    pub to: OperatorId,
+    pub resources: Vec<(CamelKind, String)>,
+}
+
+/// Groups `moves` into handovers, ordered by namespace, source and target.
+fn handovers<'a>(moves: impl Iterator<Item = &'a Move>) -> Vec<Handover> {
+    let mut groups: BTreeMap<(String, OperatorId, OperatorId), Vec<(CamelKind, String)>> =
+        BTreeMap::new();
+    for m in moves {
+        groups
+            .entry((m.resource.namespace.clone(), m.from.clone(), m.to.clone()))
+            .or_default()
+            .push((m.resource.kind, m.resource.name.clone()));
+    }
+    groups
+        .into_iter()
+        .map(|((namespace, from, to), resources)| Handover {
+            namespace,
+            from,
+            to,
+            resources,
+        })
+        .collect()
+}
+
+/// The pending moves of `batch`, one handoff per namespace, source and target.
+pub fn handoffs(batch: &Batch, live: &LiveOwners) -> Vec<Handover> {
+    handovers(
+        batch
+            .moves
+            .iter()
+            .filter(|m| live.state(m) == MoveState::Pending),
+    )
+}
+
+/// The namespaces, sources and targets `plan` hands resources between: where
+/// a handoff request an earlier process left may wait.
+pub fn pairs(plan: &Plan) -> BTreeSet<(String, OperatorId, OperatorId)> {
+    plan.moves()
+        .map(|m| (m.resource.namespace.clone(), m.from.clone(), m.to.clone()))
+        .collect()
+}
+
+/// Whether, on this inventory, the plan of `head` from `base` has nothing
+/// left to do: no resource waits for its first owner or its adoption, and no
+/// move is pending.
+pub fn settled(
+    head: &OperatorAssignmentSpec,
+    base: Option<&OperatorAssignmentSpec>,
+    inventory: &Inventory,
+) -> bool {
+    let planned = plan::plan(head, Actual::OwnerKeys, inventory);
+    if !planned.first_assignments.is_empty() || !planned.adoptions.is_empty() {
+        return false;
+    }
+    let rollout = self::plan(head, base, inventory);
+    position(&rollout, &LiveOwners::new(inventory)).is_complete()
+}
+
+/// How the cluster differs from an applied revision, each difference
+/// described for people.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Drift {
+    /// Owners changed by hand: the rollout moves them back (under
+    /// `driftPolicy: revert`).
+    pub moved: Vec<String>,
+    /// Owner keys that disagree: set right by [`key_repairs`].
+    pub conflicts: Vec<String>,
+}
+
+impl Drift {
+    pub fn is_empty(&self) -> bool {
+        self.moved.is_empty() && self.conflicts.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.moved.len() + self.conflicts.len()
+    }
+}
+
+/// Drift in the plan of an applied revision (see [`Drift`]).
+pub fn drift(plan: &Plan, live: &LiveOwners) -> Drift {
+    Drift {
+        moved: plan
+            .moves()
+            .filter(|m| live.state(m) == MoveState::Pending)
+            .map(|m| format!("{} is with {}, not {}", m.resource, m.from, m.to))
+            .collect(),
+        conflicts: plan
+            .errors
+            .iter()
+            .map(|e| format!("{}: {}", e.resource, e.message))
+            .collect(),
+    }
+}
+
+/// The moves of `steps` handed back, as one batch numbered `step`: a
+/// rollback after a failed health gate.
+pub fn reversal(steps: &[Batch], step: usize) -> Batch {
+    Batch {
+        step,
+        moves: steps
+            .iter()
+            .flat_map(|b| &b.moves)
+            .map(|m| Move {
+                from: m.to.clone(),
+                to: m.from.clone(),
+                ..m.clone()
+            })
+            .collect(),
+    }
+}
+
+/// How owner keys that disagree are set right.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyRepairs {
+    /// The label already names the desired owner: only the annotation is
+    /// set to match (fenced on the label).
+    pub annotations: Vec<(ResourceRef, OperatorId)>,
+    /// The label names another operator, which holds the resource now: it
+    /// is handed to the desired owner, whose flip sets both keys.
+    pub handovers: Vec<Handover>,
+}
+
+/// Key repairs for `errors` under `head` (`driftPolicy: revert`). The label
+/// is what operators select by, so it names who holds the resource now. A
+/// label that is no valid id, a resource out of scope and one that no longer
+/// exists are left for a person or a later round.
+pub fn key_repairs(
+    head: &OperatorAssignmentSpec,
+    errors: &[ResourceError],
+    inventory: &Inventory,
+) -> KeyRepairs {
+    let by_id: HashMap<&ResourceRef, &Resource> =
+        inventory.resources.iter().map(|r| (&r.id, r)).collect();
+    let desired = Desired::new(head);
+    let mut out = KeyRepairs::default();
+    let mut moves = Vec::new();
+    for error in errors {
+        let Some(resource) = by_id.get(&error.resource) else {
+            continue;
+        };
+        // The owner by the one rule: with both keys set, the label.
+        let label = resource.labels.get(OPERATOR_ID_KEY).map(String::as_str);
+        let owner = owner_from_keys(label, resource.owner_annotation.as_deref());
+        let (Some(label), Some(decision)) = (
+            owner.and_then(|o| OperatorId::new(o.id).ok()),
+            desired.decide(resource),
+        ) else {
+            continue;
+        };
+        if label == decision.operator {
+            out.annotations.push((resource.id.clone(), label));
+        } else {
+            moves.push(Move {
+                resource: resource.id.clone(),
+                from: label,
+                to: decision.operator,
+                because: decision.because,
+            });
+        }
+    }
+    out.handovers = handovers(moves.iter());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{OperatorAssignment, Step};
+    use crate::camel_k::OPERATOR_ID_KEY;
+    use crate::inventory::Resource;
+
+    fn spec(yaml: &str) -> OperatorAssignmentSpec {
+        serde_saphyr::from_str::<OperatorAssignment>(yaml)
+            .unwrap()
+            .spec
+    }
+
+    const BASE: &str = "apiVersion: camelk.dev/v1alpha1\nkind: OperatorAssignment\nmetadata: {name: a}\nspec:\n  operators: [{id: operator-1, namespace: x}, {id: operator-2, namespace: x}]\n  defaultOperator: operator-1\n";
+
+    fn head() -> OperatorAssignmentSpec {
+        let mut s = spec(BASE);
+        s.staged_moves = vec![crate::api::StagedMove {
+            from: OperatorId::new("operator-1").unwrap(),
+            to: OperatorId::new("operator-2").unwrap(),
+            selector: None,
+            steps: vec![Step::Percent(10), Step::Percent(50), Step::Percent(100)],
+        }];
+        s
+    }
+
+    fn inventory(owners: &[(&str, &str, Option<&str>)]) -> Inventory {
+        Inventory {
+            resources: owners
+                .iter()
+                .map(|(ns, name, owner)| Resource {
+                    id: ResourceRef {
+                        kind: CamelKind::Integration,
+                        namespace: ns.to_string(),
+                        name: name.to_string(),
+                    },
+                    labels: owner
+                        .map(|o| [(OPERATOR_ID_KEY.to_string(), o.to_string())].into())
+                        .unwrap_or_default(),
+                    owner_annotation: owner.map(str::to_string),
+                    phase: Some("Building Kit".into()),
+                    in_flight: None,
+                    created_by: None,
+                })
+                .collect(),
+        }
+    }
+
+    fn names(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("it-{i:02}")).collect()
+    }
+
+    #[test]
+    fn the_plan_and_its_batches_do_not_change_as_the_rollout_advances() {
+        let all = names(10);
+        let before: Vec<_> = all
+            .iter()
+            .map(|n| ("a", n.as_str(), Some("operator-1")))
+            .collect();
+        let base = spec(BASE);
+        let p0 = plan(&head(), Some(&base), &inventory(&before));
+        assert_eq!(
+            p0.batches.iter().map(|b| b.moves.len()).collect::<Vec<_>>(),
+            vec![1, 4, 5]
+        );
+        assert!(p0.blocked.is_empty(), "phases never block the rollout plan");
+        // After the first two steps (5 moved), the same plan and position 2.
+        let mut after = before.clone();
+        for entry in after.iter_mut().take(5) {
+            entry.2 = Some("operator-2");
+        }
+        let inv = inventory(&after);
+        let p1 = plan(&head(), Some(&base), &inv);
+        assert_eq!(p0, p1);
+        let live = LiveOwners::new(&inv);
+        assert_eq!(position(&p1, &live), Position { done: 2, total: 3 });
+        let groups = handoffs(&p1.batches[2], &live);
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].resources.len(), 5);
+        // Killed mid-step: the step is not done, and only its remainder is handed off.
+        after[6].2 = Some("operator-2");
+        let inv = inventory(&after);
+        let live = LiveOwners::new(&inv);
+        assert_eq!(position(&p1, &live).done, 2);
+        assert_eq!(handoffs(&p1.batches[2], &live)[0].resources.len(), 4);
+        assert_eq!(live.counts(&head())["operator-2"], 6);
+        let mut elsewhere = head();
+        elsewhere.scope.namespaces = vec!["b".into()];
+        assert!(live.counts(&elsewhere).is_empty());
+    }
+
+    #[test]
+    fn moves_are_grouped_by_namespace_and_states_are_named() {
+        let inv = inventory(&[
+            ("a", "x", Some("operator-1")),
+            ("b", "y", Some("operator-1")),
+            ("b", "z", None),
+            ("b", "w", Some("operator-3")),
+        ]);
+        let p = plan(&head(), Some(&spec(BASE)), &inv);
+        let live = LiveOwners::new(&inv);
+        let all: Vec<&Move> = p.moves().collect();
+        assert_eq!(all.len(), 4);
+        let states: Vec<MoveState> = all.iter().map(|m| live.state(m)).collect();
+        assert!(states.contains(&MoveState::Unowned));
+        assert!(states.contains(&MoveState::Diverged("owned by operator-3".into())));
+        let groups: Vec<(String, usize)> = p
+            .batches
+            .iter()
+            .flat_map(|b| handoffs(b, &live))
+            .map(|g| (g.namespace, g.resources.len()))
+            .collect();
+        assert_eq!(groups, vec![("a".to_string(), 1), ("b".to_string(), 1)]);
+    }
+
+    fn with_keys(ns: &str, name: &str, label: Option<&str>, annotation: Option<&str>) -> Resource {
+        Resource {
+            id: ResourceRef {
+                kind: CamelKind::Integration,
+                namespace: ns.to_string(),
+                name: name.to_string(),
+            },
+            labels: label
+                .map(|o| [(OPERATOR_ID_KEY.to_string(), o.to_string())].into())
+                .unwrap_or_default(),
+            owner_annotation: annotation.map(str::to_string),
+            phase: None,
+            in_flight: None,
+            created_by: None,
+        }
+    }
+
+    #[test]
+    fn drift_names_owners_changed_by_hand_and_keys_that_disagree() {
+        let base = spec(BASE);
+        let inv = Inventory {
+            resources: vec![
+                with_keys("a", "kept", Some("operator-1"), Some("operator-1")),
+                with_keys("a", "taken", Some("operator-2"), Some("operator-2")),
+                with_keys("a", "torn", Some("operator-1"), Some("operator-2")),
+            ],
+        };
+        // Applied: everything with operator-1. By hand: one moved, one torn.
+        let p = plan(&base, None, &inv);
+        let live = LiveOwners::new(&inv);
+        let d = drift(&p, &live);
+        assert_eq!(
+            d.moved,
+            vec!["Integration a/taken is with operator-2, not operator-1".to_string()]
+        );
+        assert_eq!(d.conflicts.len(), 1);
+        assert!(d.conflicts[0].starts_with("Integration a/torn: "), "{d:?}");
+        assert_eq!(d.len(), 2);
+        assert!(!d.is_empty());
+        // Nothing differs: no drift.
+        let calm = Inventory {
+            resources: vec![with_keys("a", "kept", Some("operator-1"), None)],
+        };
+        let p = plan(&base, None, &calm);
+        assert!(drift(&p, &LiveOwners::new(&calm)).is_empty());
+    }
+
+    #[test]
+    fn key_repairs_match_the_annotation_or_hand_over_from_the_label() {
+        let base = spec(BASE);
+        let inv = Inventory {
+            resources: vec![
+                // Label is the desired owner: only the annotation is set.
+                with_keys(
+                    "a",
+                    "annotation-off",
+                    Some("operator-1"),
+                    Some("operator-2"),
+                ),
+                // Label names another operator: handed from it.
+                with_keys("a", "label-off", Some("operator-2"), Some("operator-1")),
+                with_keys("b", "label-off", Some("operator-2"), Some("operator-1")),
+                // A label that is no valid id is left for a person.
+                with_keys("a", "bad", Some("Not An Id"), Some("operator-1")),
+            ],
+        };
+        let errors: Vec<ResourceError> = plan(&base, None, &inv).errors;
+        assert_eq!(errors.len(), 4, "{errors:?}");
+        let repairs = key_repairs(&base, &errors, &inv);
+        assert_eq!(
+            repairs.annotations,
+            vec![(
+                with_keys("a", "annotation-off", None, None).id,
+                OperatorId::new("operator-1").unwrap()
+            )]
+        );
+        let handed: Vec<(String, String, String, usize)> = repairs
+            .handovers
+            .iter()
+            .map(|h| {
+                (
+                    h.namespace.clone(),
+                    h.from.to_string(),
+                    h.to.to_string(),
+                    h.resources.len(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            handed,
+            vec![
+                ("a".into(), "operator-2".into(), "operator-1".into(), 1),
+                ("b".into(), "operator-2".into(), "operator-1".into(), 1),
+            ]
+        );
+        // A resource gone since the plan was made is left alone.
+        let empty = Inventory { resources: vec![] };
+        assert_eq!(key_repairs(&base, &errors, &empty), KeyRepairs::default());
+    }
+
+    #[test]
+    fn a_reversal_hands_every_move_of_its_steps_back() {
+        let inv = inventory(
+            &names(10)
+                .iter()
+                .map(|n| ("a", n.as_str(), Some("operator-1")))
+                .collect::<Vec<_>>(),
+        );
+        let p = plan(&head(), Some(&spec(BASE)), &inv);
+        let back = reversal(&p.batches[..2], 2);
+        assert_eq!(back.step, 2);
+        assert_eq!(back.moves.len(), 5);
+        assert!(
+            back.moves
+                .iter()
+                .all(|m| m.from.as_str() == "operator-2" && m.to.as_str() == "operator-1")
+        );
+        let first: Vec<&ResourceRef> = p.batches[0].moves.iter().map(|m| &m.resource).collect();
+        assert_eq!(back.moves[0].resource, *first[0]);
+    }
+
+    #[test]
+    fn pairs_and_settled_say_what_is_left() {
+        let before: Vec<_> = names(4).into_iter().map(|n| ("a".to_string(), n)).collect();
+        let owned = |owner: &'static str| {
+            inventory(
+                &before
+                    .iter()
+                    .map(|(ns, n)| (ns.as_str(), n.as_str(), Some(owner)))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let base = spec(BASE);
+        let start = owned("operator-1");
+        let p = plan(&head(), Some(&base), &start);
+        let all: Vec<_> = pairs(&p).into_iter().collect();
+        assert_eq!(
+            all,
+            vec![(
+                "a".to_string(),
+                OperatorId::new("operator-1").unwrap(),
+                OperatorId::new("operator-2").unwrap()
+            )]
+        );
+        assert!(!settled(&head(), Some(&base), &start));
+        assert!(settled(&head(), Some(&base), &owned("operator-2")));
+        // A resource without an owner waits for its first assignment.
+        let mut unowned = owned("operator-2");
+        unowned.resources[0].labels.clear();
+        unowned.resources[0].owner_annotation = None;
+        assert!(!settled(&head(), Some(&base), &unowned));
+        // One named by the annotation alone waits for its adoption.
+        let mut annotated = owned("operator-2");
+        annotated.resources[0].labels.clear();
+        assert!(!settled(&head(), Some(&base), &annotated));
+    }
+}

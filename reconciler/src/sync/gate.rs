@@ -1,0 +1,197 @@
+//! The health gate between steps, and what a failed one does.
+//!
+//! # Expected flow
+//! 1. A step's moves are done; the gate starts (`healthCheckStartedAt`).
+//! 2. Each round checks for at most one interval ([`health::wait`]), so a
+//!    new revision, a suspension or a sync request is acted on while a gate
+//!    waits; a later round goes on with the same gate.
+//! 3. Healthy: the rollout goes on. Past the deadline (`healthCheckStartedAt`
+//!    plus `healthGate.timeout`): the rollout pauses (`onFailure: Pause`), or
+//!    the step's moves are handed back ([`rollout::reversal`]) and it waits
+//!    for a new revision (`onFailure: Rollback`).
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::report::{Pause, handled};
+use super::{SyncError, Syncer, health, status};
+use crate::api::{
+    GateFailure, OperatorAssignment, OperatorAssignmentSpec, OperatorAssignmentStatus,
+    RolloutState, RolloutStatus, parse_duration,
+};
+use crate::plan::Batch;
+use crate::plan::rollout::{self, LiveOwners};
+
+/// The steps a gate judges, on the object that records them.
+pub(super) struct Gate<'a> {
+    pub object: &'a OperatorAssignment,
+    pub head: &'a OperatorAssignmentSpec,
+    /// Steps whose moves are done.
+    pub steps: &'a [Batch],
+}
+
+impl Syncer {
+    /// This round's share of the health gate (see the module doc). `true`:
+    /// healthy, the round goes on. Otherwise the round ends here: waiting,
+    /// or, once the deadline has passed, paused or rolled back.
+    pub(super) async fn gate_passes(
+        &mut self,
+        gate: Gate<'_>,
+        status: &OperatorAssignmentStatus,
+        ro: &RolloutStatus,
+        cancel: &CancellationToken,
+    ) -> Result<bool, SyncError> {
+        let rules = &gate.head.rollout.health_gate;
+        let timeout = parse_duration(&rules.timeout).unwrap_or(Duration::from_secs(600));
+        let left =
+            timeout.saturating_sub(status::elapsed_since(ro.health_check_started_at.as_deref()));
+        let budget = left.min(self.cfg.interval);
+        let failing = health::wait(
+            &self.client,
+            &watches(gate.steps, step_started(ro)),
+            rules.require_ready,
+            budget,
+            self.cfg.poll,
+            cancel,
+        )
+        .await?;
+        if failing.is_empty() {
+            return Ok(true);
+        }
+        let mut status = status.clone();
+        if budget < left {
+            if handled(gate.object, &mut status) {
+                let name = gate.object.metadata.name.clone().unwrap_or_default();
+                self.write(&name, &status).await?;
+            }
+        } else {
+            self.on_unhealthy(gate, status, ro.clone(), failing, timeout)
+                .await?;
+        }
+        Ok(false)
+    }
+
+    /// A failed health gate: pauses the rollout, or first hands the moves of
+    /// the gate's steps back (`healthGate.onFailure: Rollback`) and then
+    /// waits for a new revision.
+    async fn on_unhealthy(
+        &mut self,
+        gate: Gate<'_>,
+        status: OperatorAssignmentStatus,
+        mut ro: RolloutStatus,
+        failing: Vec<String>,
+        timeout: Duration,
+    ) -> Result<(), SyncError> {
+        let unhealthy = format!(
+            "step {} of {}: {} moved resources not healthy within {timeout:?}",
+            ro.current_step,
+            ro.total_steps,
+            failing.len()
+        );
+        let listed = failing.join("; ");
+        ro.failing = failing;
+        if gate.head.rollout.health_gate.on_failure == GateFailure::Pause {
+            let summary = format!("{unhealthy}; rollout paused");
+            let pause = Pause {
+                message: format!("{summary}: {listed}"),
+                summary,
+                reason: "HealthCheckFailed",
+                state: RolloutState::Paused,
+            };
+            return self.pause(gate.object, status, ro, pause).await;
+        }
+        let back = rollout::reversal(gate.steps, ro.current_step as usize);
+        let reach = super::Reach::of(gate.head, None);
+        let live = LiveOwners::new(&self.read(&reach).await?);
+        let label = format!("rollback of step {} of {}", ro.current_step, ro.total_steps);
+        tracing::warn!(%unhealthy, moves = back.moves.len(), "health gate failed; rolling the step back");
+        let outcome = self.execute(gate.head, &back, &live, &label).await?;
+        if let Some(reason) = outcome.stalled() {
+            let summary = format!("{unhealthy}; the rollback stalled: {reason}");
+            let pause = Pause {
+                message: summary.clone(),
+                summary,
+                reason: "HandoffStalled",
+                state: RolloutState::Paused,
+            };
+            return self.pause(gate.object, status, ro, pause).await;
+        }
+        let summary = format!(
+            "{unhealthy}; {} resources handed back; the rollout waits for a new revision",
+            back.moves.len()
+        );
+        let pause = Pause {
+            message: format!("{summary}: {listed}"),
+            summary,
+            reason: "RolledBack",
+            state: RolloutState::RolledBack,
+        };
+        self.pause(gate.object, status, ro, pause).await
+    }
+}
+
+/// The gate's watches for `batches`: every move, judged fresh against `since`.
+fn watches(batches: &[Batch], since: Option<k8s_openapi::jiff::Timestamp>) -> Vec<health::Watch> {
+    batches
+        .iter()
+        .flat_map(|b| &b.moves)
+        .map(|m| health::Watch {
+            resource: m.resource.clone(),
+            owner: m.to.clone(),
+            since,
+        })
+        .collect()
+}
+
+/// When the step the rollout waits on first started, as recorded in status.
+fn step_started(ro: &RolloutStatus) -> Option<k8s_openapi::jiff::Timestamp> {
+    ro.step_started_at.as_deref()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::OperatorId;
+    use crate::camel_k::CamelKind;
+    use crate::inventory::ResourceRef;
+    use crate::plan::{Move, Reason};
+
+    #[test]
+    fn the_gate_watches_every_move_at_its_target_since_the_step_started() {
+        let m = |name: &str| Move {
+            resource: ResourceRef {
+                kind: CamelKind::Integration,
+                namespace: "a".into(),
+                name: name.into(),
+            },
+            from: OperatorId::new("operator-1").unwrap(),
+            to: OperatorId::new("operator-2").unwrap(),
+            because: Reason::Default,
+        };
+        let steps = [
+            Batch {
+                step: 1,
+                moves: vec![m("x")],
+            },
+            Batch {
+                step: 2,
+                moves: vec![m("y"), m("z")],
+            },
+        ];
+        let started = "2026-01-02T03:04:05Z";
+        let ro = RolloutStatus {
+            step_started_at: Some(started.into()),
+            ..Default::default()
+        };
+        let since = step_started(&ro);
+        assert_eq!(since, Some(started.parse().unwrap()));
+        let all = watches(&steps, since);
+        assert_eq!(all.len(), 3);
+        assert!(
+            all.iter()
+                .all(|w| w.owner.as_str() == "operator-2" && w.since == since)
+        );
+        assert_eq!(step_started(&RolloutStatus::default()), None);
+    }
+}

@@ -1,0 +1,365 @@
+//! What a round tells people: the status of the `OperatorAssignment` object
+//! and Events.
+//!
+//! Contract:
+//! - The status is written only through [`Syncer::write`] (whole status,
+//!   server-side apply, [`status::write`]) and [`Syncer::write_if_changed`];
+//!   what it says is decided by [`super::progress`]. A round writes when a
+//!   step starts, waits or ends, so `kubectl camelk status` follows it, and
+//!   otherwise only what changed.
+//! - Events go through [`Syncer::event`] (on the object) and
+//!   [`Syncer::publish`] (on anything); a failed Event is only logged.
+//! - The ends that stop a rollout ([`Syncer::pause`]) and the ends of rounds
+//!   that act on nothing (an invalid revision, an unreadable source, a
+//!   suspended object, a failed round) are written here, each in one place.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::events::{Event, EventType};
+
+use super::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, SyncError, Syncer, is_suspended};
+use super::{progress, server, status};
+use crate::api::{
+    self, MigrationResult, OperatorAssignment, OperatorAssignmentStatus, RolloutState,
+    RolloutStatus,
+};
+use crate::handoff::MoveBatch;
+use crate::manifest::{FieldPath, ManifestError, Tree, tree};
+use crate::source::{Revision, SourceError};
+
+/// A rollout that stops: what its status and Event say.
+pub(super) struct Pause {
+    /// The rollout's message.
+    pub summary: String,
+    /// The conditions' message and the Event's note.
+    pub message: String,
+    /// The conditions' reason and the Event's.
+    pub reason: &'static str,
+    /// `Paused` (a later round retries) or `RolledBack` (it waits for a new
+    /// revision).
+    pub state: RolloutState,
+}
+
+impl Pause {
+    /// A handoff that could not finish: the step waits, paused.
+    pub fn handoff(ro: &RolloutStatus, reason: &str) -> Pause {
+        let summary = format!("step {} of {}: {reason}", ro.current_step, ro.total_steps);
+        Pause {
+            message: summary.clone(),
+            summary,
+            reason: "HandoffStalled",
+            state: RolloutState::Paused,
+        }
+    }
+}
+
+impl Syncer {
+    /// Writes `status` whole.
+    pub(super) async fn write(
+        &self,
+        name: &str,
+        status: &OperatorAssignmentStatus,
+    ) -> Result<(), SyncError> {
+        self.wrote.store(true, Ordering::Relaxed);
+        status::write(&self.client, &self.cfg.namespace, name, status)
+            .await
+            .map_err(|source| SyncError::Status {
+                name: name.to_string(),
+                source,
+            })
+    }
+
+    /// Writes `status` when it differs from `before` (what the round read).
+    pub(super) async fn write_if_changed(
+        &self,
+        name: &str,
+        before: Option<&OperatorAssignmentStatus>,
+        status: &OperatorAssignmentStatus,
+    ) -> Result<(), SyncError> {
+        if before == Some(status) {
+            return Ok(());
+        }
+        self.write(name, status).await
+    }
+
+    /// Stops the rollout: `pause.state` with `pause.summary` on the rollout
+    /// and its history row, Ready and Reconciling false and Stalled true
+    /// with the reason and message, and a warning Event.
+    pub(super) async fn pause(
+        &self,
+        object: &OperatorAssignment,
+        mut status: OperatorAssignmentStatus,
+        mut ro: RolloutStatus,
+        pause: Pause,
+    ) -> Result<(), SyncError> {
+        let name = object.metadata.name.clone().unwrap_or_default();
+        let generation = object.metadata.generation;
+        handled(object, &mut status);
+        // The migration's history row says how it stands until it goes on.
+        progress::history_result(
+            &mut status,
+            &ro.revision,
+            MigrationResult::from(pause.state),
+        );
+        ro.state = pause.state;
+        ro.message = pause.summary;
+        status.rollout = Some(ro);
+        progress::stalled(&mut status, pause.reason, &pause.message, generation);
+        // A paused rollout checks again every round; most find it as it was.
+        self.write_if_changed(&name, object.status.as_ref(), &status)
+            .await?;
+        tracing::warn!(message = %pause.message, reason = pause.reason, "rollout paused");
+        self.event(object, EventType::Warning, pause.reason, pause.message)
+            .await;
+        Ok(())
+    }
+
+    /// Whether the object carries [`SUSPEND_ANNOTATION`]` = "true"`; if so,
+    /// records `Suspended=True` (once) and nothing else happens this round.
+    pub(super) async fn suspended(&self, object: &OperatorAssignment) -> Result<bool, SyncError> {
+        let name = object.metadata.name.as_deref().unwrap_or_default();
+        if !is_suspended(object) {
+            return Ok(false);
+        }
+        let mut status = object.status.clone().unwrap_or_default();
+        let answered = handled(object, &mut status);
+        let message = format!(
+            "{SUSPEND_ANNOTATION} is true: no fetch result is acted on until it is removed"
+        );
+        if progress::suspend(&mut status, &message, object.metadata.generation) {
+            self.write(name, &status).await?;
+            tracing::info!("suspended");
+            self.event(object, EventType::Normal, "Suspended", message)
+                .await;
+        } else if answered {
+            self.write(name, &status).await?;
+        }
+        Ok(true)
+    }
+
+    /// An invalid revision: status and an Event, nothing else.
+    pub(super) async fn report_invalid(
+        &mut self,
+        rev: &Revision,
+        error: &ManifestError,
+    ) -> Result<(), SyncError> {
+        let message = format!(
+            "revision {} is invalid; nothing was changed:\n{error}",
+            rev.short()
+        );
+        tracing::warn!(revision = %rev.short(), %error, "invalid revision not acted on");
+        let named = Tree::parse(&rev.text).ok().and_then(|t| {
+            match &t.get(&FieldPath::parse("metadata.name"))?.value {
+                tree::Value::Scalar(name) if !name.is_empty() => Some(name.clone()),
+                _ => None,
+            }
+        });
+        let Some(name) = named.or_else(|| self.last_name.clone()) else {
+            return Ok(());
+        };
+        let Some(object) = self.current(&name).await? else {
+            tracing::warn!(%name, "no OperatorAssignment object to report the invalid revision on");
+            return Ok(());
+        };
+        let mut status = object.status.clone().unwrap_or_default();
+        handled(&object, &mut status);
+        status.last_attempted_revision = Some(rev.sha.clone());
+        progress::stalled(
+            &mut status,
+            "ValidationFailed",
+            &message,
+            object.metadata.generation,
+        );
+        self.write(&name, &status).await?;
+        self.event(&object, EventType::Warning, "ValidationFailed", message)
+            .await;
+        Ok(())
+    }
+
+    /// The source could not be read: the last good state stays, the condition says why.
+    pub(super) async fn report_unavailable(&self, error: &SourceError) {
+        let Some(name) = self.last_name.clone() else {
+            return;
+        };
+        let Ok(Some(object)) = self.current(&name).await else {
+            return;
+        };
+        let mut status = object.status.clone().unwrap_or_default();
+        handled(&object, &mut status);
+        let message = format!("{error}; keeping the last applied revision");
+        progress::fetch_failed(&mut status, &message, object.metadata.generation);
+        if let Err(e) = self.write(&name, &status).await {
+            tracing::warn!(error = %e, "could not report the fetch failure");
+        }
+    }
+
+    /// A round that failed: a `SyncFailed` Event on the object (the condition
+    /// stays as the last finished round left it; the next round retries).
+    pub(super) async fn report_failure(&self, error: &SyncError) {
+        if matches!(error, SyncError::Cancelled | SyncError::NotLeading) {
+            return;
+        }
+        let Some(name) = &self.last_name else {
+            return;
+        };
+        let api_version = format!("{}/{}", api::GROUP, api::VERSION);
+        let regarding = reference(&api_version, api::KIND, &self.cfg.namespace, name);
+        let note = format!("{}: {error}", error.kind());
+        self.publish(regarding, EventType::Warning, "SyncFailed", "Sync", note)
+            .await;
+    }
+
+    /// Resources per owner, in the metrics.
+    pub(super) fn publish_counts(&self, counts: &BTreeMap<String, u64>) {
+        self.telemetry.resources.clear();
+        for (operator, n) in counts {
+            self.telemetry
+                .resources
+                .get_or_create(&server::OperatorLabel {
+                    operator: operator.clone(),
+                })
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// One `Moved` Event on each resource of `group` that `moved` holds.
+    pub(super) async fn moved_events(
+        &self,
+        group: &MoveBatch,
+        moved: &BTreeSet<(String, String)>,
+        step: &str,
+    ) {
+        for (kind, name) in &group.resources {
+            if !moved.contains(&(group.namespace.clone(), format!("{kind}/{name}"))) {
+                continue;
+            }
+            let regarding = reference(&kind.api_version(), kind.kind(), &group.namespace, name);
+            let note = format!("handed over from {} to {} ({step})", group.from, group.to);
+            self.publish(regarding, EventType::Normal, "Moved", "Handoff", note)
+                .await;
+        }
+    }
+
+    /// An Event on the object.
+    pub(super) async fn event(
+        &self,
+        object: &OperatorAssignment,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        self.publish(object.object_ref(&()), type_, reason, "Sync", note)
+            .await;
+    }
+
+    /// Records an Event about `regarding`; a failure is only logged.
+    async fn publish(
+        &self,
+        regarding: ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &regarding).await {
+            tracing::debug!(error = %e, reason, "event not recorded");
+        }
+    }
+
+    /// The object in the cluster, if any.
+    pub(super) async fn current(
+        &self,
+        name: &str,
+    ) -> Result<Option<OperatorAssignment>, SyncError> {
+        let api: Api<OperatorAssignment> =
+            Api::namespaced(self.client.clone(), &self.cfg.namespace);
+        api.get_opt(name).await.map_err(|source| SyncError::Status {
+            name: name.to_string(),
+            source,
+        })
+    }
+}
+
+/// A reference to an object by API version, kind, namespace and name.
+fn reference(api_version: &str, kind: &str, namespace: &str, name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
+        namespace: Some(namespace.into()),
+        name: Some(name.into()),
+        ..Default::default()
+    }
+}
+
+/// Records in `status` that the object's sync request (if any) was handled;
+/// whether that changed anything.
+pub(super) fn handled(object: &OperatorAssignment, status: &mut OperatorAssignmentStatus) -> bool {
+    let requested = object
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RECONCILE_REQUEST_ANNOTATION));
+    if requested.is_none() || status.last_handled_reconcile_at.as_ref() == requested {
+        return false;
+    }
+    status.last_handled_reconcile_at = requested.cloned();
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(annotations: &[(&str, &str)]) -> OperatorAssignment {
+        let mut o: OperatorAssignment = serde_saphyr::from_str(
+            "apiVersion: camelk.dev/v1alpha1\nkind: OperatorAssignment\nmetadata: {name: a}\nspec:\n  operators: [{id: operator-1, namespace: x}]\n  defaultOperator: operator-1\n",
+        )
+        .unwrap();
+        o.metadata.annotations = Some(
+            annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        o
+    }
+
+    #[test]
+    fn a_sync_request_is_answered_once() {
+        let mut status = OperatorAssignmentStatus::default();
+        assert!(!handled(&object(&[]), &mut status));
+        let asked = object(&[(RECONCILE_REQUEST_ANNOTATION, "t1")]);
+        assert!(handled(&asked, &mut status));
+        assert_eq!(status.last_handled_reconcile_at.as_deref(), Some("t1"));
+        assert!(!handled(&asked, &mut status));
+        assert!(is_suspended(&object(&[(SUSPEND_ANNOTATION, "true")])));
+        assert!(!is_suspended(&object(&[(SUSPEND_ANNOTATION, "yes")])));
+    }
+
+    #[test]
+    fn a_stalled_handoff_pauses_its_step() {
+        let ro = RolloutStatus {
+            current_step: 2,
+            total_steps: 3,
+            ..Default::default()
+        };
+        let pause = Pause::handoff(&ro, "target gone");
+        assert_eq!(pause.summary, "step 2 of 3: target gone");
+        assert_eq!(pause.message, pause.summary);
+        assert_eq!(
+            (pause.reason, pause.state),
+            ("HandoffStalled", RolloutState::Paused)
+        );
+    }
+}

@@ -1,0 +1,715 @@
+//! One round of the sync as a list of named stages (see the flow in the
+//! [module doc](super)): fetch → validate → apply object → first
+//! assignments → plan → steps → finish.
+//!
+//! Contract: each stage either hands the round on (`Continue`) or ends it
+//! (`Break`, with the status already written by the stage that ended it);
+//! a failure is an `Err` and the next round starts over. What a stage
+//! decides without I/O lives in [`crate::plan::rollout`] (moves) and
+//! [`super::progress`] (status); stages only read, write and wait.
+
+use std::ops::ControlFlow::{self, Break, Continue};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::gate::Gate;
+use super::report::{Pause, handled};
+use super::status::FIELD_MANAGER;
+use super::{CACHE_PATIENCE, Reach, SyncError, Syncer, progress, status};
+use crate::api::{
+    self, DriftPolicy, MigrationResult, OperatorAssignment, OperatorAssignmentSpec,
+    OperatorAssignmentStatus, RolloutState, RolloutStatus, parse_duration,
+};
+use crate::inventory::Inventory;
+use crate::lock::Leadership;
+use crate::manifest::Manifest;
+use crate::plan::rollout::{self, Drift, LiveOwners, Position};
+use crate::plan::{self, Actual, Batch, Plan};
+use crate::source::{Revision, short_sha};
+
+/// What a round knows once its revision is valid and its object applied.
+struct Round {
+    rev: Revision,
+    head: OperatorAssignmentSpec,
+    name: String,
+    object: OperatorAssignment,
+    /// The status as the round found it: the end is written only if it
+    /// differs (or the round wrote before).
+    before: Option<OperatorAssignmentStatus>,
+    status: OperatorAssignmentStatus,
+    base: Option<OperatorAssignmentSpec>,
+    reach: Reach,
+    inventory: Inventory,
+    /// First assignments and adoptions written this round.
+    assigned: usize,
+}
+
+impl Round {
+    fn generation(&self) -> Option<i64> {
+        self.object.metadata.generation
+    }
+
+    /// Whether the revision is applied already (a round then repairs drift).
+    fn applied(&self) -> bool {
+        self.status.last_applied_revision.as_deref() == Some(self.rev.sha.as_str())
+    }
+}
+
+/// The rollout a round executes, as the plan stage found it.
+struct Rollout {
+    plan: Plan,
+    position: Position,
+    drift: Drift,
+    /// `driftPolicy: report`: drift is reported, never moved back.
+    report_only: bool,
+    ro: RolloutStatus,
+    /// The rollout as recorded before (see [`progress::Opened`]).
+    recorded: RolloutStatus,
+    /// The revision was applied when the round began.
+    steady: bool,
+}
+
+impl Syncer {
+    /// One round (see the module doc).
+    /// With `fetch` false, the revision fetched last is planned again (a
+    /// change in the cluster woke the loop).
+    pub async fn round(
+        &mut self,
+        leading: &Leadership,
+        cancel: &CancellationToken,
+        fetch: bool,
+    ) -> Result<(), SyncError> {
+        let rev = self.fetch(fetch).await?;
+        let Continue(manifest) = self.validate(&rev).await? else {
+            return Ok(());
+        };
+        let Continue(object) = self.apply_object(&manifest).await? else {
+            return Ok(());
+        };
+        let mut round = self.begin(rev, manifest, object).await?;
+        self.first_assignments(&mut round).await?;
+        let Continue(mut rollout) = self.plan_rollout(&mut round).await? else {
+            return Ok(());
+        };
+        let Continue(()) = self
+            .steps(leading, cancel, &mut round, &mut rollout)
+            .await?
+        else {
+            return Ok(());
+        };
+        self.finish(round, rollout).await
+    }
+
+    /// Stage 1, fetch: the branch head, or the revision fetched last.
+    async fn fetch(&mut self, fetch: bool) -> Result<Revision, SyncError> {
+        let rev = match self.last_fetched.take() {
+            Some(mut rev) if !fetch => {
+                rev.rewound = false;
+                rev
+            }
+            _ => match self.source.fetch().await {
+                Ok(rev) => rev,
+                Err(e) => {
+                    self.report_unavailable(&e).await;
+                    return Err(e.into());
+                }
+            },
+        };
+        self.last_fetched = Some(rev.clone());
+        Ok(rev)
+    }
+
+    /// Stage 2, validate: an invalid revision is reported and not acted on.
+    async fn validate(&mut self, rev: &Revision) -> Result<ControlFlow<(), Manifest>, SyncError> {
+        match Manifest::parse(&rev.file, rev.text.clone()) {
+            Ok(manifest) => Ok(Continue(manifest)),
+            Err(e) => {
+                self.report_invalid(rev, &e).await?;
+                Ok(Break(()))
+            }
+        }
+    }
+
+    /// Stage 3, apply object: the manifest's object as Git says, applied only
+    /// when it differs (no write in steady state). A suspended object ends
+    /// the round; an object that is the source itself is never applied
+    /// (deleted since fetched: no round).
+    async fn apply_object(
+        &mut self,
+        manifest: &Manifest,
+    ) -> Result<ControlFlow<(), OperatorAssignment>, SyncError> {
+        let name = manifest
+            .assignment
+            .metadata
+            .name
+            .clone()
+            .unwrap_or_default();
+        self.last_name = Some(name.clone());
+        let current = self.current(&name).await?;
+        if let Some(object) = &current
+            && self.suspended(object).await?
+        {
+            return Ok(Break(()));
+        }
+        Ok(Continue(match current {
+            Some(object) if self.source.is_the_object() || carries(&object, manifest) => object,
+            None if self.source.is_the_object() => return Ok(Break(())),
+            _ => self.apply(&name, manifest).await?,
+        }))
+    }
+
+    /// What the round starts from: the status it will write, the base
+    /// revision's manifest and live ownership.
+    async fn begin(
+        &mut self,
+        rev: Revision,
+        manifest: Manifest,
+        object: OperatorAssignment,
+    ) -> Result<Round, SyncError> {
+        let before = object.status.clone();
+        self.wrote.store(false, Ordering::Relaxed);
+        if rev.rewound {
+            tracing::warn!(revision = %rev.short(), "branch rewound or force-pushed; its new head is the truth");
+            let note = format!(
+                "the branch was rewound or force-pushed; following its new head {}",
+                rev.short()
+            );
+            self.event(&object, EventType::Warning, "BranchRewound", note)
+                .await;
+        }
+        let mut status = object.status.clone().unwrap_or_default();
+        status.observed_generation = object.metadata.generation;
+        status.last_attempted_revision = Some(rev.sha.clone());
+        let head = manifest.assignment.spec;
+        let base = self.base(&status, &rev).await;
+        let reach = Reach::of(&head, base.as_ref());
+        let inventory = self
+            .ownership(&head, base.as_ref(), &status, &rev.sha, &reach)
+            .await?;
+        Ok(Round {
+            name: object.metadata.name.clone().unwrap_or_default(),
+            rev,
+            head,
+            object,
+            before,
+            status,
+            base,
+            reach,
+            inventory,
+            assigned: 0,
+        })
+    }
+
+    /// Live ownership: the watch cache, unless the round is about to act
+    /// after this process wrote owner keys (the cache may lag those writes).
+    async fn ownership(
+        &self,
+        head: &OperatorAssignmentSpec,
+        base: Option<&OperatorAssignmentSpec>,
+        status: &OperatorAssignmentStatus,
+        sha: &str,
+        reach: &Reach,
+    ) -> Result<Inventory, SyncError> {
+        let cached = match &self.live {
+            Some(live) => live.synced_snapshot(reach, CACHE_PATIENCE).await,
+            None => None,
+        };
+        match cached {
+            Some(cached) if self.wrote_owners && !idle(head, base, status, sha, &cached) => {
+                self.read(reach).await
+            }
+            Some(cached) => Ok(cached),
+            None => self.read(reach).await,
+        }
+    }
+
+    /// Stage 4, first assignments: unowned resources get their owner, those
+    /// the annotation alone names are adopted.
+    async fn first_assignments(&mut self, r: &mut Round) -> Result<(), SyncError> {
+        let planned = plan::plan(&r.head, Actual::OwnerKeys, &r.inventory);
+        r.assigned = self.assign(&r.head, &planned).await?;
+        if r.assigned > 0 {
+            let note = format!(
+                "gave {} resources their operator's label ({} unowned, {} named by annotation only)",
+                r.assigned,
+                planned.first_assignments.len(),
+                planned.adoptions.len()
+            );
+            self.event(&r.object, EventType::Normal, "Assigned", note)
+                .await;
+            r.inventory = self.read(&r.reach).await?;
+        }
+        Ok(())
+    }
+
+    /// Stage 5, plan: the revision's rollout, requests a killed predecessor
+    /// left driven to their end, where the rollout stands, and the drift.
+    async fn plan_rollout(&mut self, r: &mut Round) -> Result<ControlFlow<(), Rollout>, SyncError> {
+        let mut plan = rollout::plan(&r.head, r.base.as_ref(), &r.inventory);
+        let unfinished = !r.applied()
+            || r.status
+                .rollout
+                .as_ref()
+                .is_none_or(|ro| ro.state != RolloutState::Complete);
+        if unfinished && plan.move_count() > 0 {
+            let left = self.resume_left_requests(&r.head, &plan).await?;
+            if let Some(reason) = left.stalled() {
+                let ro = r.status.rollout.clone().unwrap_or_default();
+                let pause = Pause::handoff(&ro, reason);
+                self.pause(&r.object, r.status.clone(), ro, pause).await?;
+                return Ok(Break(()));
+            }
+            r.inventory = self.read(&r.reach).await?;
+            plan = rollout::plan(&r.head, r.base.as_ref(), &r.inventory);
+        }
+        let live = LiveOwners::new(&r.inventory);
+        let mut position = rollout::position(&plan, &live);
+        r.status.counts = live.counts(&r.head);
+        self.publish_counts(&r.status.counts);
+        let generation = r.generation();
+        progress::resumed(&mut r.status, generation);
+
+        // Applied already, yet owners differ: someone changed owner keys by hand.
+        let steady = r.applied();
+        let drift = if steady {
+            rollout::drift(&plan, &live)
+        } else {
+            Drift::default()
+        };
+        let report_only = r.head.drift_policy == DriftPolicy::Report;
+        if report_only && !drift.moved.is_empty() {
+            // The applied revision's moves are not made again.
+            plan.batches.clear();
+            position = rollout::position(&plan, &live);
+        }
+        if !drift.is_empty() {
+            let message = progress::drift_message(&drift, r.rev.short(), report_only);
+            tracing::warn!(%message, "drift detected");
+            progress::drift_detected(&mut r.status, &message, generation);
+            self.event(&r.object, EventType::Warning, "DriftDetected", message)
+                .await;
+        }
+        let opened = progress::open_rollout(&mut r.status, &r.rev.sha, &plan, r.assigned, steady);
+        if opened.started && plan.move_count() > 0 {
+            let (moves, steps) = (plan.move_count(), plan.batches.len());
+            tracing::info!(revision = %r.rev.short(), moves, steps, "new rollout");
+            let note = format!("revision {}: {moves} moves in {steps} steps", r.rev.short());
+            self.event(&r.object, EventType::Normal, "RolloutStarted", note)
+                .await;
+        }
+        let rollout = Rollout {
+            plan,
+            position,
+            drift,
+            report_only,
+            ro: opened.rollout,
+            recorded: opened.recorded,
+            steady,
+        };
+        // A rolled-back step waits for a new revision.
+        if rollout.ro.state == RolloutState::RolledBack && !steady {
+            r.status.rollout = Some(rollout.ro);
+            handled(&r.object, &mut r.status);
+            self.write_if_changed(&r.name, r.before.as_ref(), &r.status)
+                .await?;
+            return Ok(Break(()));
+        }
+        Ok(Continue(rollout))
+    }
+
+    /// Stage 6, steps: the health of steps done earlier, then each step
+    /// left: pause, hand-overs, health gate.
+    async fn steps(
+        &mut self,
+        leading: &Leadership,
+        cancel: &CancellationToken,
+        r: &mut Round,
+        rollout: &mut Rollout,
+    ) -> Result<ControlFlow<()>, SyncError> {
+        let Continue(()) = self.earlier_steps_healthy(cancel, r, rollout).await? else {
+            return Ok(Break(()));
+        };
+        let plan = std::mem::take(&mut rollout.plan);
+        let pause = parse_duration(&r.head.rollout.pause).unwrap_or(Duration::ZERO);
+        for (i, batch) in plan.batches.iter().enumerate().skip(rollout.position.done) {
+            if i > 0 && !pause.is_zero() {
+                self.pause_between_steps(cancel, r, &mut rollout.ro, pause, i)
+                    .await?;
+            }
+            if !leading.is_leading() {
+                return Err(SyncError::NotLeading);
+            }
+            let step = Step {
+                index: i,
+                total: plan.batches.len(),
+                batch,
+            };
+            let Continue(()) = self.step(cancel, r, &mut rollout.ro, step).await? else {
+                return Ok(Break(()));
+            };
+        }
+        rollout.plan = plan;
+        Ok(Continue(()))
+    }
+
+    /// Steps done (by this or an earlier process) but not yet found healthy.
+    async fn earlier_steps_healthy(
+        &mut self,
+        cancel: &CancellationToken,
+        r: &mut Round,
+        rollout: &mut Rollout,
+    ) -> Result<ControlFlow<()>, SyncError> {
+        let (done, ro) = (rollout.position.done, &mut rollout.ro);
+        if ro.completed_steps as usize >= done {
+            return Ok(Continue(()));
+        }
+        let steps = &rollout.plan.batches[ro.completed_steps as usize..done];
+        ro.current_step = done as u32;
+        // A rollout paused by the gate stays paused while it checks again.
+        if ro.state != RolloutState::Paused {
+            ro.state = RolloutState::WaitingForHealth;
+            ro.message = format!(
+                "checking the health of {} moved resources",
+                steps.iter().map(|b| b.moves.len()).sum::<usize>()
+            );
+        }
+        ro.health_check_started_at.get_or_insert_with(status::now);
+        r.status.rollout = Some(ro.clone());
+        self.write_if_changed(&r.name, r.before.as_ref(), &r.status)
+            .await?;
+        let gate = Gate {
+            object: &r.object,
+            head: &r.head,
+            steps,
+        };
+        if !self.gate_passes(gate, &r.status, ro, cancel).await? {
+            return Ok(Break(()));
+        }
+        progress::step_healthy(ro, done);
+        Ok(Continue(()))
+    }
+
+    /// The manifest's `rollout.pause` before step `i + 1`, counted from when
+    /// the step before it was found healthy.
+    async fn pause_between_steps(
+        &mut self,
+        cancel: &CancellationToken,
+        r: &mut Round,
+        ro: &mut RolloutStatus,
+        pause: Duration,
+        i: usize,
+    ) -> Result<(), SyncError> {
+        let waited = status::elapsed_since(ro.step_completed_at.as_deref());
+        let Some(rest) = pause.checked_sub(waited) else {
+            return Ok(());
+        };
+        ro.state = RolloutState::Pausing;
+        ro.message = format!("pause of {} before step {}", r.head.rollout.pause, i + 1);
+        r.status.rollout = Some(ro.clone());
+        self.write(&r.name, &r.status).await?;
+        tokio::select! {
+            _ = cancel.cancelled() => Err(SyncError::Cancelled),
+            _ = tokio::time::sleep(rest) => Ok(()),
+        }
+    }
+
+    /// One step: its pending moves handed over, then its health gate.
+    async fn step(
+        &mut self,
+        cancel: &CancellationToken,
+        r: &mut Round,
+        ro: &mut RolloutStatus,
+        step: Step<'_>,
+    ) -> Result<ControlFlow<()>, SyncError> {
+        let (n, total, moves) = (step.index + 1, step.total, step.batch.moves.len());
+        let live = LiveOwners::new(&self.read(&r.reach).await?);
+        // A retried step keeps the time it first started: what an
+        // earlier attempt moved is judged against that time too.
+        ro.step_started_at.get_or_insert_with(status::now);
+        ro.current_step = n as u32;
+        ro.state = RolloutState::Progressing;
+        progress::history_result(&mut r.status, &r.rev.sha, MigrationResult::Progressing);
+        ro.message = format!("step {n} of {total}: moving {moves} resources");
+        r.status.rollout = Some(ro.clone());
+        let generation = r.generation();
+        progress::progressing(&mut r.status, &ro.message, generation);
+        self.write(&r.name, &r.status).await?;
+        tracing::info!(revision = %r.rev.short(), step = n, of = total, moves, "step started");
+
+        let label = format!("revision {} step {n} of {total}", r.rev.short());
+        let outcome = self.execute(&r.head, step.batch, &live, &label).await?;
+        if let Some(reason) = outcome.stalled() {
+            let pause = Pause::handoff(ro, reason);
+            self.pause(&r.object, r.status.clone(), ro.clone(), pause)
+                .await?;
+            return Ok(Break(()));
+        }
+        let note = format!(
+            "step {n} of {total}: {} resources handed over",
+            outcome.moved().len()
+        );
+        self.event(&r.object, EventType::Normal, "StepMoved", note)
+            .await;
+        ro.state = RolloutState::WaitingForHealth;
+        ro.message =
+            format!("step {n} of {total}: waiting for {moves} moved resources to be healthy");
+        ro.health_check_started_at = Some(status::now());
+        r.status.rollout = Some(ro.clone());
+        self.write(&r.name, &r.status).await?;
+        let gate = Gate {
+            object: &r.object,
+            head: &r.head,
+            steps: std::slice::from_ref(step.batch),
+        };
+        if !self.gate_passes(gate, &r.status, ro, cancel).await? {
+            return Ok(Break(()));
+        }
+        progress::step_healthy(ro, n);
+        r.status.counts = LiveOwners::new(&self.read(&r.reach).await?).counts(&r.head);
+        self.publish_counts(&r.status.counts);
+        r.status.rollout = Some(ro.clone());
+        self.write(&r.name, &r.status).await?;
+        tracing::info!(revision = %r.rev.short(), step = n, "step done and healthy");
+        Ok(Continue(()))
+    }
+
+    /// Stage 7, finish: owner keys that disagree set right (unless drift is
+    /// only reported), the revision recorded as applied, the conditions,
+    /// and an Event when it is newly applied.
+    async fn finish(&mut self, mut r: Round, rollout: Rollout) -> Result<(), SyncError> {
+        let Rollout {
+            plan,
+            drift,
+            report_only,
+            ro,
+            recorded,
+            steady,
+            ..
+        } = rollout;
+        let repaired = if steady && !report_only && !plan.errors.is_empty() {
+            self.repair_keys(&r.head, &plan.errors, &r.inventory)
+                .await?
+        } else {
+            0
+        };
+        let newly_applied = !r.applied();
+        let generation = r.generation();
+        let kept = (steady && plan.batches.is_empty()).then_some(recorded);
+        progress::applied(&mut r.status, &r.rev.sha, r.rev.short(), ro, kept);
+        progress::drift_settled(&mut r.status, &drift, repaired, report_only, generation);
+        let message = format!("applied revision {}", r.rev.short());
+        progress::succeeded(&mut r.status, &message, generation);
+        handled(&r.object, &mut r.status);
+        if self.wrote.load(Ordering::Relaxed) {
+            self.write(&r.name, &r.status).await?;
+        } else {
+            self.write_if_changed(&r.name, r.before.as_ref(), &r.status)
+                .await?;
+        }
+        if newly_applied {
+            tracing::info!(revision = %r.rev.short(), "revision applied");
+            self.event(&r.object, EventType::Normal, progress::SUCCEEDED, message)
+                .await;
+        }
+        Ok(())
+    }
+
+    /// The manifest of the last applied revision, when it differs from `rev`.
+    async fn base(
+        &self,
+        status: &OperatorAssignmentStatus,
+        rev: &Revision,
+    ) -> Option<OperatorAssignmentSpec> {
+        let sha = status
+            .last_applied_revision
+            .as_deref()
+            .filter(|s| *s != rev.sha)?;
+        let text = match self.source.read_at(sha).await {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::warn!(error = %e, "last applied revision unreadable; planning against live owners");
+                return None;
+            }
+        };
+        Manifest::parse(&format!("{}@{}", rev.file, short_sha(sha)), text)
+            .ok()
+            .map(|m| m.assignment.spec)
+    }
+
+    /// Live resources of the kinds and namespaces `reach` covers (metadata only).
+    pub(super) async fn read(&self, reach: &Reach) -> Result<Inventory, SyncError> {
+        Ok(crate::inventory::cluster::read_in(
+            &self.client,
+            &reach.kinds,
+            reach.namespaces.as_deref(),
+        )
+        .await?
+        .inventory)
+    }
+
+    /// Server-side apply of the manifest's object (spec only).
+    async fn apply(
+        &self,
+        name: &str,
+        manifest: &Manifest,
+    ) -> Result<OperatorAssignment, SyncError> {
+        let api: Api<OperatorAssignment> =
+            Api::namespaced(self.client.clone(), &self.cfg.namespace);
+        let meta = &manifest.assignment.metadata;
+        let body = json!({
+            "apiVersion": format!("{}/{}", api::GROUP, api::VERSION),
+            "kind": api::KIND,
+            "metadata": { "name": name, "labels": meta.labels, "annotations": meta.annotations },
+            "spec": manifest.assignment.spec,
+        });
+        api.patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .map_err(|source| SyncError::Apply {
+            name: name.to_string(),
+            source,
+        })
+    }
+}
+
+/// One step of the plan, for [`Syncer::step`].
+struct Step<'a> {
+    /// From 0.
+    index: usize,
+    /// Steps in the plan.
+    total: usize,
+    batch: &'a Batch,
+}
+
+/// Whether a round at revision `sha` has nothing to do on `inventory`: the
+/// revision is applied and complete, and the plan engine finds nothing left
+/// ([`rollout::settled`]).
+fn idle(
+    head: &OperatorAssignmentSpec,
+    base: Option<&OperatorAssignmentSpec>,
+    status: &OperatorAssignmentStatus,
+    sha: &str,
+    inventory: &Inventory,
+) -> bool {
+    let applied = status.last_applied_revision.as_deref() == Some(sha)
+        && status
+            .rollout
+            .as_ref()
+            .is_some_and(|r| r.state == RolloutState::Complete);
+    applied && rollout::settled(head, base, inventory)
+}
+
+/// Whether `object` already carries the manifest's spec, labels and annotations.
+fn carries(object: &OperatorAssignment, manifest: &Manifest) -> bool {
+    let wanted = &manifest.assignment;
+    let has_all = |want: &Option<std::collections::BTreeMap<String, String>>,
+                   have: &Option<std::collections::BTreeMap<String, String>>| {
+        want.iter()
+            .flatten()
+            .all(|(k, v)| have.as_ref().and_then(|h| h.get(k)) == Some(v))
+    };
+    object.spec == wanted.spec
+        && has_all(&wanted.metadata.labels, &object.metadata.labels)
+        && has_all(&wanted.metadata.annotations, &object.metadata.annotations)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+    use crate::inventory::{Resource, ResourceRef};
+
+    const TEXT: &str = "apiVersion: camelk.dev/v1alpha1\nkind: OperatorAssignment\nmetadata:\n  name: a\n  labels: {team: x}\nspec:\n  operators: [{id: operator-1, namespace: x}, {id: operator-2, namespace: x}]\n  defaultOperator: operator-1\n";
+
+    fn manifest() -> Manifest {
+        Manifest::parse("a.yaml", TEXT.to_string()).unwrap()
+    }
+
+    fn owned(owner: Option<&str>) -> Inventory {
+        Inventory {
+            resources: vec![Resource {
+                id: ResourceRef {
+                    kind: CamelKind::Integration,
+                    namespace: "a".into(),
+                    name: "x".into(),
+                },
+                labels: owner
+                    .map(|o| [(OPERATOR_ID_KEY.to_string(), o.to_string())].into())
+                    .unwrap_or_default(),
+                owner_annotation: owner.map(str::to_string),
+                phase: None,
+                in_flight: None,
+                created_by: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn an_object_that_carries_the_manifest_is_not_applied_again() {
+        let m = manifest();
+        let mut object = m.assignment.clone();
+        assert!(carries(&object, &m));
+        // Labels someone else added do not matter; one the manifest sets does.
+        object
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("other".into(), "y".into());
+        assert!(carries(&object, &m));
+        object.metadata.labels = None;
+        assert!(!carries(&object, &m));
+        let mut object = m.assignment.clone();
+        object.spec.default_operator = crate::api::OperatorId::new("operator-2").unwrap();
+        assert!(!carries(&object, &m));
+    }
+
+    #[test]
+    fn a_round_is_idle_only_when_applied_complete_and_settled() {
+        let head = manifest().assignment.spec;
+        let complete = OperatorAssignmentStatus {
+            last_applied_revision: Some("r1".into()),
+            rollout: Some(RolloutStatus {
+                revision: "r1".into(),
+                state: RolloutState::Complete,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let synced = owned(Some("operator-1"));
+        assert!(idle(&head, None, &complete, "r1", &synced));
+        // Another revision, a rollout not complete, or work left: not idle.
+        assert!(!idle(&head, None, &complete, "r2", &synced));
+        let mut paused = complete.clone();
+        paused.rollout.as_mut().unwrap().state = RolloutState::Paused;
+        assert!(!idle(&head, None, &paused, "r1", &synced));
+        assert!(!idle(&head, None, &complete, "r1", &owned(None)));
+    }
+
+    #[test]
+    fn the_round_reads_what_head_and_base_govern() {
+        let head = manifest().assignment.spec;
+        let everywhere = Reach::of(&head, None);
+        assert!(everywhere.namespaces.is_none());
+        assert!(everywhere.covers_namespace("any"));
+        assert!(everywhere.kinds.contains(&CamelKind::Integration));
+        let mut narrow = head.clone();
+        narrow.scope.namespaces = vec!["b".into(), "a".into()];
+        let mut base = head.clone();
+        base.scope.namespaces = vec!["c".into(), "a".into()];
+        let both = Reach::of(&narrow, Some(&base));
+        assert_eq!(
+            both.namespaces,
+            Some(vec!["a".to_string(), "b".to_string(), "c".to_string()])
+        );
+        // A base that governs every namespace widens the read to all.
+        assert!(Reach::of(&narrow, Some(&head)).namespaces.is_none());
+    }
+}

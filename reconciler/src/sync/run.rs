@@ -1,0 +1,135 @@
+//! The sync loop: leadership, wake-ups and interrupts around
+//! [`Syncer::round`].
+//!
+//! # Expected flow
+//! 1. Wait to lead (the Lease `camelk-reconciler-lock`).
+//! 2. Run a round: it fetches first when the interval passed, a webhook
+//!    arrived or the object was edited; an ownership change alone plans the
+//!    revision fetched last again.
+//! 3. A webhook or an edit of the object during a round interrupts its waits
+//!    (health gate, pause); the next round, which fetches at once, resumes
+//!    from the status.
+//! 4. Sleep until the next wake-up.
+//!
+//! # Guarantees
+//! - A failed round is counted by kind, logged and reported as a
+//!   `SyncFailed` Event; the next wake-up retries it.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use kube::Client;
+use tokio_util::sync::CancellationToken;
+
+use super::{LOCK_ID, SyncConfig, Syncer, live, server};
+use crate::lock::OperatorLock;
+use crate::source::Source;
+
+/// Runs the sync until `shutdown`: leader election, then a round every
+/// interval or at once when a valid webhook arrives. With a `listener`, the
+/// HTTP endpoints of [`server`] are served on it.
+pub async fn run(
+    client: Client,
+    source: Source,
+    cfg: SyncConfig,
+    listener: Option<tokio::net::TcpListener>,
+    webhook_secret: Option<Vec<u8>>,
+    shutdown: CancellationToken,
+) {
+    let lock = OperatorLock::new(
+        client.clone(),
+        &cfg.lock_namespace,
+        LOCK_ID,
+        &cfg.identity,
+        cfg.lock_timing,
+    );
+    let leadership = lock.leadership();
+    let lock_task = tokio::spawn(lock.run(shutdown.clone()));
+    let telemetry = Arc::new(server::Telemetry::default());
+    let trigger = Arc::new(tokio::sync::Notify::new());
+    if let Some(listener) = listener {
+        let endpoints = server::Endpoints {
+            telemetry: telemetry.clone(),
+            trigger: trigger.clone(),
+            webhook_secret: webhook_secret.map(Arc::new),
+            leadership: leadership.clone(),
+        };
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(e) = server::serve(listener, endpoints, stop).await {
+                tracing::error!(error = %e, "HTTP endpoints stopped");
+            }
+        });
+    }
+    // Ownership changes re-plan against the revision already fetched; the
+    // interval, the webhook and edits of the object fetch first.
+    let cluster_changed = Arc::new(tokio::sync::Notify::new());
+    let live = live::LiveCache::start(&client, cfg.live_cache, cluster_changed.clone(), &shutdown);
+    live::watch_assignments(
+        client.clone(),
+        &cfg.namespace,
+        trigger.clone(),
+        shutdown.clone(),
+    );
+    let mut syncer = Syncer::new(client, source, cfg, telemetry.clone()).with_live_cache(live);
+    tracing::info!(url = %syncer.source.url(), path = %syncer.source.path(), "sync started");
+    let mut next_fetch = tokio::time::Instant::now();
+    let mut fetch_asked = true;
+    loop {
+        if !leadership.is_leading() {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(syncer.cfg.lock_timing.retry_period) => continue,
+            }
+        }
+        let started = Instant::now();
+        let fetch = fetch_asked || tokio::time::Instant::now() >= next_fetch;
+        if fetch {
+            next_fetch = tokio::time::Instant::now() + syncer.cfg.interval;
+        }
+        // A webhook or an edit of the object interrupts the waits of a round
+        // (health gate, pause), which a later round resumes from status.
+        let round_cancel = shutdown.child_token();
+        let interrupter = {
+            let (trigger, cancel) = (trigger.clone(), round_cancel.clone());
+            tokio::spawn(async move {
+                trigger.notified().await;
+                cancel.cancel();
+            })
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            result = syncer.round(&leadership, &round_cancel, fetch) => {
+                telemetry.sync_duration.observe(started.elapsed().as_secs_f64());
+                match result {
+                    Err(e) if e.is_cancelled() && round_cancel.is_cancelled() => {
+                        tracing::info!("round interrupted by a trigger; fetching now");
+                    }
+                    Err(e) => {
+                        telemetry
+                            .errors
+                            .get_or_create(&server::KindLabel { kind: e.kind().into() })
+                            .inc();
+                        tracing::warn!(error = %e, "sync round failed; retrying at the next interval");
+                        syncer.report_failure(&e).await;
+                    }
+                    Ok(()) => {}
+                }
+            }
+        }
+        interrupter.abort();
+        if round_cancel.is_cancelled() {
+            // The trigger was spent on the interruption: fetch at once.
+            fetch_asked = true;
+            continue;
+        }
+        fetch_asked = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep_until(next_fetch) => true,
+            _ = trigger.notified() => true,
+            _ = cluster_changed.notified() => false,
+        };
+    }
+    let _ = lock_task.await;
+    tracing::info!("sync stopped");
+}
