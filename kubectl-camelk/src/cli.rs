@@ -1,9 +1,17 @@
 //! Command-line arguments, following kubectl's conventions: global
 //! `--kubeconfig`, `--context`, `-n/--namespace`, `-A/--all-namespaces`,
 //! `-o/--output`, and usage text that says `kubectl camelk`.
+//!
+//! The bottom layer of the plugin: it imports nothing of the crate, and
+//! owns every parser of argument text, so each command reads `KIND/NAME`
+//! ([`parse_resource`]) and durations ([`duration`]) the same way.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
+use anyhow::Context;
+use camelk_reconciler::api::parse_duration;
+use camelk_reconciler::camel_k::CamelKind;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Assign Apache Camel K resources to operators in Git, and plan the migrations.
@@ -246,8 +254,8 @@ pub struct MoveArgs {
     #[arg(long)]
     pub upstream: bool,
     /// How long a live owner may take to release before the move stalls.
-    #[arg(long, value_parser = crate::commands::live::duration, default_value = "5m")]
-    pub drain_timeout: std::time::Duration,
+    #[arg(long, value_parser = duration, default_value = "5m")]
+    pub drain_timeout: Duration,
     /// Take resources over after the drain timeout instead of stalling.
     #[arg(long)]
     pub force: bool,
@@ -255,8 +263,8 @@ pub struct MoveArgs {
     #[arg(long, value_name = "NAMESPACE")]
     pub operator_namespace: Option<String>,
     /// Lease duration of the operators' locks, to judge them alive or dead.
-    #[arg(long, value_parser = crate::commands::live::duration, default_value = "15s")]
-    pub lease_duration: std::time::Duration,
+    #[arg(long, value_parser = duration, default_value = "15s")]
+    pub lease_duration: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -272,8 +280,8 @@ pub struct GetArgs {
 #[derive(Args, Debug)]
 pub struct OperatorsArgs {
     /// How long to watch the locks for renewals.
-    #[arg(long, value_parser = crate::commands::live::duration, default_value = "3s")]
-    pub observe: std::time::Duration,
+    #[arg(long, value_parser = duration, default_value = "3s")]
+    pub observe: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -293,13 +301,75 @@ pub struct SyncArgs {
     #[arg(long)]
     pub wait: bool,
     /// How long --wait waits.
-    #[arg(long, value_parser = crate::commands::live::duration, default_value = "10m")]
-    pub timeout: std::time::Duration,
+    #[arg(long, value_parser = duration, default_value = "10m")]
+    pub timeout: Duration,
+}
+
+/// Parses `KIND/NAME` as kubectl does (`integration/orders`, `it/orders`):
+/// the one parser of every command's resource arguments. An empty kind or
+/// name is refused.
+pub fn parse_resource(text: &str) -> anyhow::Result<(CamelKind, String)> {
+    let (kind, name) = text
+        .split_once('/')
+        .filter(|(k, n)| !k.is_empty() && !n.is_empty())
+        .with_context(|| format!("`{text}`: expected KIND/NAME, e.g. integration/orders"))?;
+    let kind = CamelKind::parse(kind).with_context(|| {
+        format!(
+            "`{text}`: `{kind}` is not a Camel K kind{} (kinds: {})",
+            CamelKind::closest(kind)
+                .map(|k| format!("; did you mean `{k}`?"))
+                .unwrap_or_default(),
+            CamelKind::ALL.map(CamelKind::kind).join(", ")
+        )
+    })?;
+    Ok((kind, name.to_string()))
+}
+
+/// Durations of `--drain-timeout`, `--lease-duration`, `--observe` and
+/// `--timeout`, written as Kubernetes writes them (`500ms`, `5s`, `1.5h`).
+pub fn duration(text: &str) -> Result<Duration, String> {
+    parse_duration(text).ok_or_else(|| format!("`{text}` is not a duration (like 500ms, 5s, 2m)"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_parser_refuses_an_empty_kind_or_name_and_names_the_closest_kind() {
+        assert_eq!(
+            parse_resource("it/orders").unwrap(),
+            (CamelKind::Integration, "orders".to_string())
+        );
+        for bad in ["integration/", "/orders", "orders"] {
+            let e = parse_resource(bad).unwrap_err().to_string();
+            assert!(e.contains("expected KIND/NAME"), "{bad}: {e}");
+        }
+        let e = parse_resource("integrashun/orders")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("did you mean `Integration`?"), "{e}");
+    }
+
+    #[test]
+    fn durations_as_kubernetes_writes_them_and_a_clear_refusal() {
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(
+            duration("soon"),
+            Err("`soon` is not a duration (like 500ms, 5s, 2m)".to_string())
+        );
+        let cli =
+            Cli::try_parse_from(["kubectl-camelk", "sync", "--wait", "--timeout", "90s"]).unwrap();
+        let Command::Sync(args) = cli.command else {
+            panic!("parsed as {:?}", cli.command)
+        };
+        assert_eq!(args.timeout, Duration::from_secs(90));
+        let refused = Cli::try_parse_from(["kubectl-camelk", "operators", "--observe", "x"])
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("`x` is not a duration"), "{refused}");
+    }
 
     fn connects(args: &[&str]) -> bool {
         let argv = std::iter::once("kubectl-camelk").chain(args.iter().copied());

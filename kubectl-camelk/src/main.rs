@@ -7,11 +7,19 @@
 //! something would, 2 error (as `kubectl diff`). `sync --wait`: 0 when the
 //! reconciler applied the revision, 1 when it ended stalled or failed, or the
 //! timeout passed.
+//!
+//! Modules, bottom to top; each imports only modules below it: `sigpipe`
+//! and `cli` (argument parsing, every parser of argument text) import
+//! nothing of the crate; `render` (tables, Markdown, colour, progress,
+//! error reports) reads `cli`'s types; `commands` turn arguments into
+//! library calls and print through `render`; `complete` answers kubectl's
+//! completion; `main` parses, dispatches and sets the exit code.
 
 mod cli;
 mod commands;
 mod complete;
 mod render;
+mod sigpipe;
 
 use std::process::ExitCode;
 
@@ -19,21 +27,10 @@ use camelk_reconciler::manifest::ManifestError;
 use clap::{CommandFactory, Parser};
 
 use cli::{Cli, Command};
-
-/// An error already printed (for example as JSON); only the exit code is left.
-#[derive(Debug)]
-pub struct Reported;
-
-impl std::fmt::Display for Reported {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("reported")
-    }
-}
-
-impl std::error::Error for Reported {}
+use render::Reported;
 
 fn main() -> ExitCode {
-    die_quietly_on_closed_pipe();
+    sigpipe::die_quietly_on_closed_pipe();
     if invoked_as(complete::COMPLETER) {
         let words: Vec<String> = std::env::args().skip(1).collect();
         print!("{}", complete::answer(&mut Cli::command(), &words));
@@ -90,36 +87,6 @@ fn invoked_as(name: &str) -> bool {
         .next()
         .map(std::path::PathBuf::from)
         .is_some_and(|path| path.file_name().is_some_and(|file| file == name))
-}
-
-/// `kubectl camelk plan | head` should end quietly, as kubectl does, not
-/// panic in `println!`: Rust ignores SIGPIPE, so restore the default action.
-#[allow(unsafe_code)]
-fn die_quietly_on_closed_pipe() {
-    // SAFETY: called first in `main`, before any other thread exists; SIG_DFL
-    // is a valid action for SIGPIPE.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
-}
-
-/// Runs `f` with SIGPIPE ignored. Git writes the request to the user's
-/// credential helper on a pipe, and a helper that answers without reading it
-/// (`!f() { echo password=...; }; f`) would otherwise kill the plugin, whose
-/// default action `main` restored for stdout; ignored, the write fails with
-/// EPIPE, which libgit2 disregards.
-#[allow(unsafe_code)]
-pub(crate) fn with_sigpipe_ignored<T>(f: impl FnOnce() -> T) -> T {
-    // SAFETY: SIG_IGN and SIG_DFL are valid actions for SIGPIPE; the plugin
-    // prints nothing on another thread while Git runs.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-    }
-    let out = f();
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
-    out
 }
 
 /// libgit2 starts OpenSSL with the system CA bundle loaded (17 ms of

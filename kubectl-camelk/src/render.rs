@@ -1,45 +1,94 @@
 //! Rendering for people and machines: aligned tables, Markdown for a pull
 //! request comment, JSON, annotations for CI (GitHub workflow commands,
-//! GitLab Code Quality); colour only on a terminal and never with NO_COLOR.
+//! GitLab Code Quality), the progress line of `move --wait`, and error
+//! reports.
+//!
+//! Colour: text for people is styled with `anstyle` whatever the output,
+//! and written through [`stdout`], an `anstream` stream that keeps the
+//! styles only on a terminal and never with NO_COLOR ([`colour_choice`]);
+//! elsewhere it strips them, so a pipe or a file gets plain text.
+//!
+//! Layer: below `commands`, above `cli` (whose types it reads).
 
-use std::io::IsTerminal;
+use std::ffi::OsStr;
+use std::io::{IsTerminal, Write};
 
+use anstream::{AutoStream, ColorChoice};
+use anstyle::{AnsiColor, Style};
+use camelk_reconciler::handoff::executor::Progress;
 use camelk_reconciler::manifest::{Diagnostic, Severity};
 use camelk_reconciler::plan::Plan;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::Output;
 
-/// Whether stdout gets ANSI colours.
-pub fn colour() -> bool {
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+/// Section headings of the plan table.
+const HEADING: Style = Style::new().bold();
+/// Lines of a unified diff.
+const ADDED: Style = AnsiColor::Green.on_default();
+const REMOVED: Style = AnsiColor::Red.on_default();
+const HUNK: Style = AnsiColor::Cyan.on_default();
+
+/// Whether stdout keeps its colours: on a terminal, unless NO_COLOR is set
+/// to something (<https://no-color.org>: an empty value does not count).
+/// Decided here, not by `anstream`'s own detection, which also reads
+/// CLICOLOR, CLICOLOR_FORCE and TERM: the plugin has always followed
+/// NO_COLOR and the terminal alone.
+pub fn colour_choice() -> ColorChoice {
+    choose(
+        std::io::stdout().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    )
 }
 
-fn paint(text: &str, code: &str, on: bool) -> String {
-    if on {
-        format!("\x1b[{code}m{text}\x1b[0m")
+fn choose(terminal: bool, no_color: Option<&OsStr>) -> ColorChoice {
+    if terminal && no_color.is_none_or(OsStr::is_empty) {
+        ColorChoice::Always
     } else {
-        text.to_string()
+        ColorChoice::Never
     }
 }
 
-/// A unified diff of the manifest, `a/` and `b/` as Git prints them.
-pub fn manifest_diff(path: &str, old: &str, new: &str, colour: bool) -> String {
+/// Stdout for styled text: styles kept or stripped by [`colour_choice`].
+pub fn stdout() -> AutoStream<std::io::Stdout> {
+    AutoStream::new(std::io::stdout(), colour_choice())
+}
+
+/// Prints styled `text` on [`stdout`], as `print!` does (a failed write
+/// panics, as there).
+pub fn print_styled(text: &str) {
+    let mut out = stdout();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .expect("failed printing to stdout");
+}
+
+fn paint(text: &str, style: Style) -> String {
+    format!("{style}{text}{style:#}")
+}
+
+/// A unified diff of the manifest, `a/` and `b/` as Git prints them, added
+/// lines green, removed ones red, hunk headers cyan (styled: print it with
+/// [`print_styled`]).
+pub fn manifest_diff(path: &str, old: &str, new: &str) -> String {
     let diff = similar::TextDiff::from_lines(old, new)
         .unified_diff()
         .context_radius(3)
         .header(&prefixed("a", path), &prefixed("b", path))
         .to_string();
-    if !colour {
-        return diff;
-    }
-    diff.lines()
-        .map(|line| match line.chars().next() {
-            Some('+') if !line.starts_with("+++") => paint(line, "32", true),
-            Some('-') if !line.starts_with("---") => paint(line, "31", true),
-            Some('@') => paint(line, "36", true),
-            _ => line.to_string(),
+    diff.split_inclusive('\n')
+        .map(|line| {
+            // Styled up to the line break, so the stripped text is the diff
+            // byte for byte.
+            let (text, end) = line.split_at(line.trim_end_matches('\n').len());
+            let style = match text.chars().next() {
+                Some('+') if !text.starts_with("+++") => ADDED,
+                Some('-') if !text.starts_with("---") => REMOVED,
+                Some('@') => HUNK,
+                _ => return line.to_string(),
+            };
+            paint(text, style) + end
         })
-        .map(|l| l + "\n")
         .collect()
 }
 
@@ -166,14 +215,16 @@ const FIRST_HEADER: [&str; 5] = ["KIND", "NAMESPACE", "NAME", "TO", "WHY"];
 const BLOCKED_HEADER: [&str; 6] = ["KIND", "NAMESPACE", "NAME", "FROM", "TO", "BLOCKED BECAUSE"];
 const ERROR_HEADER: [&str; 4] = ["KIND", "NAMESPACE", "NAME", "ERROR"];
 
-pub fn plan_table(plan: &Plan, colour: bool) -> String {
+/// The plan for people, section headings in bold (styled: print it with
+/// [`print_styled`]).
+pub fn plan_table(plan: &Plan) -> String {
     let s = sections(plan);
-    let mut out = format!("{} {}\n", paint("Plan:", "1", colour), summary(plan));
+    let mut out = format!("{} {}\n", paint("Plan:", HEADING), summary(plan));
     let mut section = |title: &str, header: &[&str], rows: &[Vec<String>]| {
         if !rows.is_empty() {
             out.push_str(&format!(
                 "\n{}\n{}",
-                paint(title, "1", colour),
+                paint(title, HEADING),
                 table(header, rows)
             ));
         }
@@ -183,7 +234,7 @@ pub fn plan_table(plan: &Plan, colour: bool) -> String {
     section("Blocked now", &BLOCKED_HEADER, &s.blocked);
     section("Errors", &ERROR_HEADER, &s.errors);
     if !plan.notes.is_empty() {
-        out.push_str(&format!("\n{}\n", paint("Notes", "1", colour)));
+        out.push_str(&format!("\n{}\n", paint("Notes", HEADING)));
         for note in &plan.notes {
             out.push_str(&format!("- {note}\n"));
         }
@@ -469,6 +520,76 @@ pub fn structured<T: serde::Serialize>(value: &T, output: Output) -> String {
     }
 }
 
+/// The line `move --wait` keeps up to date while a handoff runs:
+/// `  DONE/TOTAL moved, waiting on RESOURCE`. On a terminal it is one
+/// `indicatif` line redrawn in place (padded to the terminal's width, so
+/// what is printed after it starts on the next line); elsewhere (a log, a
+/// pipe) indicatif draws nothing and each new state is a line of its own
+/// on stderr.
+pub struct HandoffProgress {
+    /// The whole line is its message: one update, one redraw, never a
+    /// mix of an old count and a new one.
+    bar: ProgressBar,
+    last: String,
+}
+
+impl HandoffProgress {
+    pub fn on_stderr() -> Self {
+        Self::to(ProgressDrawTarget::stderr())
+    }
+
+    fn to(target: ProgressDrawTarget) -> Self {
+        let bar = ProgressBar::with_draw_target(None, target)
+            .with_style(ProgressStyle::with_template("{msg}").expect("a valid template"));
+        Self {
+            bar,
+            last: String::new(),
+        }
+    }
+
+    /// Shows `progress` when it differs from what is shown.
+    pub fn show(&mut self, progress: &Progress) {
+        let line = format!(
+            "  {}/{} moved{}",
+            progress.done,
+            progress.total,
+            progress
+                .waiting_on
+                .as_ref()
+                .map(|w| format!(", waiting on {w}"))
+                .unwrap_or_default()
+        );
+        if line == self.last {
+            return;
+        }
+        if self.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.bar.set_message(line.clone());
+        }
+        self.last = line;
+    }
+
+    /// Leaves the last state on screen.
+    pub fn finish(self) {
+        if !self.last.is_empty() {
+            self.bar.finish();
+        }
+    }
+}
+
+/// An error already printed (for example as JSON); only the exit code is left.
+#[derive(Debug)]
+pub struct Reported;
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("reported")
+    }
+}
+
+impl std::error::Error for Reported {}
+
 /// Advice attached to an error as context; printed after it as `hint: ...`
 /// instead of in the chain.
 #[derive(Debug)]
@@ -594,6 +715,154 @@ mod tests {
             ..Comment::default()
         };
         assert!(matches!(plan_comment(&plan, &tiny), Err(TooSmall(n)) if n > 50));
+    }
+
+    #[test]
+    fn colour_only_on_a_terminal_and_never_with_no_color() {
+        assert_eq!(choose(true, None), ColorChoice::Always);
+        // An empty NO_COLOR does not count (no-color.org).
+        assert_eq!(choose(true, Some(OsStr::new(""))), ColorChoice::Always);
+        assert_eq!(choose(true, Some(OsStr::new("1"))), ColorChoice::Never);
+        assert_eq!(choose(false, None), ColorChoice::Never);
+        assert_eq!(choose(false, Some(OsStr::new(""))), ColorChoice::Never);
+    }
+
+    /// Styled text as a terminal gets it, and as a pipe gets it.
+    fn both_ways(styled: &str) -> (String, String) {
+        let through = |choice| {
+            let mut out = AutoStream::new(Vec::new(), choice);
+            out.write_all(styled.as_bytes()).unwrap();
+            String::from_utf8(out.into_inner()).unwrap()
+        };
+        (through(ColorChoice::Always), through(ColorChoice::Never))
+    }
+
+    #[test]
+    fn the_diff_is_coloured_on_a_terminal_and_plain_text_byte_for_byte_elsewhere() {
+        let old = "a: 1\r\nb: 2\nc: 3\n";
+        let new = "a: 1\r\nb: 20\nc: 3";
+        let plain = similar::TextDiff::from_lines(old, new)
+            .unified_diff()
+            .context_radius(3)
+            .header("a/m.yaml", "b/m.yaml")
+            .to_string();
+        let (terminal, pipe) = both_ways(&manifest_diff("m.yaml", old, new));
+        assert_eq!(pipe, plain);
+        assert!(terminal.contains("\x1b[31m-b: 2\x1b[0m\n"), "{terminal:?}");
+        assert!(terminal.contains("\x1b[32m+b: 20\x1b[0m\n"), "{terminal:?}");
+        assert!(
+            terminal.contains("\x1b[36m@@ -1,3 +1,3 @@\x1b[0m\n"),
+            "{terminal:?}"
+        );
+        assert!(
+            terminal.starts_with("--- a/m.yaml\n+++ b/m.yaml\n"),
+            "{terminal:?}"
+        );
+    }
+
+    #[test]
+    fn plan_headings_are_bold_on_a_terminal_only() {
+        let plan = Plan {
+            notes: vec!["one note".into()],
+            ..Plan::default()
+        };
+        let (terminal, pipe) = both_ways(&plan_table(&plan));
+        assert!(
+            terminal.starts_with("\x1b[1mPlan:\x1b[0m 0 moves"),
+            "{terminal:?}"
+        );
+        assert!(
+            terminal.contains("\n\x1b[1mNotes\x1b[0m\n- one note\n"),
+            "{terminal:?}"
+        );
+        assert!(!pipe.contains('\x1b'), "{pipe:?}");
+        assert!(pipe.starts_with("Plan: 0 moves in 0 batches"), "{pipe:?}");
+        assert!(pipe.ends_with("\nNotes\n- one note\n"), "{pipe:?}");
+    }
+
+    /// A terminal that keeps what is written on it.
+    #[derive(Debug, Default, Clone)]
+    struct Screen(std::sync::Arc<std::sync::Mutex<String>>);
+
+    impl indicatif::TermLike for Screen {
+        fn width(&self) -> u16 {
+            80
+        }
+        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, s: &str) -> std::io::Result<()> {
+            self.write_str(&format!("{s}\n"))
+        }
+        fn write_str(&self, s: &str) -> std::io::Result<()> {
+            self.0.lock().unwrap().push_str(s);
+            Ok(())
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            self.write_str("<clear>")
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn handoff_progress_is_one_line_redrawn_on_a_terminal() {
+        let screen = Screen::default();
+        let mut progress =
+            HandoffProgress::to(ProgressDrawTarget::term_like(Box::new(screen.clone())));
+        progress.show(&Progress {
+            total: 3,
+            done: 1,
+            waiting_on: Some("Integration shop/orders".into()),
+        });
+        let drawn = screen.0.lock().unwrap().clone();
+        assert!(
+            drawn.contains("  1/3 moved, waiting on Integration shop/orders"),
+            "{drawn:?}"
+        );
+        progress.show(&Progress {
+            total: 3,
+            done: 3,
+            waiting_on: None,
+        });
+        progress.finish();
+        let drawn = screen.0.lock().unwrap().clone();
+        let states: Vec<&str> = drawn.split("<clear>").map(str::trim_end).collect();
+        assert_eq!(
+            states,
+            [
+                "  1/3 moved, waiting on Integration shop/orders",
+                "  3/3 moved",
+                // finish() draws the last state once more, to keep it.
+                "  3/3 moved",
+            ],
+            "{drawn:?}"
+        );
+    }
+
+    #[test]
+    fn handoff_progress_off_a_terminal_draws_nothing() {
+        let mut progress = HandoffProgress::to(ProgressDrawTarget::hidden());
+        assert!(progress.bar.is_hidden());
+        let p = Progress {
+            total: 2,
+            done: 1,
+            waiting_on: None,
+        };
+        progress.show(&p);
+        progress.show(&p);
+        assert_eq!(progress.last, "  1/2 moved");
+        progress.finish();
     }
 
     #[test]

@@ -554,3 +554,56 @@ async fn the_check_needs_no_rights_on_crds() {
     assert!(err.contains("forbidden"), "{err}");
     assert!(!err.contains("not installed"), "{err}");
 }
+
+/// `get` says a kind it skips in the words `plan` uses, whichever way it is
+/// asked (every namespace, one operator, JSON or YAML, where stdout stays
+/// the document alone), and still lists the kinds that are installed.
+#[tokio::test(flavor = "multi_thread")]
+async fn get_says_each_skipped_kind_as_plan_does_with_every_filter_and_output() {
+    use camelk_reconciler::camel_k::OPERATOR_ID_KEY;
+    use kube::api::DynamicObject;
+    let _turn = with_crds(&camel_k_2_10()).await;
+    let ns = plane().cluster.namespace("get-notes").await;
+    let admin = plane().cluster.admin().await;
+    let integrations: Api<DynamicObject> =
+        Api::namespaced_with(admin, &ns.name, &CamelKind::Integration.api_resource());
+    let orders: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": CamelKind::Integration.api_version(), "kind": "Integration",
+        "metadata": { "name": "orders", "labels": { OPERATOR_ID_KEY: "operator-1" } },
+        "spec": {}
+    }))
+    .unwrap();
+    integrations
+        .create(&Default::default(), &orders)
+        .await
+        .unwrap();
+    let repo = repo_with(SHOP);
+
+    let plan = plugin(repo.path(), "admin", &["plan", "-n", &ns.name]);
+    assert_eq!(plan.status.code(), Some(0), "{}", stderr(&plan));
+    let plan_err = stderr(&plan);
+    let plan_notes: Vec<&str> = plan_err
+        .lines()
+        .filter(|l| l.contains("is not installed"))
+        .collect();
+    assert_eq!(plan_notes.len(), 1, "plan: {plan_err}");
+
+    for args in [
+        vec!["get", "-A"],
+        vec!["get", "--operator", "operator-1", "-n", &ns.name],
+        vec!["get", "-o", "json", "-n", &ns.name],
+        vec!["get", "-o", "yaml", "-A"],
+    ] {
+        let what = format!("kubectl camelk {}", args.join(" "));
+        let out = plugin(repo.path(), "admin", &args);
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr(&out));
+        assert_eq!(stderr(&out).trim_end(), plan_notes[0], "{what}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("orders"), "{what}: {stdout}");
+        if args.contains(&"json") {
+            let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(listed["items"][0]["name"], "orders", "{what}");
+            assert_eq!(listed["items"][0]["operator"], "operator-1", "{what}");
+        }
+    }
+}

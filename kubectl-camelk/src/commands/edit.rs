@@ -13,8 +13,11 @@ use camelk_reconciler::manifest::validate::{is_dns_label, is_dns_subdomain};
 use camelk_reconciler::manifest::{Manifest, edit, template};
 use camelk_reconciler::plan::{self, Actual};
 
-use crate::cli::{AssignArgs, Cli, EditArgs, InitArgs, Output, RolloutArgs, UnassignArgs};
+use crate::cli::{
+    AssignArgs, Cli, EditArgs, InitArgs, Output, RolloutArgs, UnassignArgs, parse_resource,
+};
 use crate::render;
+use crate::sigpipe::with_sigpipe_ignored;
 
 /// A change ready to be recorded.
 struct Change {
@@ -194,7 +197,6 @@ async fn record(
     change: Change,
     verb: &str,
 ) -> anyhow::Result<()> {
-    let colour = render::colour();
     if !args.dry_run
         && let Some(checkout) = &location.checkout
     {
@@ -229,10 +231,11 @@ async fn record(
     }
 
     if !cli.output.is_structured() {
-        print!(
-            "{}",
-            render::manifest_diff(&location.display, &change.old, &change.new, colour)
-        );
+        render::print_styled(&render::manifest_diff(
+            &location.display,
+            &change.old,
+            &change.new,
+        ));
     }
     if let Some((before, after)) = &change.manifests {
         let inventory = match &args.inventory {
@@ -252,7 +255,7 @@ async fn record(
         }
         match cli.output {
             Output::Table | Output::Github | Output::Gitlab => {
-                println!("\n{}", render::plan_table(&planned, colour))
+                render::print_styled(&format!("\n{}\n", render::plan_table(&planned)))
             }
             Output::Markdown => println!("\n{}", render::plan_markdown(&planned)),
             Output::Json | Output::Yaml => print!("{}", render::structured(&planned, cli.output)),
@@ -293,7 +296,7 @@ async fn record(
         change.title
     );
     if args.push {
-        crate::with_sigpipe_ignored(|| checkout.push(&args.remote, &branch)).with_context(|| {
+        with_sigpipe_ignored(|| checkout.push(&args.remote, &branch)).with_context(|| {
             render::Hint(format!(
                 "the commit stays on the local branch {branch}, checked out; push it with `git push {} {branch}` once the cause is fixed",
                 args.remote
@@ -326,7 +329,7 @@ fn named_inventory(named: &[ResourceRef]) -> Inventory {
 fn parse_resources(args: &[String], namespace: &str) -> anyhow::Result<Vec<ResourceRef>> {
     args.iter()
         .map(|arg| {
-            let (kind, name) = super::live::parse_resource(arg)?;
+            let (kind, name) = parse_resource(arg)?;
             Ok(ResourceRef {
                 kind,
                 namespace: namespace.to_string(),

@@ -2,12 +2,11 @@
 //! guarded handoff), `get` (who owns what) and `operators` (who is alive).
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use camelk_reconciler::api::{OperatorId, parse_duration};
+use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::{CamelKind, owner_id};
 use camelk_reconciler::fleet::{self, Renewal};
 use camelk_reconciler::handoff::executor::{Progress, Requested};
@@ -19,28 +18,8 @@ use camelk_reconciler::preflight::{self, Crd};
 use kube::api::{Api, DynamicObject};
 use serde_json::json;
 
-use crate::cli::{Cli, GetArgs, MoveArgs, OperatorsArgs, Output, StatusArgs};
+use crate::cli::{Cli, GetArgs, MoveArgs, OperatorsArgs, Output, StatusArgs, parse_resource};
 use crate::render;
-
-/// Parses `KIND/NAME` as kubectl does (`integration/orders`, `it/orders`):
-/// the one parser of every command's resource arguments. An empty kind or
-/// name is refused.
-pub fn parse_resource(text: &str) -> anyhow::Result<(CamelKind, String)> {
-    let (kind, name) = text
-        .split_once('/')
-        .filter(|(k, n)| !k.is_empty() && !n.is_empty())
-        .with_context(|| format!("`{text}`: expected KIND/NAME, e.g. integration/orders"))?;
-    let kind = CamelKind::parse(kind).with_context(|| {
-        format!(
-            "`{text}`: `{kind}` is not a Camel K kind{} (kinds: {})",
-            CamelKind::closest(kind)
-                .map(|k| format!("; did you mean `{k}`?"))
-                .unwrap_or_default(),
-            CamelKind::ALL.map(CamelKind::kind).join(", ")
-        )
-    })?;
-    Ok((kind, name.to_string()))
-}
 
 pub async fn move_(cli: &Cli, args: &MoveArgs) -> anyhow::Result<ExitCode> {
     let (client, default_ns) = super::cluster(cli).await?;
@@ -153,27 +132,8 @@ pub async fn move_(cli: &Cli, args: &MoveArgs) -> anyhow::Result<ExitCode> {
             "moving {} resource(s) in {ns} from {from} to {to}",
             batch.resources.len()
         );
-        let tty = std::io::stderr().is_terminal();
-        let mut last = String::new();
-        let mut show = |p: &Progress| {
-            let line = format!(
-                "  {}/{} moved{}",
-                p.done,
-                p.total,
-                p.waiting_on
-                    .as_ref()
-                    .map(|w| format!(", waiting on {w}"))
-                    .unwrap_or_default()
-            );
-            if line != last {
-                if tty {
-                    eprint!("\r\x1b[2K{line}");
-                } else {
-                    eprintln!("{line}");
-                }
-                last = line;
-            }
-        };
+        let mut progress = render::HandoffProgress::on_stderr();
+        let mut show = |p: &Progress| progress.show(p);
         let outcome = match coordinator.request(&batch, &opts).await? {
             Requested::Nothing(outcome) => outcome,
             Requested::Pending {
@@ -201,9 +161,7 @@ pub async fn move_(cli: &Cli, args: &MoveArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
-        if tty {
-            eprintln!();
-        }
+        progress.finish();
         failed |= !matches!(outcome, HandoffOutcome::Completed { .. });
         print_outcome(cli.output, &from, &to, &outcome);
     }
@@ -310,9 +268,7 @@ pub async fn get(cli: &Cli, args: &GetArgs) -> anyhow::Result<()> {
     .await
     .context("listing Camel K resources")?;
     // A CRD removed since the check above.
-    for kind in missing {
-        eprintln!("{}", Crd::Camel(kind).skipped_note());
-    }
+    super::note_skipped(missing.into_iter().map(Crd::Camel));
     if cli.output.is_structured() {
         let items: Vec<_> = rows
             .iter()
@@ -578,31 +534,5 @@ pub(super) async fn named_or_all(
 /// Prints `rows` (the first is the header) with the plugin's table layout.
 fn print_table(rows: &[Vec<String>]) {
     let header: Vec<&str> = rows[0].iter().map(String::as_str).collect();
-    print!("{}", crate::render::table(&header, &rows[1..]));
-}
-
-/// `--observe` and `--drain-timeout` values.
-pub fn duration(text: &str) -> Result<Duration, String> {
-    parse_duration(text).ok_or_else(|| format!("`{text}` is not a duration (like 500ms, 5s, 2m)"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_parser_refuses_an_empty_kind_or_name_and_names_the_closest_kind() {
-        assert_eq!(
-            parse_resource("it/orders").unwrap(),
-            (CamelKind::Integration, "orders".to_string())
-        );
-        for bad in ["integration/", "/orders", "orders"] {
-            let e = parse_resource(bad).unwrap_err().to_string();
-            assert!(e.contains("expected KIND/NAME"), "{bad}: {e}");
-        }
-        let e = parse_resource("integrashun/orders")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("did you mean `Integration`?"), "{e}");
-    }
+    print!("{}", render::table(&header, &rows[1..]));
 }

@@ -15,6 +15,7 @@ use camelk_reconciler::git::Checkout;
 use camelk_reconciler::preflight::{self, Crd, PreflightError};
 
 use crate::cli::{Cli, ManifestArgs};
+use crate::render;
 
 /// The manifest file name at a repository's root when `--file` is not given.
 pub const DEFAULT_FILE: &str = "operator-assignment.yaml";
@@ -89,16 +90,24 @@ pub async fn require_crds(
 ) -> anyhow::Result<Vec<Crd>> {
     match preflight::check_crds(client, required, optional).await {
         Ok(absent) => {
-            for crd in &absent {
-                eprintln!("{}", crd.skipped_note());
-            }
+            note_skipped(absent.iter().copied());
             Ok(absent)
         }
         Err(PreflightError::Missing(missing)) => {
             let hint = missing.hints().join("\nhint: ");
-            Err(anyhow::Error::new(missing).context(crate::render::Hint(hint)))
+            Err(anyhow::Error::new(missing).context(render::Hint(hint)))
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Says on stderr, one note each, that these CRDs are not installed and
+/// what they hold is skipped: the same words wherever a command skips a
+/// kind (`get` and `plan`, at the check and when a CRD goes away between
+/// the check and the list).
+pub fn note_skipped(crds: impl IntoIterator<Item = Crd>) {
+    for crd in crds {
+        eprintln!("{}", crd.skipped_note());
     }
 }
 

@@ -99,9 +99,7 @@ pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
             };
             let live = inventory::cluster::read_in(&client, &kinds, namespaces).await?;
             // A CRD removed since the check above.
-            for kind in &live.missing_kinds {
-                eprintln!("{}", Crd::Camel(*kind).skipped_note());
-            }
+            super::note_skipped(live.missing_kinds.iter().copied().map(Crd::Camel));
             let mut inventory: Inventory = live.inventory;
             let first = plan::plan(spec, actual(), &inventory);
             // Phases are not in metadata: read them for the would-be moves only.
@@ -135,7 +133,7 @@ pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
         }
         Output::Json | Output::Yaml => print!("{}", render::structured(&planned, cli.output)),
         Output::Table | Output::Github | Output::Gitlab => {
-            print!("{}", render::plan_table(&planned, render::colour()))
+            render::print_styled(&render::plan_table(&planned))
         }
     }
     Ok(planned)

@@ -6,22 +6,25 @@
 //! ends (applied, paused, invalid or suspended), copies the value to
 //! `status.lastHandledReconcileAt`. That receipt is what `--wait` waits for,
 //! so an old Ready condition is never mistaken for the answer.
+//!
+//! `--wait` watches the object (kube-runtime's `await_condition`: a watch
+//! on its name, so it needs `list` and `watch` on OperatorAssignments) and
+//! sees each change as it happens, instead of reading it on a timer.
 
+use std::cell::RefCell;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use camelk_reconciler::api::RECONCILE_REQUEST_ANNOTATION;
 use camelk_reconciler::api::{OperatorAssignment, OperatorAssignmentStatus};
 use camelk_reconciler::source::short_sha;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::wait::await_condition;
 use serde_json::json;
+use tokio::time::Instant;
 
 use crate::cli::{Cli, SyncArgs};
 use crate::render;
-
-/// How often --wait reads the object.
-const POLL: Duration = Duration::from_millis(500);
 
 pub async fn run(cli: &Cli, args: &SyncArgs) -> anyhow::Result<ExitCode> {
     let (client, default_ns) = super::cluster(cli).await?;
@@ -89,8 +92,9 @@ impl Outcome {
     }
 }
 
-/// Reads `name` until the reconciler has handled `token`, printing each new
-/// stage of the rollout on stderr.
+/// Watches `name` until the reconciler has handled `token`, printing each
+/// new stage of the rollout on stderr; at `deadline`, reads it once more
+/// and says it timed out unless that read shows the answer.
 async fn follow(
     api: &Api<OperatorAssignment>,
     ns: &str,
@@ -98,33 +102,85 @@ async fn follow(
     token: &str,
     deadline: Instant,
 ) -> anyhow::Result<Outcome> {
-    let mut last_progress = String::new();
-    loop {
-        let object = api
-            .get(name)
-            .await
-            .with_context(|| format!("reading OperatorAssignment {ns}/{name}"))?;
-        let status = object.status.clone().unwrap_or_default();
-        if status.last_handled_reconcile_at.as_deref() == Some(token) {
-            return Ok(outcome(name, &object, &status));
+    let reading = || format!("reading OperatorAssignment {ns}/{name}");
+    let shown = RefCell::new(String::new());
+    let answered = |object: Option<&OperatorAssignment>| {
+        let seen = seen(object, token, &shown.borrow());
+        match seen {
+            Seen::Answered | Seen::Gone => true,
+            Seen::NewStage(stage) => {
+                eprintln!("{ns}/{name}: {stage}");
+                shown.replace(stage);
+                false
+            }
+            Seen::Unchanged => false,
         }
-        let progress = progress(&status);
-        if !progress.is_empty() && progress != last_progress {
-            eprintln!("{ns}/{name}: {progress}");
-            last_progress = progress;
+    };
+    let watched =
+        tokio::time::timeout_at(deadline, await_condition(api.clone(), name, answered)).await;
+    let object = match watched {
+        Ok(answer) => answer
+            .with_context(reading)?
+            .with_context(|| format!("OperatorAssignment {ns}/{name} was deleted while waiting"))?,
+        Err(_elapsed) => {
+            let object = api.get(name).await.with_context(reading)?;
+            if !object
+                .status
+                .as_ref()
+                .is_some_and(|status| handled(status, token))
+            {
+                return Ok(Outcome {
+                    name: name.into(),
+                    outcome: "failed",
+                    message: format!(
+                        "timed out: the reconciler has not handled the request yet (is `reconciler sync` running for namespace {ns}?)"
+                    ),
+                    revision: None,
+                });
+            }
+            object
         }
-        if Instant::now() >= deadline {
-            return Ok(Outcome {
-                name: name.into(),
-                outcome: "failed",
-                message: format!(
-                    "timed out: the reconciler has not handled the request yet (is `reconciler sync` running for namespace {ns}?)"
-                ),
-                revision: None,
-            });
-        }
-        tokio::time::sleep(POLL).await;
+    };
+    let status = object.status.clone().unwrap_or_default();
+    Ok(outcome(name, &object, &status))
+}
+
+/// What one version of the object, as the watch sees it, tells `--wait`.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    /// The reconciler has handled the request.
+    Answered,
+    /// The object is gone: nothing will answer.
+    Gone,
+    /// Not yet; the rollout is at a stage not shown yet.
+    NewStage(String),
+    /// Not yet, and nothing new to show.
+    Unchanged,
+}
+
+/// Reads `object` (`None`: deleted) for the answer to `token`, given the
+/// stage last `shown`.
+fn seen(object: Option<&OperatorAssignment>, token: &str, shown: &str) -> Seen {
+    let Some(object) = object else {
+        return Seen::Gone;
+    };
+    let Some(status) = &object.status else {
+        return Seen::Unchanged;
+    };
+    if handled(status, token) {
+        return Seen::Answered;
     }
+    let stage = progress(status);
+    if stage.is_empty() || stage == shown {
+        Seen::Unchanged
+    } else {
+        Seen::NewStage(stage)
+    }
+}
+
+/// Whether the reconciler has answered the request `token`.
+fn handled(status: &OperatorAssignmentStatus, token: &str) -> bool {
+    status.last_handled_reconcile_at.as_deref() == Some(token)
 }
 
 /// The rollout's stage, as a line for people ("" before any).
@@ -177,5 +233,44 @@ fn outcome(name: &str, object: &OperatorAssignment, status: &OperatorAssignmentS
             message: "no Ready condition reported".into(),
             revision,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(status: serde_json::Value) -> OperatorAssignment {
+        serde_json::from_value(json!({
+            "apiVersion": "camelk.dev/v1alpha1",
+            "kind": "OperatorAssignment",
+            "metadata": { "name": "shop", "namespace": "camel-k" },
+            "spec": {
+                "operators": [{ "id": "operator-1", "namespace": "camel-k" }],
+                "defaultOperator": "operator-1"
+            },
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_wait_ends_on_its_own_receipt_and_shows_each_stage_once() {
+        let rollout = json!({
+            "revision": "0123456789abcdef", "totalSteps": 2, "currentStep": 1,
+            "completedSteps": 0, "state": "Progressing", "message": "moving 2",
+        });
+        let stage = "revision 0123456789ab step 1/2 Progressing: moving 2";
+        let at_step_one = object(json!({ "lastHandledReconcileAt": "old", "rollout": rollout }));
+        assert_eq!(
+            seen(Some(&at_step_one), "new", ""),
+            Seen::NewStage(stage.into())
+        );
+        assert_eq!(seen(Some(&at_step_one), "new", stage), Seen::Unchanged);
+        // The receipt of an older request answered that one, not this one.
+        assert_eq!(seen(Some(&at_step_one), "old", stage), Seen::Answered);
+        let fresh = object(serde_json::Value::Null);
+        assert_eq!(seen(Some(&fresh), "new", ""), Seen::Unchanged);
+        assert_eq!(seen(None, "new", stage), Seen::Gone);
     }
 }

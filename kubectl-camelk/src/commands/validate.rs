@@ -43,13 +43,13 @@ pub fn run(args: &ManifestArgs, output: Output) -> anyhow::Result<()> {
                     output
                 )
             );
-            Err(crate::Reported.into())
+            Err(render::Reported.into())
         }
         Err(error @ ManifestError::Invalid(_)) if output.is_ci() => {
             print!("{}", ci_report(error.diagnostics(), output));
             // The usual `file:line:column: error: ...` lines, for the log.
             eprintln!("{error}");
-            Err(crate::Reported.into())
+            Err(render::Reported.into())
         }
         Err(error) => Err(error.into()),
     }
