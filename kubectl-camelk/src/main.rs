@@ -8,12 +8,21 @@
 //! reconciler applied the revision, 1 when it ended stalled or failed, or the
 //! timeout passed.
 //!
-//! Modules, bottom to top; each imports only modules below it: `sigpipe`
-//! and `cli` (argument parsing, every parser of argument text) import
-//! nothing of the crate; `render` (tables, Markdown, colour, progress,
+//! Each module imports only modules below it (`tests/layers.rs` checks):
+//! `sigpipe` and `cli` (argument parsing, every parser of argument text)
+//! import nothing of the crate; `render` (tables, Markdown, colour, progress,
 //! error reports) reads `cli`'s types; `commands` turn arguments into
 //! library calls and print through `render`; `complete` answers kubectl's
 //! completion; `main` parses, dispatches and sets the exit code.
+//!
+//! Layers, top to bottom:
+//!
+//! ```text
+//! complete
+//! commands
+//! render
+//! cli sigpipe
+//! ```
 
 mod cli;
 mod commands;
