@@ -24,8 +24,8 @@ use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_reconciler::handoff::{
     Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,
 };
+use camelk_reconciler::inventory::watch::{CachedObject, Scope, WatchCache, map_event};
 use camelk_reconciler::lock::{LockTiming, OperatorLock};
-use camelk_reconciler::operator::cache::{Cache, Scope};
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
@@ -384,12 +384,11 @@ fn cache_child(kubeconfig: &str, ns: &str, selector: Option<String>) {
             kind: CamelKind::Integration,
             namespace: Some(ns.to_string()),
         };
-        let mut cache: Cache<CamelKind> = Cache::default();
-        let mut stream = watcher(api, cfg).boxed();
-        while let Some(event) = stream.try_next().await.unwrap() {
-            let done = matches!(event, watcher::Event::InitDone);
-            cache.apply(&scope, event);
-            if done {
+        let mut cache: WatchCache<CamelKind, CachedObject> = WatchCache::default();
+        let events = watcher(api, cfg).map_ok(|e| map_event(e, CachedObject));
+        let mut stream = cache.reflect(scope, events).boxed();
+        while let Some((_, event)) = stream.next().await {
+            if matches!(event.unwrap(), watcher::Event::InitDone) {
                 break;
             }
         }

@@ -22,8 +22,8 @@ use crate::api::OperatorId;
 use crate::camel_k::release::{self, work_in_flight};
 use crate::camel_k::status;
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, owner_id, owner_of_meta};
+use crate::inventory::watch::{CachedObject, Scope, WatchCache, map_event};
 use crate::lock::{LeaseObserver, Liveness, LockTiming, lock_name};
-use crate::operator::cache::{Cache, Scope};
 
 /// Result of one fenced flip.
 #[derive(Debug)]
@@ -414,6 +414,7 @@ impl Coordinator {
         // own (its label, or no label and its annotation): an item leaves
         // them when it is flipped or deleted. No re-listing.
         let kinds: BTreeSet<CamelKind> = request.spec.items.iter().map(|i| i.kind).collect();
+        let mut view: WatchCache<(CamelKind, usize), CachedObject> = WatchCache::default();
         let mut watches = SelectAll::new();
         for kind in &kinds {
             for (i, selector) in owner_selectors(&request.spec.from).into_iter().enumerate() {
@@ -422,36 +423,31 @@ impl Coordinator {
                     &request.namespace,
                     &kind.api_resource(),
                 );
-                let key = (*kind, i);
-                watches.push(
-                    watcher(api, watcher::Config::default().labels(&selector))
-                        .map(move |event| (key, event))
-                        .boxed(),
-                );
+                let scope = Scope {
+                    kind: (*kind, i),
+                    namespace: Some(request.namespace.clone()),
+                };
+                let events = watcher(api, watcher::Config::default().labels(&selector))
+                    .map(|event| event.map(|e| map_event(e, |m| CachedObject(metadata_only(m)))));
+                watches.push(view.reflect(scope, events).boxed());
             }
         }
-        let mut view: Cache<(CamelKind, usize)> = Cache::default();
-        let mut synced = BTreeSet::new();
+        let scopes: Vec<(CamelKind, usize)> =
+            kinds.iter().flat_map(|k| [(*k, 0), (*k, 1)]).collect();
         let mut tick = tokio::time::interval(opts.poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let ticked = tokio::select! {
-                Some((key, event)) = watches.next() => {
-                    match event {
-                        Ok(event) => {
-                            if matches!(event, watcher::Event::InitDone) {
-                                synced.insert(key);
-                            }
-                            let scope = Scope { kind: key, namespace: Some(request.namespace.clone()) };
-                            view.apply(&scope, metadata_event(event));
-                        }
-                        Err(e) => tracing::warn!(error = %e, "handoff progress watch failed; retrying"),
+                // Polling the watches applies their events to `view`.
+                Some((_, event)) = watches.next() => {
+                    if let Err(e) = event {
+                        tracing::warn!(error = %e, "handoff progress watch failed; retrying");
                     }
                     false
                 }
                 _ = tick.tick() => true,
             };
-            if synced.len() < kinds.len() * 2 {
+            if !scopes.iter().all(|scope| view.synced(scope)) {
                 continue;
             }
             let watched = covered(&request, &view);
@@ -694,36 +690,23 @@ fn owner_selectors(owner: &OperatorId) -> [String; 2] {
 /// owner still owns, in order.
 fn covered(
     request: &HandoffRequest,
-    view: &Cache<(CamelKind, usize)>,
+    view: &WatchCache<(CamelKind, usize), CachedObject>,
 ) -> Vec<(CamelKind, DynamicObject)> {
     let kinds: BTreeSet<CamelKind> = request.spec.items.iter().map(|i| i.kind).collect();
     let mut out = Vec::new();
     for kind in kinds {
-        for o in view.all(&(kind, 0)).chain(view.all(&(kind, 1))) {
+        for o in view.all(&(kind, 0)).into_iter().chain(view.all(&(kind, 1))) {
             let name = o.metadata.name.as_deref().unwrap_or_default();
             let uid = o.metadata.uid.as_deref().unwrap_or_default();
             if request.covers(kind, name, uid)
                 && owner_id(&o.metadata).as_deref() == Some(request.spec.from.as_str())
             {
-                out.push((kind, o.clone()));
+                out.push((kind, o.0.clone()));
             }
         }
     }
     out.sort_by(|a, b| (a.0, &a.1.metadata.name).cmp(&(b.0, &b.1.metadata.name)));
     out
-}
-
-fn metadata_event(
-    event: watcher::Event<PartialObjectMeta<DynamicObject>>,
-) -> watcher::Event<DynamicObject> {
-    use watcher::Event;
-    match event {
-        Event::Apply(m) => Event::Apply(metadata_only(m)),
-        Event::Delete(m) => Event::Delete(metadata_only(m)),
-        Event::Init => Event::Init,
-        Event::InitApply(m) => Event::InitApply(metadata_only(m)),
-        Event::InitDone => Event::InitDone,
-    }
 }
 
 /// A metadata-only read as a [`DynamicObject`] without data.

@@ -1,6 +1,7 @@
 //! Actual state: the Camel K resources that exist, with their owner keys,
 //! labels and phase, read from an inventory file ([`file`]) or the live
-//! cluster ([`cluster`]).
+//! cluster ([`cluster`]); [`watch`] keeps what watches deliver (the caches
+//! of the operator loops, the handoff's progress and the sync).
 //!
 //! Contract: an [`Inventory`] is plain data; readers fill it, the plan engine
 //! only reads it. A resource's actual owner is the value of the
@@ -8,6 +9,7 @@
 
 pub mod cluster;
 pub mod file;
+pub mod watch;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -19,7 +19,6 @@
 //!   decision was made on; a resource being handed off gets no new work, only
 //!   the work in flight is finished before it is released.
 
-pub mod cache;
 pub mod lifecycle;
 pub mod rbac;
 pub mod writer;
@@ -43,8 +42,8 @@ use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use crate::handoff::executor::{FlipResult, flip};
 use crate::handoff::fence::FlipGuard;
 use crate::handoff::request::{FROM_LABEL, HandoffRequest};
+use crate::inventory::watch::{CachedObject, Scope, ScopedEvent, WatchCache, map_event};
 use crate::lock::{Leadership, LockTiming, OperatorLock};
-use cache::{Cache, Scope};
 use lifecycle::{Context, next_step};
 use writer::{WriteOutcome, Writer};
 
@@ -85,20 +84,19 @@ pub enum Watched {
     Requests,
 }
 
-type Events = BoxStream<
-    'static,
-    (
-        Scope<Watched>,
-        Result<watcher::Event<DynamicObject>, watcher::Error>,
-    ),
->;
+type Events = BoxStream<'static, ScopedEvent<Watched, CachedObject>>;
 
 fn lease_resource() -> ApiResource {
     ApiResource::erase::<Lease>(&())
 }
 
-/// One label-selected watch per kind (and namespace), merged.
-fn watches(client: &Client, cfg: &OperatorConfig) -> SelectAll<Events> {
+/// One label-selected watch per kind (and namespace), merged; polling them
+/// keeps `cache` current.
+fn watches(
+    client: &Client,
+    cfg: &OperatorConfig,
+    cache: &mut WatchCache<Watched, CachedObject>,
+) -> SelectAll<Events> {
     let owner_selector = format!("{OPERATOR_ID_KEY}={}", cfg.id);
     let request_selector = format!("{FROM_LABEL}={}", cfg.id);
     let namespaces: Vec<Option<String>> = if cfg.namespaces.is_empty() {
@@ -123,10 +121,9 @@ fn watches(client: &Client, cfg: &OperatorConfig) -> SelectAll<Events> {
                 kind: *kind,
                 namespace: ns.clone(),
             };
-            let stream = watcher(api, watcher::Config::default().labels(selector))
-                .map(move |ev| (scope.clone(), ev))
-                .boxed();
-            all.push(stream);
+            let events = watcher(api, watcher::Config::default().labels(selector))
+                .map(|event| event.map(|e| map_event(e, CachedObject)));
+            all.push(cache.reflect(scope, events).boxed());
         }
     }
     all
@@ -144,7 +141,7 @@ pub async fn run(client: Client, cfg: OperatorConfig, shutdown: CancellationToke
     let leadership = lock.leadership();
     let lock_task = tokio::spawn(lock.run(shutdown.clone()));
     let mut loops = Loops {
-        cache: Cache::default(),
+        cache: WatchCache::default(),
         writer: Writer {
             client: client.clone(),
             operator_id: cfg.id.to_string(),
@@ -155,20 +152,18 @@ pub async fn run(client: Client, cfg: OperatorConfig, shutdown: CancellationToke
         acted: HashMap::new(),
         cfg: cfg.clone(),
     };
-    let mut events = watches(&client, &cfg);
+    let mut events = watches(&client, &cfg, &mut loops.cache);
     let mut tick = tokio::time::interval(cfg.resync);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tracing::info!(id = %cfg.id, namespaces = ?cfg.namespaces, "operator started");
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            Some((scope, event)) = events.next() => match event {
-                Ok(event) => {
-                    loops.cache.apply(&scope, event);
+            // Polling the watches applies their events to the cache.
+            Some((_, event)) = events.next() => match event {
+                Ok(_) => {
                     // Drain what is already queued before reconciling.
-                    while let Some(Some((scope, Ok(event)))) = events.next().now_or_never() {
-                        loops.cache.apply(&scope, event);
-                    }
+                    while let Some(Some((_, Ok(_)))) = events.next().now_or_never() {}
                 }
                 Err(e) => tracing::warn!(error = %e, "watch error; the watcher retries"),
             },
@@ -183,7 +178,7 @@ pub async fn run(client: Client, cfg: OperatorConfig, shutdown: CancellationToke
 }
 
 struct Loops {
-    cache: Cache<Watched>,
+    cache: WatchCache<Watched, CachedObject>,
     writer: Writer,
     client: Client,
     cfg: OperatorConfig,
@@ -206,17 +201,20 @@ impl Loops {
         let requests: Vec<HandoffRequest> = self
             .cache
             .all(&Watched::Requests)
+            .iter()
             .filter_map(|obj| {
-                let lease: Lease = serde_json::from_value(serde_json::to_value(obj).ok()?).ok()?;
+                let lease: Lease =
+                    serde_json::from_value(serde_json::to_value(&obj.0).ok()?).ok()?;
                 HandoffRequest::from_lease(&lease).ok()
             })
             .collect();
         let mut held = BTreeSet::new();
         for request in requests {
-            let builds: Vec<&DynamicObject> = self
-                .cache
-                .all(&Watched::Camel(CamelKind::Build))
+            let builds = self.cache.all(&Watched::Camel(CamelKind::Build));
+            let builds: Vec<&DynamicObject> = builds
+                .iter()
                 .filter(|b| b.metadata.namespace.as_deref() == Some(request.namespace.as_str()))
+                .map(|b| &b.0)
                 .collect();
             let mut releasable = Vec::new();
             for item in &request.spec.items {
@@ -229,7 +227,7 @@ impl Loops {
                 if obj.metadata.uid.as_deref() != Some(item.uid.as_str()) {
                     continue;
                 }
-                match owner_may_release(item.kind, obj, &builds) {
+                match owner_may_release(item.kind, &obj, &builds) {
                     Some(reason) => {
                         tracing::debug!(resource = %item.name, %reason, "release waits for work in flight");
                         held.insert((item.kind, request.namespace.clone(), item.name.clone()));
@@ -276,7 +274,7 @@ impl Loops {
         let now_instant = Instant::now();
         // Start build timers for builds seen running.
         for b in self.cache.all(&Watched::Camel(CamelKind::Build)) {
-            if phase(b) == Some("Running") {
+            if phase(&b) == Some("Running") {
                 let key = (
                     b.metadata.namespace.clone().unwrap_or_default(),
                     b.metadata.name.clone().unwrap_or_default(),
@@ -296,7 +294,7 @@ impl Loops {
                 }
                 // A resource being handed over gets no new work: only work in flight finishes.
                 if held.contains(&key)
-                    && work_in_flight(kind, Some(phase(obj).unwrap_or(""))).is_none()
+                    && work_in_flight(kind, Some(phase(&obj).unwrap_or(""))).is_none()
                 {
                     continue;
                 }
@@ -306,7 +304,7 @@ impl Loops {
                     move |n: &str| {
                         cache
                             .get(&Watched::Camel(k), &ns, n)
-                            .map(|o| phase(o).map(str::to_string))
+                            .map(|o| phase(&o).map(str::to_string))
                     }
                 };
                 let kit_phase = phase_of(CamelKind::IntegrationKit);
@@ -321,6 +319,7 @@ impl Loops {
                 let platform = self
                     .cache
                     .all(&Watched::Camel(CamelKind::IntegrationPlatform))
+                    .into_iter()
                     .find(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
                     .and_then(|p| p.metadata.name.clone());
                 let cx = Context {
@@ -334,7 +333,7 @@ impl Loops {
                     build_running_for: &running_for,
                     now_rfc3339: &now,
                 };
-                if let Some(step) = next_step(kind, obj, &cx) {
+                if let Some(step) = next_step(kind, &obj, &cx) {
                     steps.push((kind, obj.clone(), step, key, rv));
                 }
             }

@@ -11,8 +11,10 @@
 //!   comparison).
 //! - After each kind's initial list the cache follows watch events only; the
 //!   watcher lists again only if the API server expired its resourceVersion
-//!   (410 Gone). A kind whose CRD is not installed counts as synced and empty
-//!   and is retried with back-off.
+//!   (410 Gone), and the relisted view replaces the old one only when it is
+//!   complete (a kube-runtime reflector store per kind, kept in a
+//!   [`WatchCache`]). A kind whose CRD is not installed counts as synced and
+//!   empty and is retried with back-off.
 //! - Every change of a resource's ownership inputs (created, deleted, labels
 //!   or owner annotation changed) wakes the sync loop; status-only updates do
 //!   not. [`watch_assignments`] wakes it when an `OperatorAssignment`'s spec
@@ -24,6 +26,7 @@
 //!   list) only when it is about to act after having written owner keys
 //!   itself, because a watch cache may lag those writes by a moment.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -31,6 +34,8 @@ use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{Lookup, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use tokio::sync::Notify;
@@ -39,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 use super::Reach;
 use crate::api::OperatorAssignment;
 use crate::camel_k::CamelKind;
+use crate::inventory::watch::{Scope, WatchCache, key, map_event};
 use crate::inventory::{Inventory, Resource};
 
 /// What the watches of Camel K resources fetch and keep.
@@ -64,7 +70,8 @@ impl std::str::FromStr for LiveCacheMode {
     }
 }
 
-/// One cached resource.
+/// One cached resource: what ownership needs, not the object's metadata.
+#[derive(Clone)]
 struct Entry {
     resource: Resource,
     /// The whole object, in [`LiveCacheMode::Full`] only (boxed: an absent
@@ -72,19 +79,41 @@ struct Entry {
     _object: Option<Box<DynamicObject>>,
 }
 
-#[derive(Default)]
-struct KindCache {
-    synced: bool,
-    entries: HashMap<(String, String), Entry>,
-    /// Entries of a list in progress; replaces `entries` when it is complete.
-    relist: Option<HashMap<(String, String), Entry>>,
+/// Kept in a reflector store by namespace and name.
+impl Lookup for Entry {
+    type DynamicType = ();
+    fn kind(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("")
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("")
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("")
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("")
+    }
+    fn name(&self) -> Option<Cow<'_, str>> {
+        Some(Cow::Borrowed(&self.resource.id.name))
+    }
+    fn namespace(&self) -> Option<Cow<'_, str>> {
+        let ns = &self.resource.id.namespace;
+        (!ns.is_empty()).then_some(Cow::Borrowed(ns.as_str()))
+    }
+    fn resource_version(&self) -> Option<Cow<'_, str>> {
+        None
+    }
+    fn uid(&self) -> Option<Cow<'_, str>> {
+        None
+    }
 }
 
 /// Live ownership of the Camel K kinds asked for, kept by watches.
 #[derive(Clone)]
 pub struct LiveCache {
-    /// A kind is present once its watch was started.
-    kinds: Arc<Mutex<HashMap<CamelKind, KindCache>>>,
+    /// One cluster-wide store per kind, present once its watch was started.
+    stores: Arc<Mutex<WatchCache<CamelKind, Entry>>>,
     watches: Option<Arc<Watches>>,
 }
 
@@ -107,7 +136,7 @@ impl LiveCache {
         shutdown: &CancellationToken,
     ) -> LiveCache {
         LiveCache {
-            kinds: Arc::new(Mutex::new(HashMap::new())),
+            stores: Arc::new(Mutex::new(WatchCache::default())),
             watches: Some(Arc::new(Watches {
                 client: client.clone(),
                 mode,
@@ -120,28 +149,25 @@ impl LiveCache {
     /// The resources of `reach`, or `None` while a kind it needs is not
     /// synced (its watch is started then, if it was not).
     pub(super) fn snapshot(&self, reach: &Reach) -> Option<Inventory> {
-        let mut kinds = self.kinds.lock().expect("live cache lock");
+        let mut stores = self.stores.lock().expect("live cache lock");
         if let Some(watches) = &self.watches {
             for &kind in &reach.kinds {
-                if let std::collections::hash_map::Entry::Vacant(new) = kinds.entry(kind) {
-                    new.insert(KindCache::default());
-                    self.watch(watches, kind);
+                if !stores.watches(&kind) {
+                    let feed = Feed::new(&mut stores, kind);
+                    watch(watches, kind, feed);
                 }
             }
         }
-        let total = reach
-            .kinds
-            .iter()
-            .filter_map(|kind| kinds.get(kind))
-            .map(|k| k.entries.len())
-            .sum();
+        if !reach.kinds.iter().all(|kind| stores.synced(kind)) {
+            return None;
+        }
+        let total = reach.kinds.iter().map(|kind| stores.count(kind)).sum();
         let mut resources = Vec::with_capacity(total);
         for kind in &reach.kinds {
-            let cached = kinds.get(kind).filter(|k| k.synced)?;
             resources.extend(
-                cached
-                    .entries
-                    .values()
+                stores
+                    .all(kind)
+                    .iter()
                     .filter(|e| reach.covers_namespace(&e.resource.id.namespace))
                     .map(|e| e.resource.clone()),
             );
@@ -167,106 +193,119 @@ impl LiveCache {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
     }
+}
 
-    fn watch(&self, watches: &Watches, kind: CamelKind) {
-        let task = self.clone().follow(
-            watches.client.clone(),
-            kind,
-            watches.mode,
-            watches.wake.clone(),
-        );
-        let stop = watches.shutdown.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = stop.cancelled() => {}
-                _ = task => {}
-            }
-        });
-    }
+fn watch(watches: &Watches, kind: CamelKind, feed: Feed) {
+    let task = follow(
+        watches.client.clone(),
+        kind,
+        watches.mode,
+        feed,
+        watches.wake.clone(),
+    );
+    let stop = watches.shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = stop.cancelled() => {}
+            _ = task => {}
+        }
+    });
+}
 
-    async fn follow(self, client: Client, kind: CamelKind, mode: LiveCacheMode, wake: Arc<Notify>) {
-        let resource = kind.api_resource();
-        let config = watcher::Config::default();
-        match mode {
-            LiveCacheMode::Metadata => {
-                let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &resource);
-                let mut events = watcher::watcher(api, config).default_backoff().boxed();
-                while let Some(event) = events.next().await {
-                    let event = event.map(|e| {
-                        map_event(e, |meta| Entry {
-                            resource: Resource::from_metadata(kind, meta.metadata, None),
-                            _object: None,
-                        })
-                    });
-                    self.apply(kind, event, &wake);
-                }
+async fn follow(
+    client: Client,
+    kind: CamelKind,
+    mode: LiveCacheMode,
+    mut feed: Feed,
+    wake: Arc<Notify>,
+) {
+    let resource = kind.api_resource();
+    let config = watcher::Config::default();
+    match mode {
+        LiveCacheMode::Metadata => {
+            let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &resource);
+            let mut events = watcher::watcher(api, config).default_backoff().boxed();
+            while let Some(event) = events.next().await {
+                let event = event.map(|e| {
+                    map_event(e, |meta| Entry {
+                        resource: Resource::from_metadata(kind, meta.metadata, None),
+                        _object: None,
+                    })
+                });
+                feed.apply(kind, event, &wake);
             }
-            LiveCacheMode::Full => {
-                let api: Api<DynamicObject> = Api::all_with(client, &resource);
-                let mut events = watcher::watcher(api, config).default_backoff().boxed();
-                while let Some(event) = events.next().await {
-                    let event = event.map(|e| {
-                        map_event(e, |object| {
-                            let phase = object
-                                .data
-                                .pointer("/status/phase")
-                                .and_then(|p| p.as_str())
-                                .map(str::to_string);
-                            Entry {
-                                resource: Resource::from_metadata(
-                                    kind,
-                                    object.metadata.clone(),
-                                    phase,
-                                ),
-                                _object: Some(Box::new(object)),
-                            }
-                        })
-                    });
-                    self.apply(kind, event, &wake);
-                }
+        }
+        LiveCacheMode::Full => {
+            let api: Api<DynamicObject> = Api::all_with(client, &resource);
+            let mut events = watcher::watcher(api, config).default_backoff().boxed();
+            while let Some(event) = events.next().await {
+                let event = event.map(|e| {
+                    map_event(e, |object| {
+                        let phase = object
+                            .data
+                            .pointer("/status/phase")
+                            .and_then(|p| p.as_str())
+                            .map(str::to_string);
+                        Entry {
+                            resource: Resource::from_metadata(kind, object.metadata.clone(), phase),
+                            _object: Some(Box::new(object)),
+                        }
+                    })
+                });
+                feed.apply(kind, event, &wake);
             }
         }
     }
+}
 
-    fn apply(&self, kind: CamelKind, event: Result<Event<Entry>, watcher::Error>, wake: &Notify) {
-        let mut kinds = self.kinds.lock().expect("live cache lock");
-        let cache = kinds.entry(kind).or_default();
-        let changed = match event {
-            Ok(Event::Init) => {
-                cache.relist = Some(HashMap::new());
-                false
-            }
-            Ok(Event::InitApply(entry)) => {
-                cache
-                    .relist
-                    .get_or_insert_with(HashMap::new)
-                    .insert(key(&entry), entry);
-                false
-            }
-            Ok(Event::InitDone) => {
-                let fresh = cache.relist.take().unwrap_or_default();
-                cache.entries = fresh;
-                cache.synced = true;
-                tracing::debug!(%kind, resources = cache.entries.len(), "live cache synced");
-                true
-            }
+/// The writing end of one kind's store. It applies each event itself, not
+/// through [`reflector`](kube::runtime::reflector()), because it compares
+/// an update with the stored state before the store takes it (to wake the
+/// sync on ownership changes only) and empties the store of a kind whose
+/// CRD is missing.
+struct Feed {
+    writer: Writer<Entry>,
+    store: Store<Entry>,
+}
+
+impl Feed {
+    /// Registers the cluster-wide store of `kind` in `stores`.
+    fn new(stores: &mut WatchCache<CamelKind, Entry>, kind: CamelKind) -> Feed {
+        let writer = stores.writer(&Scope {
+            kind,
+            namespace: None,
+        });
+        let store = writer.as_reader();
+        Feed { writer, store }
+    }
+
+    fn apply(
+        &mut self,
+        kind: CamelKind,
+        event: Result<Event<Entry>, watcher::Error>,
+        wake: &Notify,
+    ) {
+        let stored = |entry: &Entry| {
+            let id = &entry.resource.id;
+            self.store.get(&key(&id.namespace, &id.name))
+        };
+        let changed = match &event {
+            Ok(Event::Init | Event::InitApply(_)) => false,
+            Ok(Event::InitDone) => true,
             Ok(Event::Apply(entry)) => {
-                let key = key(&entry);
-                let changed = cache
-                    .entries
-                    .get(&key)
-                    .is_none_or(|old| !same_ownership(&old.resource, &entry.resource));
-                cache.entries.insert(key, entry);
-                changed
+                stored(entry).is_none_or(|old| !same_ownership(&old.resource, &entry.resource))
             }
-            Ok(Event::Delete(entry)) => cache.entries.remove(&key(&entry)).is_some(),
+            Ok(Event::Delete(entry)) => stored(entry).is_some(),
             Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404 => {
                 // The CRD is not installed: nothing of this kind exists.
-                if !cache.synced {
+                if !matches!(
+                    futures::FutureExt::now_or_never(self.store.wait_until_ready()),
+                    Some(Ok(()))
+                ) {
                     tracing::debug!(%kind, "kind not installed; retrying with back-off");
                 }
-                cache.synced = true;
-                cache.entries.clear();
+                self.writer.apply_watcher_event(&Event::Init);
+                self.writer.apply_watcher_event(&Event::InitDone);
                 false
             }
             Err(e) => {
@@ -274,7 +313,12 @@ impl LiveCache {
                 false
             }
         };
-        drop(kinds);
+        if let Ok(event) = &event {
+            self.writer.apply_watcher_event(event);
+            if matches!(event, Event::InitDone) {
+                tracing::debug!(%kind, resources = self.store.len(), "live cache synced");
+            }
+        }
         if changed {
             wake.notify_one();
         }
@@ -325,21 +369,6 @@ pub fn watch_assignments(
     });
 }
 
-fn map_event<A, B>(event: Event<A>, f: impl FnOnce(A) -> B) -> Event<B> {
-    match event {
-        Event::Apply(a) => Event::Apply(f(a)),
-        Event::Delete(a) => Event::Delete(f(a)),
-        Event::Init => Event::Init,
-        Event::InitApply(a) => Event::InitApply(f(a)),
-        Event::InitDone => Event::InitDone,
-    }
-}
-
-fn key(entry: &Entry) -> (String, String) {
-    let id = &entry.resource.id;
-    (id.namespace.clone(), id.name.clone())
-}
-
 /// Whether two states of a resource have the same ownership inputs (labels,
 /// because rules select by label, and the owner annotation).
 fn same_ownership(a: &Resource, b: &Resource) -> bool {
@@ -382,46 +411,60 @@ mod tests {
         futures::FutureExt::now_or_never(wake.notified()).is_some()
     }
 
+    fn cache() -> LiveCache {
+        LiveCache {
+            stores: Arc::new(Mutex::new(WatchCache::default())),
+            watches: None,
+        }
+    }
+
+    fn feed(cache: &LiveCache, kind: CamelKind) -> Feed {
+        Feed::new(&mut cache.stores.lock().unwrap(), kind)
+    }
+
     #[test]
     fn answers_only_after_the_initial_list_and_wakes_on_ownership_changes_only() {
-        let cache = LiveCache {
-            kinds: Arc::new(Mutex::new(HashMap::new())),
-            watches: None,
-        };
+        let cache = cache();
         let wake = Notify::new();
         let kind = CamelKind::Integration;
         assert!(
             cache.snapshot(&reach()).is_none(),
             "nothing before the list"
         );
-        cache.apply(kind, Ok(Event::Init), &wake);
-        cache.apply(kind, Ok(Event::InitApply(entry("a", "op-1"))), &wake);
+        let mut feed = feed(&cache, kind);
+        assert!(
+            cache.snapshot(&reach()).is_none(),
+            "nothing before the list"
+        );
+        feed.apply(kind, Ok(Event::Init), &wake);
+        feed.apply(kind, Ok(Event::InitApply(entry("a", "op-1"))), &wake);
         assert!(cache.snapshot(&reach()).is_none(), "list not complete");
-        cache.apply(kind, Ok(Event::InitDone), &wake);
+        assert!(!woken(&wake));
+        feed.apply(kind, Ok(Event::InitDone), &wake);
         assert!(woken(&wake));
         assert_eq!(cache.snapshot(&reach()).unwrap().resources.len(), 1);
 
         // A status-only update (same labels and annotation) does not wake.
         let mut same = entry("a", "op-1");
         same.resource.phase = Some("Running".into());
-        cache.apply(kind, Ok(Event::Apply(same)), &wake);
+        feed.apply(kind, Ok(Event::Apply(same)), &wake);
         assert!(!woken(&wake));
 
-        cache.apply(kind, Ok(Event::Apply(entry("a", "op-2"))), &wake);
+        feed.apply(kind, Ok(Event::Apply(entry("a", "op-2"))), &wake);
         assert!(woken(&wake));
-        cache.apply(kind, Ok(Event::Delete(entry("a", "op-2"))), &wake);
+        feed.apply(kind, Ok(Event::Delete(entry("a", "op-2"))), &wake);
         assert!(woken(&wake));
         assert!(cache.snapshot(&reach()).unwrap().resources.is_empty());
+        feed.apply(kind, Ok(Event::Delete(entry("a", "op-2"))), &wake);
+        assert!(!woken(&wake), "deleting what is not cached changes nothing");
     }
 
     #[test]
     fn a_relist_replaces_the_entries_only_when_complete() {
-        let cache = LiveCache {
-            kinds: Arc::new(Mutex::new(HashMap::new())),
-            watches: None,
-        };
+        let cache = cache();
         let wake = Notify::new();
         let kind = CamelKind::Integration;
+        let mut feed = feed(&cache, kind);
         for event in [
             Event::Init,
             Event::InitApply(entry("a", "op-1")),
@@ -430,10 +473,10 @@ mod tests {
             Event::Init,
             Event::InitApply(entry("b", "op-1")),
         ] {
-            cache.apply(kind, Ok(event), &wake);
+            feed.apply(kind, Ok(event), &wake);
         }
         assert_eq!(cache.snapshot(&reach()).unwrap().resources.len(), 2);
-        cache.apply(kind, Ok(Event::InitDone), &wake);
+        feed.apply(kind, Ok(Event::InitDone), &wake);
         let names: Vec<String> = cache
             .snapshot(&reach())
             .unwrap()
@@ -442,5 +485,33 @@ mod tests {
             .map(|r| r.id.name)
             .collect();
         assert_eq!(names, vec!["b".to_string()], "a deleted while relisting");
+    }
+
+    #[test]
+    fn a_kind_not_installed_is_synced_and_empty() {
+        let cache = cache();
+        let wake = Notify::new();
+        let kind = CamelKind::Integration;
+        let mut feed = feed(&cache, kind);
+        let missing = || {
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(
+                kube::core::Status::failure("not found", "NotFound")
+                    .with_code(404)
+                    .boxed(),
+            )))
+        };
+        feed.apply(kind, missing(), &wake);
+        assert_eq!(cache.snapshot(&reach()).unwrap().resources.len(), 0);
+        for event in [
+            Event::Init,
+            Event::InitApply(entry("a", "op-1")),
+            Event::InitDone,
+        ] {
+            feed.apply(kind, Ok(event), &wake);
+        }
+        assert_eq!(cache.snapshot(&reach()).unwrap().resources.len(), 1);
+        // The CRD removed: what was cached is gone.
+        feed.apply(kind, missing(), &wake);
+        assert!(cache.snapshot(&reach()).unwrap().resources.is_empty());
     }
 }
