@@ -396,7 +396,7 @@ fn covers(outer: &Match, inner: &Match) -> bool {
                 outer.names.iter().any(|g| {
                     g == n
                         || g == "*"
-                        || (!n.contains(['*', '?']) && crate::plan::desired::glob_matches(g, n))
+                        || (!n.contains(['*', '?']) && crate::api::glob_matches(g, n))
                 })
             }));
     let selector = match (&outer.selector, &inner.selector) {

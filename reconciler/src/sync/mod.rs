@@ -1214,7 +1214,7 @@ impl Syncer {
     ) -> Result<usize, SyncError> {
         let by_id: std::collections::HashMap<&ResourceRef, &inventory::Resource> =
             inventory.resources.iter().map(|r| (&r.id, r)).collect();
-        let desired = plan::desired::Desired::new(head);
+        let desired = crate::manifest::Desired::new(head);
         let mut handoffs: BTreeMap<(String, api::OperatorId, api::OperatorId), Vec<_>> =
             BTreeMap::new();
         let mut repaired = 0;
