@@ -356,6 +356,51 @@ mod tests {
     }
 
     #[test]
+    fn rsa_and_ecdsa_keys_and_a_line_hashed_by_ssh_keygen() {
+        // Made with `ssh-keygen -t rsa` / `-t ecdsa`; the hashed line is what
+        // `ssh-keygen -H` wrote for `git.example.com` and the ECDSA key.
+        const RSA: &str = "AAAAB3NzaC1yc2EAAAADAQABAAABAQClcbV3gJ3Tqjwy8jh3Yqc+dEYcTTXAeOT+QPS2yFtQFx01+OlLH0PBPHjFjqKfE85/FBO13HEsRSWO35Nk8NAYiDhwvzdZtRnJDC4yzxkbqfU5cATF9BIFOraHQAX1PV9HgAN+GmjerwV8kcZYeNrkKlfAEJXBzmAl+J8y3kbTe1Ab5E/mU2jzOfGUdjrU15vvZ43BajWptx/+CQsJ9otojF6EPzauyvXp79MPLseAcsdFheYK9NuAr1Zhaq6jMZDeipnL4K5Qxn+T2IuhJAl0FgMOgdBUieNT0dxdlH7K6wysf1RwQv/1yUV9hqUENNIr8qkRGzcTqDDlaJOn4+Wt";
+        const ECDSA: &str = "AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBK3zfx5ZDhbJXby2ZcqKcDHs/7mZ7yahGpmh60ecKtwoEKqKwVVDHmwGVPcALZWdT4fXkMsoSpTWgsJFI4miSNE=";
+        const HASHED: &str = "|1|mZ40T8NiFGfvEWg5e4U6lGDH/+0=|3L+lEhkpZIkaodR8oVDmGIed0CE=";
+        let hosts = KnownHosts::parse(&format!(
+            "rsa.example.com ssh-rsa {RSA}\n{HASHED} ecdsa-sha2-nistp256 {ECDSA}\n"
+        ))
+        .unwrap();
+        assert_eq!(hosts.check("rsa.example.com", 22, &key(RSA)), Ok(()));
+        assert_eq!(hosts.check("git.example.com", 22, &key(ECDSA)), Ok(()));
+        assert!(matches!(
+            hosts.check("git.example.com", 22, &key(RSA)),
+            Err(HostKeyError::Mismatch { .. })
+        ));
+        assert!(matches!(
+            hosts.check("git.example.com", 2222, &key(ECDSA)),
+            Err(HostKeyError::Unknown { .. })
+        ));
+        // As `ssh-keygen -l` prints them.
+        assert_eq!(
+            fingerprint(&key(RSA)),
+            "SHA256:81zAV2VAgezRMRoJKu1tBn7paWEvBLggP3jVCMhTLO8"
+        );
+        assert_eq!(
+            fingerprint(&key(ECDSA)),
+            "SHA256:grqT+9v2v7ScW5Vvqt7gJAyGlvBRIdA7pqeTm/6AE5M"
+        );
+    }
+
+    #[test]
+    fn a_key_type_ssh_key_does_not_know_is_compared_as_bytes() {
+        // `ssh-foo@example.com` with opaque key data: a newer algorithm must
+        // not make the whole file unreadable.
+        const OTHER: &str = "AAAAE3NzaC1mb29AZXhhbXBsZS5jb20AAAAQb3BhcXVlIGtleSBieXRlcw==";
+        let hosts = KnownHosts::parse(&format!(
+            "new.example.com ssh-foo@example.com {OTHER}\nold.example.com ssh-ed25519 {KEY_A}\n"
+        ))
+        .unwrap();
+        assert_eq!(hosts.check("new.example.com", 22, &key(OTHER)), Ok(()));
+        assert_eq!(hosts.check("old.example.com", 22, &key(KEY_A)), Ok(()));
+    }
+
+    #[test]
     fn cert_authority_lines_are_skipped_and_named_in_the_error() {
         // A hashed line naming another host is read (and does not match);
         // the @cert-authority line is skipped and counted.
