@@ -4,11 +4,12 @@ use std::collections::BTreeMap;
 
 use camelk_reconciler::api::{
     Match, Operator, OperatorAssignmentSpec, OperatorId, Pin, Protocol, Rule, Scope, Step,
+    glob_matches,
 };
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_reconciler::inventory::{Inventory, Resource, ResourceRef};
 use camelk_reconciler::manifest::{Manifest, Severity, edit};
-use camelk_reconciler::plan::{self, Actual, Desired, Reason, batch, desired::glob_matches};
+use camelk_reconciler::plan::{self, Actual, Desired, Reason, batch};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use proptest::prelude::*;
 

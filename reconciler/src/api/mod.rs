@@ -9,7 +9,7 @@
 //!   matches it, else `defaultOperator`. A staged move (`stagedMoves`) then
 //!   sends a resource whose rule or default owner is its `from` to its `to`;
 //!   pins are never retargeted. So one resource has exactly one desired owner
-//!   (see [`crate::plan::desired`]). An Integration created by a Pipe in
+//!   (see [`crate::manifest::desired`]). An Integration created by a Pipe in
 //!   scope takes its Pipe's desired owner instead (see [`crate::plan`]).
 //! - The types accept what parses; whether a manifest makes sense (known
 //!   operator ids, unique pins, steps that grow) is
@@ -33,7 +33,9 @@ use serde::{Deserialize, Serialize};
 pub use annotations::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, is_suspended};
 pub use operator_id::{InvalidOperatorId, OperatorId};
 pub use outcome::{MigrationResult, RolloutState};
-pub use selector::{SelectorError, parse_selector};
+pub use selector::{
+    LabelMatcher, NameGlob, SelectorError, glob_matches, parse_selector, selector_matches,
+};
 pub use step::{Step, StepError};
 
 use crate::camel_k::CamelKind;

@@ -1,10 +1,18 @@
-//! Label selectors written as `kubectl -l` takes them
-//! (`app=orders,tier!=gold,region in (eu,us),!legacy`), turned into the
-//! `LabelSelector` the manifest stores.
+//! Selecting by name and by labels, for every layer above: label selectors
+//! written as `kubectl -l` takes them
+//! (`app=orders,tier!=gold,region in (eu,us),!legacy`) turned into the
+//! `LabelSelector` the manifest stores ([`parse_selector`]), matched as
+//! Kubernetes matches them ([`LabelMatcher`], kube's [`Selector`]), and the
+//! shell-style name globs of rules and of `known_hosts` ([`NameGlob`],
+//! `globset`).
+//!
+//! Pure logic: no I/O.
 
 use std::collections::BTreeMap;
 
+use globset::{GlobBuilder, GlobMatcher};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use kube::core::{Selector, SelectorExt};
 
 /// Why a selector text cannot be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -105,6 +113,83 @@ fn split_terms(text: &str) -> Vec<&str> {
     terms
 }
 
+/// A shell-style glob on a name, compiled once: `*` matches any run of
+/// characters (`/` and `.` included), `?` exactly one; every other
+/// character, `[`, `]`, `{` and `}` included, matches itself (so
+/// `[host]:2222` in `known_hosts` is a literal).
+#[derive(Clone, Debug)]
+pub struct NameGlob(GlobMatcher);
+
+impl NameGlob {
+    pub fn new(glob: &str) -> NameGlob {
+        let mut pattern = String::with_capacity(glob.len() + 8);
+        let mut literal = [0u8; 4];
+        for c in glob.chars() {
+            match c {
+                '*' | '?' => pattern.push(c),
+                c => pattern.push_str(&globset::escape(c.encode_utf8(&mut literal))),
+            }
+        }
+        let matcher = GlobBuilder::new(&pattern)
+            .literal_separator(false)
+            .backslash_escape(false)
+            .build()
+            // Only `*`, `?` and escaped literals reach the builder: no
+            // pattern can be malformed.
+            .expect("an escaped glob always compiles")
+            .compile_matcher();
+        NameGlob(matcher)
+    }
+
+    pub fn is_match(&self, name: &str) -> bool {
+        self.0.is_match(name)
+    }
+}
+
+impl PartialEq for NameGlob {
+    fn eq(&self, other: &NameGlob) -> bool {
+        self.0.glob() == other.0.glob()
+    }
+}
+
+impl Eq for NameGlob {}
+
+/// Whether `name` matches the shell-style `glob` (see [`NameGlob`]; compile
+/// a [`NameGlob`] once when matching many names).
+pub fn glob_matches(glob: &str, name: &str) -> bool {
+    NameGlob::new(glob).is_match(name)
+}
+
+/// A `LabelSelector` compiled once into kube's [`Selector`], with the
+/// Kubernetes semantics: an empty selector matches everything, `NotIn` and
+/// `DoesNotExist` match when the key is absent. A requirement with an
+/// unknown operator makes the selector match nothing (validation refuses
+/// it before), and a missing `values` list reads as an empty one.
+#[derive(Clone, Debug)]
+pub struct LabelMatcher(Option<Selector>);
+
+impl LabelMatcher {
+    pub fn new(selector: &LabelSelector) -> LabelMatcher {
+        let mut selector = selector.clone();
+        for requirement in selector.match_expressions.iter_mut().flatten() {
+            // kube refuses `In`/`NotIn` without values; Kubernetes' own
+            // matching treats them as an empty set, and so did this library.
+            requirement.values.get_or_insert_with(Vec::new);
+        }
+        LabelMatcher(Selector::try_from(selector).ok())
+    }
+
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.0.as_ref().is_some_and(|s| s.matches(labels))
+    }
+}
+
+/// Whether `labels` satisfy `selector` (see [`LabelMatcher`]; compile a
+/// [`LabelMatcher`] once when matching many label sets).
+pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    LabelMatcher::new(selector).matches(labels)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,5 +219,94 @@ mod tests {
         assert!(parse_selector("a in (").is_err());
         assert!(parse_selector("a,,b").is_err());
         assert!(parse_selector("=x").is_err());
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_matches("*", "anything"));
+        assert!(glob_matches("orders-*", "orders-eu"));
+        assert!(!glob_matches("orders-*", "order"));
+        assert!(glob_matches("a?c", "abc"));
+        assert!(glob_matches("*-eu-*", "shop-eu-1"));
+        assert!(!glob_matches("*-eu", "shop-eu-1"));
+        assert!(glob_matches("", ""));
+        assert!(!glob_matches("", "x"));
+    }
+
+    #[test]
+    fn star_and_question_mark_are_the_only_wildcards() {
+        // `*` spans any run, separators included; `?` is exactly one character.
+        assert!(glob_matches("*", ""));
+        assert!(glob_matches("**", "a/b.c"));
+        assert!(glob_matches("a*b*c", "a-x-b-y-c"));
+        assert!(!glob_matches("a*b*c", "a-x-c-y-b"));
+        assert!(glob_matches("host?", "host1"));
+        assert!(!glob_matches("host?", "host12"));
+        assert!(!glob_matches("host?", "host"));
+        assert!(glob_matches("??", "ab") && !glob_matches("??", "a"));
+        assert!(glob_matches("*.corp.example", "a.corp.example"));
+        // Brackets, braces and backslashes are literals.
+        assert!(glob_matches(
+            "[git.example.com]:2222",
+            "[git.example.com]:2222"
+        ));
+        assert!(!glob_matches("[git.example.com]:2222", "g:2222"));
+        assert!(glob_matches("[*]:22?2", "[h.example]:2222"));
+        assert!(glob_matches("{a,b}", "{a,b}") && !glob_matches("{a,b}", "a"));
+        assert!(glob_matches("a\\*", "a\\b") && !glob_matches("a\\*", "ab"));
+        assert!(!glob_matches("a.c", "abc"));
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn label_selectors_follow_kubernetes() {
+        let app = labels(&[("app", "orders"), ("tier", "gold")]);
+        let none = labels(&[]);
+        assert!(selector_matches(&LabelSelector::default(), &none));
+        let s = parse_selector("app=orders").unwrap();
+        assert!(selector_matches(&s, &app) && !selector_matches(&s, &none));
+        let s = parse_selector("region in (eu,us)").unwrap();
+        assert!(!selector_matches(&s, &app));
+        assert!(selector_matches(&s, &labels(&[("region", "eu")])));
+        let s = parse_selector("tier notin (silver)").unwrap();
+        assert!(selector_matches(&s, &app) && selector_matches(&s, &none));
+        assert!(!selector_matches(&s, &labels(&[("tier", "silver")])));
+        let s = parse_selector("tier!=gold").unwrap();
+        assert!(!selector_matches(&s, &app) && selector_matches(&s, &none));
+        let s = parse_selector("app,!legacy").unwrap();
+        assert!(selector_matches(&s, &app) && !selector_matches(&s, &none));
+        assert!(!selector_matches(
+            &s,
+            &labels(&[("app", "x"), ("legacy", "")])
+        ));
+        // matchLabels and matchExpressions must both hold.
+        let s = parse_selector("app=orders,tier in (silver)").unwrap();
+        assert!(!selector_matches(&s, &app));
+    }
+
+    #[test]
+    fn odd_requirements_keep_their_old_meaning() {
+        let requirement = |operator: &str, values: Option<Vec<String>>| LabelSelector {
+            match_labels: None,
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: "tier".into(),
+                operator: operator.into(),
+                values,
+            }]),
+        };
+        let gold = labels(&[("tier", "gold")]);
+        // No values: `In` matches nothing, `NotIn` everything.
+        assert!(!selector_matches(&requirement("In", None), &gold));
+        assert!(selector_matches(&requirement("NotIn", None), &gold));
+        assert!(selector_matches(&requirement("NotIn", None), &labels(&[])));
+        // An unknown operator matches nothing.
+        assert!(!selector_matches(&requirement("Gt", Some(vec![])), &gold));
+        assert!(!selector_matches(&requirement("Gt", None), &labels(&[])));
     }
 }

@@ -17,19 +17,20 @@
 //! Credentials for pushing, as the remote asks for them: over HTTPS a token
 //! in `CAMELK_GIT_TOKEN`, else Git's credential helper (`credential.helper`);
 //! over SSH the keys of the ssh-agent; otherwise the transport's default.
-//! They are handed to libgit2 and never logged.
+//! They are handed to libgit2 and never logged ([`transport`], which the Git
+//! source's fetches use as well).
+
+pub mod transport;
 
 use std::path::{Path, PathBuf};
 
 use git2::build::TreeUpdateBuilder;
 use git2::{BranchType, ErrorCode, FileMode, Oid, PushOptions, Repository, StatusOptions};
 
-use crate::source;
-use crate::source::credentials::GitCredentials;
-use crate::source::known_hosts::ssh_port;
+pub use transport::{TOKEN_ENV, is_untrusted_certificate};
 
-/// Environment variable holding an access token for HTTPS pushes.
-pub const TOKEN_ENV: &str = "CAMELK_GIT_TOKEN";
+use transport::credentials::GitCredentials;
+use transport::ssh_port;
 
 /// Failures of Git operations, each naming the step that failed.
 #[derive(Debug, thiserror::Error)]
@@ -315,7 +316,7 @@ impl Checkout {
             // The ambient credentials, offered as a fetch offers them.
             let ambient = GitCredentials::default();
             let url = remote_handle.url().unwrap_or_default().to_string();
-            let mut callbacks = source::git::callbacks(&ambient, Some(&config), ssh_port(&url));
+            let mut callbacks = transport::callbacks(&ambient, Some(&config), ssh_port(&url));
             callbacks.push_update_reference(|_, status| {
                 if let Some(message) = status {
                     rejected = Some(message.to_string());
@@ -361,12 +362,6 @@ fn push_error(remote: &str, branch: &str, e: git2::Error) -> GitError {
             message,
         }
     }
-}
-
-/// Whether `e` is TLS refusing the remote's certificate (not an SSH host
-/// key, which libgit2 reports with the same code).
-pub fn is_untrusted_certificate(e: &git2::Error) -> bool {
-    e.class() == git2::ErrorClass::Ssl && e.code() == git2::ErrorCode::Certificate
 }
 
 /// A branch name for an edit, from its description: lowercase, `-`

@@ -101,7 +101,7 @@ fn assign_by(
     let mut changes = Vec::new();
     let mut edits = Vec::new();
     for resource in resources {
-        let current = crate::plan::Desired::new(&expected).decide(&crate::inventory::Resource {
+        let current = super::Desired::new(&expected).decide(&crate::inventory::Resource {
             id: resource.clone(),
             labels: Default::default(),
             owner_annotation: None,
@@ -172,7 +172,7 @@ fn unassign_by(
         edits.push(PinEdit::Remove {
             index: origin.remove(index),
         });
-        let after = crate::plan::Desired::new(&expected)
+        let after = super::Desired::new(&expected)
             .decide(&crate::inventory::Resource {
                 id: resource.clone(),
                 labels: Default::default(),

@@ -16,6 +16,7 @@
 //! kept on it). Stages 1, 2 and 4 stop at their first error; stages 3 and 5
 //! report everything they find.
 
+pub mod desired;
 pub mod diagnostic;
 pub mod edit;
 pub mod fields;
@@ -29,6 +30,7 @@ use std::path::Path;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 
+pub use desired::{Decision, Desired, Reason};
 pub use diagnostic::{Diagnostic, Severity};
 pub use tree::{FieldPath, Location, Tree};
 

@@ -43,11 +43,56 @@ pub(crate) enum PinEdit {
 
 /// The edited manifest, or `None` when the splice cannot (or should not)
 /// make this edit.
+///
+/// Stages: the list's shape ([`block_pins`]); the byte ranges to replace
+/// ([`Splices::plan`]); the new text, and the changed part of the list
+/// re-parsed on its own ([`reparse_window`]); the whole spec validated; the
+/// tree patched ([`spliced_tree`]).
 pub(crate) fn pins(
     manifest: &Manifest,
     edits: &[PinEdit],
     expected: &OperatorAssignmentSpec,
 ) -> Option<Manifest> {
+    let text = manifest.text.as_str();
+    let (items, dash) = block_pins(manifest)?;
+    let planned = Splices::plan(text, items, dash, edits)?;
+
+    // The changed part of the list, whole lines: the touched pins and one
+    // neighbour on each side.
+    let last = items.len() - 1;
+    let first = planned.touched.iter().min()?.saturating_sub(1);
+    let upto = (planned.touched.iter().max()? + 1).min(last);
+    let window = item_lines(text, &items[first])?.start..item_lines(text, &items[upto])?.end;
+    let new_text = planned.apply(text, &window)?;
+    let delta = new_text.len() as isize - text.len() as isize;
+    let new_window = window.start..(window.end as isize + delta) as usize;
+
+    // Check the changed part on its own, and that what follows closes it.
+    let keep = (upto + 1 - first) - planned.removed + planned.appended;
+    let wanted = expected.pins.get(first..first + keep)?;
+    let part = reparse_window(text, &new_text, &window, &new_window, wanted)?;
+    if !closes(&new_text[new_window.end..], dash) {
+        return None;
+    }
+
+    let findings = validate::validate(expected);
+    if findings.iter().any(|f| f.severity == Severity::Error) {
+        return None;
+    }
+    let tree = spliced_tree(
+        manifest,
+        &new_text,
+        (&window, &new_window),
+        first..=upto,
+        part,
+    )?;
+    Some(edited(manifest, expected, new_text, tree, findings))
+}
+
+/// The pin list's items and the column of their dashes, when it is a
+/// non-empty block list, indented under its key, every item's dash at one
+/// column and every block pin's keys two columns after it.
+fn block_pins(manifest: &Manifest) -> Option<(&[Node], usize)> {
     let text = manifest.text.as_str();
     let list = manifest.tree.get(&FieldPath::parse("spec.pins"))?;
     let Value::Sequence(items) = &list.value else {
@@ -77,120 +122,158 @@ pub(crate) fn pins(
             return None;
         }
     }
-    let pad = " ".repeat(dash);
+    Some((items, dash))
+}
 
-    let mut splices: Vec<(Range<usize>, String)> = Vec::new();
-    let mut touched: Vec<usize> = Vec::new();
-    let mut removed = 0;
-    let mut appended = String::new();
-    let mut appended_count = 0;
-    for edit in edits {
-        match edit {
-            PinEdit::Set { index, to } => {
-                let item = items.get(*index)?;
-                let value = entry(item, "operator")?;
-                let old = &text[value.start..value.end];
-                if !plain_safe(to.as_str()) || old.contains('\n') {
-                    return None;
+/// The byte ranges an edit replaces, in order and disjoint.
+struct Splices {
+    /// Range of the old text, and its replacement.
+    ranges: Vec<(Range<usize>, String)>,
+    /// Indices of the pins changed, removed, or appended after.
+    touched: Vec<usize>,
+    removed: usize,
+    appended: usize,
+}
+
+impl Splices {
+    fn plan(text: &str, items: &[Node], dash: usize, edits: &[PinEdit]) -> Option<Splices> {
+        let pad = " ".repeat(dash);
+        let mut out = Splices {
+            ranges: Vec::new(),
+            touched: Vec::new(),
+            removed: 0,
+            appended: 0,
+        };
+        let mut appended = String::new();
+        for edit in edits {
+            match edit {
+                PinEdit::Set { index, to } => {
+                    let item = items.get(*index)?;
+                    out.ranges.push(set_operator(text, item, to)?);
+                    out.touched.push(*index);
                 }
-                let new = match value.style {
-                    Style::Plain => to.to_string(),
-                    Style::SingleQuoted => format!("'{to}'"),
-                    Style::DoubleQuoted => format!("\"{to}\""),
-                    _ => return None,
-                };
-                splices.push((value.start..value.end, new));
-                touched.push(*index);
-            }
-            PinEdit::Remove { index } => {
-                let item = items.get(*index)?;
-                let lines = item_lines(text, item)?;
-                // Blank lines and comments around a pin (which may be about
-                // it): the general path decides what becomes of them.
-                let trivia = |line: &str| {
-                    let line = line.trim_start();
-                    line.is_empty() || line.starts_with('#')
-                };
-                if previous_line(text, lines.start).is_some_and(trivia)
-                    || text[lines.end..].lines().next().is_some_and(trivia)
-                {
-                    return None;
+                PinEdit::Remove { index } => {
+                    let item = items.get(*index)?;
+                    out.ranges.push((removed_lines(text, item)?, String::new()));
+                    out.touched.push(*index);
+                    out.removed += 1;
                 }
-                splices.push((lines, String::new()));
-                touched.push(*index);
-                removed += 1;
-            }
-            PinEdit::Append(pin) => {
-                for value in [
-                    pin.namespace.as_str(),
-                    pin.name.as_str(),
-                    pin.operator.as_str(),
-                ] {
-                    if !plain_safe(value) {
-                        return None;
-                    }
+                PinEdit::Append(pin) => {
+                    appended.push_str(&pin_lines(&pad, pin)?);
+                    out.appended += 1;
                 }
-                appended.push_str(&format!(
-                    "{pad}- kind: {}\n{pad}  namespace: {}\n{pad}  name: {}\n{pad}  operator: {}\n",
-                    pin.kind.kind(),
-                    pin.namespace,
-                    pin.name,
-                    pin.operator
-                ));
-                appended_count += 1;
             }
         }
-    }
-    if removed >= items.len() {
-        return None;
-    }
-    let last = items.len() - 1;
-    if appended_count > 0 {
-        let at = item_lines(text, &items[last])?.end;
-        splices.push((at..at, appended));
-        touched.push(last);
-    }
-    if touched.is_empty() {
-        return None;
-    }
-    splices.sort_by_key(|(range, _)| (range.start, range.end));
-    if splices.windows(2).any(|w| w[0].0.end > w[1].0.start) {
-        return None;
+        if out.removed >= items.len() {
+            return None;
+        }
+        let last = items.len() - 1;
+        if out.appended > 0 {
+            let at = item_lines(text, &items[last])?.end;
+            out.ranges.push((at..at, appended));
+            out.touched.push(last);
+        }
+        if out.touched.is_empty() {
+            return None;
+        }
+        out.ranges
+            .sort_by_key(|(range, _)| (range.start, range.end));
+        if out.ranges.windows(2).any(|w| w[0].0.end > w[1].0.start) {
+            return None;
+        }
+        Some(out)
     }
 
-    // The changed part of the list, whole lines: the touched pins and one
-    // neighbour on each side.
-    let first = touched.iter().min()?.saturating_sub(1);
-    let upto = (touched.iter().max()? + 1).min(last);
-    let window = item_lines(text, &items[first])?.start..item_lines(text, &items[upto])?.end;
-    if splices
-        .iter()
-        .any(|(r, _)| r.start < window.start || r.end > window.end)
+    /// The new text, when every splice lies inside `window`.
+    fn apply(&self, text: &str, window: &Range<usize>) -> Option<String> {
+        if self
+            .ranges
+            .iter()
+            .any(|(r, _)| r.start < window.start || r.end > window.end)
+        {
+            return None;
+        }
+        let mut new_text = String::with_capacity(text.len() + 256);
+        let mut at = 0;
+        for (range, replacement) in &self.ranges {
+            new_text.push_str(&text[at..range.start]);
+            new_text.push_str(replacement);
+            at = range.end;
+        }
+        new_text.push_str(&text[at..]);
+        Some(new_text)
+    }
+}
+
+/// The operator value of `item` replaced by `to`, in the same quote style.
+fn set_operator(text: &str, item: &Node, to: &OperatorId) -> Option<(Range<usize>, String)> {
+    let value = entry(item, "operator")?;
+    let old = &text[value.start..value.end];
+    if !plain_safe(to.as_str()) || old.contains('\n') {
+        return None;
+    }
+    let new = match value.style {
+        Style::Plain => to.to_string(),
+        Style::SingleQuoted => format!("'{to}'"),
+        Style::DoubleQuoted => format!("\"{to}\""),
+        _ => return None,
+    };
+    Some((value.start..value.end, new))
+}
+
+/// The whole lines of `item`, unless a blank line or comment is next to it.
+fn removed_lines(text: &str, item: &Node) -> Option<Range<usize>> {
+    let lines = item_lines(text, item)?;
+    // Blank lines and comments around a pin (which may be about it): the
+    // general path decides what becomes of them.
+    let trivia = |line: &str| {
+        let line = line.trim_start();
+        line.is_empty() || line.starts_with('#')
+    };
+    if previous_line(text, lines.start).is_some_and(trivia)
+        || text[lines.end..].lines().next().is_some_and(trivia)
     {
         return None;
     }
-    let mut new_text = String::with_capacity(text.len() + 256);
-    let mut at = 0;
-    for (range, replacement) in &splices {
-        new_text.push_str(&text[at..range.start]);
-        new_text.push_str(replacement);
-        at = range.end;
-    }
-    new_text.push_str(&text[at..]);
-    let delta = new_text.len() as isize - text.len() as isize;
-    let new_window = window.start..(window.end as isize + delta) as usize;
+    Some(lines)
+}
 
-    // Check the changed part on its own, and that what follows closes it.
+/// A new pin as a block mapping whose dash is at `pad`'s width.
+fn pin_lines(pad: &str, pin: &Pin) -> Option<String> {
+    for value in [
+        pin.namespace.as_str(),
+        pin.name.as_str(),
+        pin.operator.as_str(),
+    ] {
+        if !plain_safe(value) {
+            return None;
+        }
+    }
+    Some(format!(
+        "{pad}- kind: {}\n{pad}  namespace: {}\n{pad}  name: {}\n{pad}  operator: {}\n",
+        pin.kind.kind(),
+        pin.namespace,
+        pin.name,
+        pin.operator
+    ))
+}
+
+/// The changed part of the list, re-parsed on its own and positioned as in
+/// the new text, when it holds exactly the `wanted` pins.
+fn reparse_window(
+    text: &str,
+    new_text: &str,
+    window: &Range<usize>,
+    new_window: &Range<usize>,
+    wanted: &[Pin],
+) -> Option<Node> {
     let mut part = Tree::parse(&new_text[new_window.clone()]).ok()?.root;
     let first_line = line_of(text, window.start);
     rebase(&mut part, window.start, first_line - 1);
-    let (part_start, part_at) = (part.start, part.at);
-    let Value::Sequence(new_items) = part.value else {
+    let Value::Sequence(new_items) = &part.value else {
         return None;
     };
-    let keep = (upto + 1 - first) - removed + appended_count;
-    let wanted = expected.pins.get(first..first + keep)?;
-    if new_items.len() != keep
+    if new_items.len() != wanted.len()
         || new_items
             .iter()
             .zip(wanted)
@@ -198,16 +281,20 @@ pub(crate) fn pins(
     {
         return None;
     }
-    if !closes(&new_text[new_window.end..], dash) {
-        return None;
-    }
+    Some(part)
+}
 
-    let findings = validate::validate(expected);
-    if findings.iter().any(|f| f.severity == Severity::Error) {
-        return None;
-    }
-
-    // The tree: the re-parsed part in place, later positions shifted.
+/// The old tree with the re-parsed `part` in place of the pins `replaced`,
+/// and every later position shifted.
+fn spliced_tree(
+    manifest: &Manifest,
+    new_text: &str,
+    (window, new_window): (&Range<usize>, &Range<usize>),
+    replaced: std::ops::RangeInclusive<usize>,
+    part: Node,
+) -> Option<Tree> {
+    let text = manifest.text.as_str();
+    let delta = new_text.len() as isize - text.len() as isize;
     let line_delta = new_text[new_window.clone()].matches('\n').count() as isize
         - text[window.clone()].matches('\n').count() as isize;
     let mut tree = manifest.tree.clone();
@@ -218,8 +305,12 @@ pub(crate) fn pins(
         delta,
         line_delta,
     );
+    let (part_start, part_at) = (part.start, part.at);
+    let Value::Sequence(new_items) = part.value else {
+        return None;
+    };
     let list = pins_mut(&mut tree.root)?;
-    if first == 0 {
+    if *replaced.start() == 0 {
         // The list starts at its first item's dash.
         list.start = part_start;
         list.at = part_at;
@@ -227,9 +318,19 @@ pub(crate) fn pins(
     let Value::Sequence(items) = &mut list.value else {
         return None;
     };
-    items.splice(first..=upto, new_items);
+    items.splice(replaced, new_items);
     fix_ends(&mut tree.root);
+    Some(tree)
+}
 
+/// The manifest after the edit, its warnings placed in the new tree.
+fn edited(
+    manifest: &Manifest,
+    expected: &OperatorAssignmentSpec,
+    text: String,
+    tree: Tree,
+    findings: Vec<validate::Finding>,
+) -> Manifest {
     let mut warnings: Vec<Diagnostic> = findings
         .into_iter()
         .map(|f| Diagnostic {
@@ -242,13 +343,13 @@ pub(crate) fn pins(
     warnings.sort_by_key(|d| (d.at, d.severity));
     let mut assignment = manifest.assignment.clone();
     assignment.spec = expected.clone();
-    Some(Manifest {
+    Manifest {
         file: manifest.file.clone(),
-        text: new_text,
+        text,
         tree,
         assignment,
         warnings,
-    })
+    }
 }
 
 /// Whether `value` is written the same plain or quoted, so no style choice

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use super::diagnostic::{Severity, hint};
 use super::tree::FieldPath;
 use crate::api::{
-    ForcePolicy, Match, OperatorAssignmentSpec, OperatorId, Protocol, Step, parse_duration,
+    ForcePolicy, Match, OperatorAssignmentSpec, OperatorId, Pin, Protocol, Step, parse_duration,
 };
 use crate::camel_k::CamelKind;
 
@@ -49,7 +49,28 @@ pub fn validate(spec: &OperatorAssignmentSpec) -> Vec<Finding> {
     let root = FieldPath::root().key("spec");
     let mut out = Findings(Vec::new());
 
-    let operators = root.key("operators");
+    check_operators(&mut out, &root.key("operators"), spec);
+    let known = KnownOperators::of(spec);
+
+    let scope = root.key("scope");
+    check_namespaces(&mut out, &scope.key("namespaces"), &spec.scope.namespaces);
+    check_unique_kinds(&mut out, &scope.key("kinds"), &spec.scope.kinds);
+
+    known.check(
+        &mut out,
+        root.key("defaultOperator"),
+        &spec.default_operator,
+    );
+    check_rules(&mut out, &root.key("rules"), spec, &known);
+    check_pins(&mut out, &root.key("pins"), spec, &known);
+    check_staged_moves(&mut out, &root.key("stagedMoves"), spec, &known);
+    check_rollout_and_handoff(&mut out, &root, spec);
+    out.0
+}
+
+/// `spec.operators`: at least one, unique ids, one handler of unowned
+/// resources at most (and an upstream one), valid namespaces.
+fn check_operators(out: &mut Findings, operators: &FieldPath, spec: &OperatorAssignmentSpec) {
     if spec.operators.is_empty() {
         out.error(
             operators.clone(),
@@ -96,45 +117,57 @@ pub fn validate(spec: &OperatorAssignmentSpec) -> Vec<Finding> {
             );
         }
     }
-    let mut ids: Vec<&str> = spec.operators.iter().map(|o| o.id.as_str()).collect();
-    ids.dedup();
-    let known = |out: &mut Findings, path: FieldPath, id: &OperatorId| {
-        if !ids.contains(&id.as_str()) {
+}
+
+/// The operator ids `spec.operators` declares, against which every other
+/// reference to an operator is checked.
+struct KnownOperators<'a> {
+    ids: Vec<&'a str>,
+}
+
+impl<'a> KnownOperators<'a> {
+    fn of(spec: &'a OperatorAssignmentSpec) -> KnownOperators<'a> {
+        let mut ids: Vec<&str> = spec.operators.iter().map(|o| o.id.as_str()).collect();
+        ids.dedup();
+        KnownOperators { ids }
+    }
+
+    fn contains(&self, id: &OperatorId) -> bool {
+        self.ids.contains(&id.as_str())
+    }
+
+    /// An error at `path` unless `id` is declared.
+    fn check(&self, out: &mut Findings, path: FieldPath, id: &OperatorId) {
+        if !self.contains(id) {
             out.error(
                 path,
                 format!(
                     "unknown operator `{id}`{}; declared operators: {}",
-                    hint(id.as_str(), ids.iter().copied()),
-                    if ids.is_empty() {
+                    hint(id.as_str(), self.ids.iter().copied()),
+                    if self.ids.is_empty() {
                         "none".to_string()
                     } else {
-                        ids.join(", ")
+                        self.ids.join(", ")
                     }
                 ),
             );
         }
-    };
+    }
+}
 
-    let scope = root.key("scope");
-    check_namespaces(&mut out, &scope.key("namespaces"), &spec.scope.namespaces);
-    check_unique_kinds(&mut out, &scope.key("kinds"), &spec.scope.kinds);
-
-    known(
-        &mut out,
-        root.key("defaultOperator"),
-        &spec.default_operator,
-    );
-
-    let rules = root.key("rules");
+/// `spec.rules`: known operators, valid matches, and a warning for a rule
+/// that can never match.
+fn check_rules(
+    out: &mut Findings,
+    rules: &FieldPath,
+    spec: &OperatorAssignmentSpec,
+    known: &KnownOperators<'_>,
+) {
     for (i, rule) in spec.rules.iter().enumerate() {
         let path = rules.index(i);
-        known(&mut out, path.key("operator"), &rule.operator);
+        known.check(out, path.key("operator"), &rule.operator);
         let matches = path.key("match");
-        check_namespaces(
-            &mut out,
-            &matches.key("namespaces"),
-            &rule.matches.namespaces,
-        );
+        check_namespaces(out, &matches.key("namespaces"), &rule.matches.namespaces);
         for (j, glob) in rule.matches.names.iter().enumerate() {
             if glob.is_empty() {
                 out.error(
@@ -144,18 +177,25 @@ pub fn validate(spec: &OperatorAssignmentSpec) -> Vec<Finding> {
             }
         }
         if let Some(selector) = &rule.matches.selector {
-            check_selector(&mut out, &matches.key("selector"), selector);
+            check_selector(out, &matches.key("selector"), selector);
         }
         if let Some(reason) = never_matches(spec, i) {
             out.warning(path, format!("this rule can never match: {reason}"));
         }
     }
+}
 
-    let pins = root.key("pins");
+/// `spec.pins`: each valid, in scope, and no resource pinned twice.
+fn check_pins(
+    out: &mut Findings,
+    pins: &FieldPath,
+    spec: &OperatorAssignmentSpec,
+    known: &KnownOperators<'_>,
+) {
     let mut pinned: HashMap<(CamelKind, &str, &str), usize> = HashMap::new();
     for (i, pin) in spec.pins.iter().enumerate() {
         // Paths are built only for a pin with a finding: there are many pins.
-        let valid = ids.contains(&pin.operator.as_str())
+        let valid = known.contains(&pin.operator)
             && !pin.name.is_empty()
             && is_dns_label(&pin.namespace)
             && spec.scope.covers_kind(pin.kind)
@@ -168,35 +208,7 @@ pub fn validate(spec: &OperatorAssignmentSpec) -> Vec<Finding> {
             }
         }
         let path = pins.index(i);
-        known(&mut out, path.key("operator"), &pin.operator);
-        if pin.name.is_empty() {
-            out.error(path.key("name"), "a pin needs the name of a resource");
-        }
-        if !is_dns_label(&pin.namespace) {
-            out.error(
-                path.key("namespace"),
-                format!("`{}` is not a valid namespace name", pin.namespace),
-            );
-        }
-        if !spec.scope.covers_kind(pin.kind) {
-            out.error(
-                path.key("kind"),
-                format!(
-                    "pin to kind `{}`, which is outside the scope (spec.scope.kinds: {}); add the kind to the scope or remove the pin",
-                    pin.kind,
-                    spec.scope.kinds.iter().map(|k| k.kind()).collect::<Vec<_>>().join(", ")
-                ),
-            );
-        }
-        if !spec.scope.covers_namespace(&pin.namespace) {
-            out.error(
-                path.key("namespace"),
-                format!(
-                    "pin in namespace `{}`, which is outside the scope (spec.scope.namespaces)",
-                    pin.namespace
-                ),
-            );
-        }
+        check_pin(out, &path, spec, known, pin);
         let key = (pin.kind, pin.namespace.as_str(), pin.name.as_str());
         if let Some(first) = pinned.get(&key) {
             out.error(
@@ -210,12 +222,59 @@ pub fn validate(spec: &OperatorAssignmentSpec) -> Vec<Finding> {
             pinned.insert(key, i);
         }
     }
+}
 
-    let moves = root.key("stagedMoves");
+/// The findings of one pin on its own (not against the other pins).
+fn check_pin(
+    out: &mut Findings,
+    path: &FieldPath,
+    spec: &OperatorAssignmentSpec,
+    known: &KnownOperators<'_>,
+    pin: &Pin,
+) {
+    known.check(out, path.key("operator"), &pin.operator);
+    if pin.name.is_empty() {
+        out.error(path.key("name"), "a pin needs the name of a resource");
+    }
+    if !is_dns_label(&pin.namespace) {
+        out.error(
+            path.key("namespace"),
+            format!("`{}` is not a valid namespace name", pin.namespace),
+        );
+    }
+    if !spec.scope.covers_kind(pin.kind) {
+        out.error(
+            path.key("kind"),
+            format!(
+                "pin to kind `{}`, which is outside the scope (spec.scope.kinds: {}); add the kind to the scope or remove the pin",
+                pin.kind,
+                spec.scope.kinds.iter().map(|k| k.kind()).collect::<Vec<_>>().join(", ")
+            ),
+        );
+    }
+    if !spec.scope.covers_namespace(&pin.namespace) {
+        out.error(
+            path.key("namespace"),
+            format!(
+                "pin in namespace `{}`, which is outside the scope (spec.scope.namespaces)",
+                pin.namespace
+            ),
+        );
+    }
+}
+
+/// `spec.stagedMoves`: known operators, a real move, a valid selector and
+/// steps.
+fn check_staged_moves(
+    out: &mut Findings,
+    moves: &FieldPath,
+    spec: &OperatorAssignmentSpec,
+    known: &KnownOperators<'_>,
+) {
     for (i, staged) in spec.staged_moves.iter().enumerate() {
         let path = moves.index(i);
-        known(&mut out, path.key("from"), &staged.from);
-        known(&mut out, path.key("to"), &staged.to);
+        known.check(out, path.key("from"), &staged.from);
+        known.check(out, path.key("to"), &staged.to);
         if staged.from == staged.to {
             out.error(
                 path.key("to"),
@@ -226,28 +285,31 @@ pub fn validate(spec: &OperatorAssignmentSpec) -> Vec<Finding> {
             );
         }
         if let Some(selector) = &staged.selector {
-            check_selector(&mut out, &path.key("selector"), selector);
+            check_selector(out, &path.key("selector"), selector);
         }
-        check_steps(&mut out, &path.key("steps"), &staged.steps);
+        check_steps(out, &path.key("steps"), &staged.steps);
     }
+}
 
+/// `spec.rollout` and `spec.handoff`: steps and durations.
+fn check_rollout_and_handoff(out: &mut Findings, root: &FieldPath, spec: &OperatorAssignmentSpec) {
     let rollout = root.key("rollout");
-    check_steps(&mut out, &rollout.key("steps"), &spec.rollout.steps);
-    check_duration(&mut out, rollout.key("pause"), &spec.rollout.pause);
+    check_steps(out, &rollout.key("steps"), &spec.rollout.steps);
+    check_duration(out, rollout.key("pause"), &spec.rollout.pause);
     check_duration(
-        &mut out,
+        out,
         rollout.key("healthGate").key("timeout"),
         &spec.rollout.health_gate.timeout,
     );
 
     let handoff = root.key("handoff");
     check_duration(
-        &mut out,
+        out,
         handoff.key("drainTimeout"),
         &spec.handoff.drain_timeout,
     );
     if let Some(after) = &spec.handoff.force_after {
-        check_duration(&mut out, handoff.key("forceAfter"), after);
+        check_duration(out, handoff.key("forceAfter"), after);
         if spec.handoff.force == ForcePolicy::Never {
             out.warning(
                 handoff.key("forceAfter"),
@@ -255,7 +317,6 @@ pub fn validate(spec: &OperatorAssignmentSpec) -> Vec<Finding> {
             );
         }
     }
-    out.0
 }
 
 fn check_steps(out: &mut Findings, path: &FieldPath, steps: &[Step]) {
@@ -396,7 +457,7 @@ fn covers(outer: &Match, inner: &Match) -> bool {
                 outer.names.iter().any(|g| {
                     g == n
                         || g == "*"
-                        || (!n.contains(['*', '?']) && crate::plan::desired::glob_matches(g, n))
+                        || (!n.contains(['*', '?']) && crate::api::glob_matches(g, n))
                 })
             }));
     let selector = match (&outer.selector, &inner.selector) {

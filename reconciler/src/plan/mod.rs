@@ -2,7 +2,7 @@
 //! [`Inventory`]) gives a [`Plan`].
 //!
 //! Expected flow:
-//! 1. [`desired`] decides each resource's desired owner (pin, first rule,
+//! 1. [`crate::manifest::desired`] decides each resource's desired owner (pin, first rule,
 //!    default, then staged moves);
 //! 2. its actual owner comes from its owner keys ([`Resource::owner`]);
 //! 3. equal owners count as unchanged (an owner named by the annotation
@@ -23,7 +23,6 @@
 //! and will drive the reconciler's moves.
 
 pub mod batch;
-pub mod desired;
 pub mod rollout;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -31,7 +30,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::Serialize;
 
 pub use crate::camel_k::release::BlockReason;
-pub use desired::{Decision, Desired, Reason};
+pub use crate::manifest::desired::{Decision, Desired, Reason};
 
 use crate::api::{OperatorAssignmentSpec, OperatorId, Step};
 use crate::inventory::{Inventory, Owner, Resource, ResourceRef};

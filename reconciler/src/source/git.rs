@@ -9,7 +9,7 @@
 //! 3. fetch `+refs/heads/<branch>` from the URL into
 //!    `refs/remotes/origin/<branch>` (forced: the remote's head wins); over
 //!    `ssh://` with a known_hosts given, the server's host key is checked
-//!    before anything is sent ([`super::known_hosts`]);
+//!    before anything is sent ([`crate::git::transport`]);
 //! 4. read the manifest blob at `path` in that commit.
 //!
 //! Guarantees: nothing is written outside the cache directory; a failed fetch
@@ -17,19 +17,16 @@
 //! never logged, and scrubbed from its error messages (and a password in the
 //! URL is left out of every message). URLs: a local path, `file://`, and
 //! whatever transports libgit2 was built with (`https://`, `ssh://`).
-//! Credentials offered, in order: the configured token (HTTPS) or key (SSH),
-//! then the token in [`crate::git::TOKEN_ENV`], Git's credential helper, the
-//! ssh-agent.
+//! Credentials are offered as [`crate::git::transport`] offers them.
 
 use std::path::{Path, PathBuf};
 
-use git2::{
-    CertificateCheckStatus, Cred, CredentialType, FetchOptions, Oid, RemoteCallbacks, Repository,
-};
+use git2::{FetchOptions, Oid, Repository};
 
-use super::credentials::{CredentialConfig, DEFAULT_TOKEN_USERNAME, GitCredentials};
-use super::known_hosts::{HostKeyError, ssh_port};
+use super::credentials::CredentialConfig;
 use super::{Revision, SourceError};
+use crate::git::transport::credentials::GitCredentials;
+use crate::git::transport::{self, redact_url, ssh_port};
 
 /// A branch of a Git repository and the manifest's path in it.
 pub struct GitSource {
@@ -109,7 +106,7 @@ impl GitSource {
             let message = credentials
                 .scrub(source.message())
                 .replace(&self.remote_url, &self.url);
-            if crate::git::is_untrusted_certificate(&source) {
+            if transport::is_untrusted_certificate(&source) {
                 return SourceError::UntrustedCertificate {
                     url: self.url.clone(),
                     branch: self.branch.clone(),
@@ -126,7 +123,7 @@ impl GitSource {
         {
             let mut remote = repo.remote_anonymous(&self.remote_url).map_err(fetch_err)?;
             let mut options = FetchOptions::new();
-            options.remote_callbacks(callbacks(
+            options.remote_callbacks(transport::callbacks(
                 credentials,
                 helper_config.as_ref(),
                 ssh_port(&self.remote_url),
@@ -170,27 +167,6 @@ impl GitSource {
     }
 }
 
-/// `url` with the password of its `user:password@` part replaced by `***`.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            let masked = if userinfo.contains(':') {
-                format!("{user}:***")
-            } else {
-                user.to_string()
-            };
-            format!("{scheme}://{masked}@{host}{tail}")
-        }
-        None => url.to_string(),
-    }
-}
-
 fn read_blob(repo: &Repository, commit: Oid, path: &str) -> Result<String, SourceError> {
     let sha = commit.to_string();
     let commit_err = |source| SourceError::Commit {
@@ -211,90 +187,6 @@ fn read_blob(repo: &Repository, commit: Oid, path: &str) -> Result<String, Sourc
         .and_then(|o| o.peel_to_blob())
         .map_err(|_| missing())?;
     Ok(String::from_utf8_lossy(blob.content()).into_owned())
-}
-
-/// libgit2's callbacks: credentials as the remote asks for them, and the
-/// host key check when a known_hosts is given. Fetches and the plugin's
-/// pushes ([`crate::git::Checkout::push`]) offer credentials the same way.
-pub(crate) fn callbacks<'a>(
-    credentials: &'a GitCredentials,
-    config: Option<&'a git2::Config>,
-    port: u16,
-) -> RemoteCallbacks<'a> {
-    let env_token = std::env::var(crate::git::TOKEN_ENV)
-        .ok()
-        .filter(|t| !t.is_empty());
-    let mut attempts = 0;
-    let mut callbacks = RemoteCallbacks::new();
-    callbacks.credentials(move |url, username, allowed| {
-        attempts += 1;
-        if attempts > 3 {
-            return Err(git2::Error::from_str(
-                "the remote refused every credential offered",
-            ));
-        }
-        if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) {
-            let token = credentials
-                .token
-                .as_ref()
-                .map(|t| t.expose())
-                .or(env_token.as_deref());
-            if let Some(token) = token {
-                let user = credentials
-                    .username
-                    .as_deref()
-                    .or(username)
-                    .unwrap_or(DEFAULT_TOKEN_USERNAME);
-                return Cred::userpass_plaintext(user, token);
-            }
-            if let Some(config) = config
-                && let Ok(cred) = Cred::credential_helper(config, url, username)
-            {
-                return Ok(cred);
-            }
-        }
-        let ssh_user = username
-            .or(credentials.username.as_deref())
-            .unwrap_or("git");
-        if allowed.contains(CredentialType::SSH_MEMORY)
-            && let Some(key) = &credentials.ssh_key
-        {
-            return Cred::ssh_key_from_memory(
-                ssh_user,
-                None,
-                key.expose(),
-                credentials.ssh_passphrase.as_ref().map(|p| p.expose()),
-            );
-        }
-        if allowed.contains(CredentialType::SSH_KEY) {
-            return Cred::ssh_key_from_agent(ssh_user);
-        }
-        if allowed.contains(CredentialType::USERNAME) {
-            return Cred::username(ssh_user);
-        }
-        Cred::default()
-    });
-    if let Some(known_hosts) = &credentials.known_hosts {
-        callbacks.certificate_check(move |cert, host| {
-            let Some(hostkey) = cert.as_hostkey() else {
-                // TLS: libgit2 verifies the certificate chain itself.
-                return Ok(CertificateCheckStatus::CertificatePassthrough);
-            };
-            let result = match hostkey.hostkey() {
-                Some(key) => known_hosts.check(host, port, key),
-                None => Err(HostKeyError::NoKey),
-            };
-            match result {
-                Ok(()) => Ok(CertificateCheckStatus::CertificateOk),
-                Err(e) => Err(git2::Error::new(
-                    git2::ErrorCode::Certificate,
-                    git2::ErrorClass::Ssh,
-                    e.to_string(),
-                )),
-            }
-        });
-    }
-    callbacks
 }
 
 #[cfg(test)]
@@ -365,18 +257,5 @@ mod tests {
             nofile.fetch().await,
             Err(SourceError::MissingFile { .. })
         ));
-    }
-
-    #[test]
-    fn passwords_in_urls_are_left_out() {
-        assert_eq!(
-            redact_url("https://bot:t0ken@git.example.com/a.git"),
-            "https://bot:***@git.example.com/a.git"
-        );
-        assert_eq!(
-            redact_url("ssh://git@git.example.com:2222/a.git"),
-            "ssh://git@git.example.com:2222/a.git"
-        );
-        assert_eq!(redact_url("/srv/git/a.git"), "/srv/git/a.git");
     }
 }

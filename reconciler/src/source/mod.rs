@@ -21,7 +21,6 @@
 pub mod cluster;
 pub mod credentials;
 pub mod git;
-pub mod known_hosts;
 
 use std::path::PathBuf;
 
@@ -182,7 +181,7 @@ pub enum SourceError {
     KnownHosts {
         from: String,
         #[source]
-        source: known_hosts::KnownHostsError,
+        source: crate::git::transport::known_hosts::KnownHostsError,
     },
     #[error("reading OperatorAssignment {namespace}/{name}: {source}")]
     Object {
