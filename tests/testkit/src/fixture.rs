@@ -3,7 +3,11 @@
 //! The first call to [`shared`] starts a control plane in a temporary
 //! directory (or, when `CAMELK_TEST_KUBECONFIG` names the kubeconfig of a
 //! running one, such as `make local-cluster`'s, reuses it). Tests of one binary
-//! run in parallel on it, each in its own namespace.
+//! run in parallel on it, each in its own namespace; so a crate gathers its
+//! end-to-end tests in one binary (`tests/e2e/main.rs`) to start one control
+//! plane, not one per file. Each start prints one line on stderr
+//! (`camelk-testkit: control plane started in ...`), past the harness's
+//! capture, to count and time them.
 //!
 //! Tear-down cannot rely on destructors of statics, which Rust never runs, so
 //! a watchdog shell holds the read end of a pipe whose write end only this
@@ -11,6 +15,7 @@
 //! the watchdog stops the control plane and removes its directory
 //! (`CAMELK_TEST_KEEP=1` keeps the directory for a post-mortem).
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
@@ -95,7 +100,17 @@ fn boot() -> Result<TestCluster, Error> {
         bin_dir: control_plane_bin_dir()?,
         crds: CrdSource::locate(),
     };
+    let began = std::time::Instant::now();
     let started = runtime.block_on(cluster::start(&opts))?;
+    // Past the test harness's output capture (it takes only `print!`s): one
+    // line per start, to count the control planes a run starts and time them.
+    let _ = writeln!(
+        std::io::stderr(),
+        "camelk-testkit: control plane started in {:.1}s for {} ({})",
+        began.elapsed().as_secs_f64(),
+        std::env::args().next().unwrap_or_default(),
+        root.display()
+    );
     let watchdog = spawn_watchdog(&started.dir, &started.processes)?;
     Ok(TestCluster {
         dir: started.dir,

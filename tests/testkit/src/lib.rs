@@ -8,7 +8,9 @@
 //! upstream Camel K operators (`kamel operator`) on it.
 //!
 //! Tests use [`fixture::shared`]: one control plane per test binary, a fresh
-//! namespace per test.
+//! namespace per test. Each crate keeps its end-to-end tests in one binary
+//! (`tests/e2e/main.rs`, a module per topic) so that they share one control
+//! plane; [`manifest`] builds the `OperatorAssignment` manifests they push.
 //!
 //! ```no_run
 //! # async fn example() {
@@ -28,6 +30,7 @@ pub mod fixture;
 pub mod git_http;
 pub mod identity;
 pub mod layers;
+pub mod manifest;
 pub mod pki;
 pub mod upstream;
 

@@ -7,7 +7,9 @@
 //! `examples/deploy/upstream-operator/` bound to that identity, and the
 //! environment upstream reads: `OPERATOR_ID`, `NAMESPACE` (its own namespace,
 //! where its lock `<id>-lock` lives) and `WATCH_NAMESPACE` (empty: global).
-//! Its log is `logs/kamel-operator-<id>.log` in the cluster directory.
+//! Its log is `logs/kamel-operator-<id>.log` in the cluster directory
+//! (`kamel-operator-<id>-<namespace>.log` outside its default namespace, so
+//! that two operators of one id, in two namespaces, keep their logs apart).
 //!
 //! An operator handles nothing until its IntegrationPlatform exists:
 //! [`UpstreamOperator::ready_platform`] creates it (named after the id,
@@ -124,12 +126,19 @@ pub async fn start(dir: &ClusterDir, opts: &UpstreamOptions) -> Result<UpstreamO
     ensure_namespace(&admin, &opts.namespace).await?;
     apply_rbac(&admin, &opts.id, &opts.namespace).await?;
 
-    let home = dir.root().join("upstream").join(&opts.id);
+    // Named after the id alone in its default namespace, as the demo and the
+    // docs say; with the namespace too elsewhere.
+    let name = if opts.namespace == default_namespace(&opts.id) {
+        opts.id.clone()
+    } else {
+        format!("{}-{}", opts.id, opts.namespace)
+    };
+    let home = dir.root().join("upstream").join(&name);
     fs::create_dir_all(&home).map_err(io("creating the operator's directory"))?;
     let kubeconfig = home.join("kubeconfig");
     write_kubeconfig(dir, &opts.id, &kubeconfig)?;
     fs::create_dir_all(dir.root().join("logs")).map_err(io("creating the logs directory"))?;
-    let log = dir.log(&format!("kamel-operator-{}", opts.id));
+    let log = dir.log(&format!("kamel-operator-{name}"));
     let out = fs::File::create(&log).map_err(io("creating the operator's log"))?;
     let err = out.try_clone().map_err(io("creating the operator's log"))?;
 

@@ -2,17 +2,15 @@
 //! control plane with three operator processes sharing one namespace: each
 //! reconciles only its own Integrations, Pipes and IntegrationPlatforms.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use camelk_reconciler::camel_k::status::phase;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
-use support::*;
 
 async fn create(client: &kube::Client, ns: &str, kind: CamelKind, name: &str, owner: &str) {
     let obj: DynamicObject = serde_json::from_value(json!({

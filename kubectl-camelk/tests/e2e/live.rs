@@ -2,18 +2,17 @@
 //! the test kit (etcd + kube-apiserver on loopback), and the generated CRD
 //! as the real API server takes it.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_reconciler::manifest::Manifest;
+use camelk_testkit::manifest::{Assignment, Rule};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use common::{camelk, repo_with};
+use crate::common::{camelk, repo_with};
 
 fn api(client: Client, kind: CamelKind, ns: &str) -> Api<DynamicObject> {
     let resource = ApiResource {
@@ -149,32 +148,21 @@ async fn integration_of_pipe(client: &Client, ns: &str, name: &str) {
     create_controlled(client, ns, it, Some("operator-1"), Some("Running"), pipe).await;
 }
 
+/// Operators 1 and 2, Integrations and Pipes of `ns`, operator-1 by default;
+/// canaries, and the Pipe `stream`, to operator-2.
 fn manifest(ns: &str) -> String {
-    format!(
-        "apiVersion: camelk.dev/v1alpha1
-kind: OperatorAssignment
-metadata:
-  name: live
-spec:
-  operators:
-    - id: operator-1
-      namespace: camel-k
-    - id: operator-2
-      namespace: camel-k
-  scope:
-    namespaces: [{ns}]
-    kinds: [Integration, Pipe]
-  defaultOperator: operator-1
-  rules:
-    - match:
-        names: [\"canary-*\"]
-      operator: operator-2
-    - match:
-        kinds: [Pipe]
-        names: [stream]
-      operator: operator-2
-"
-    )
+    Assignment::new("live")
+        .operator("operator-1", "camel-k")
+        .operator("operator-2", "camel-k")
+        .scope(&[ns], &[CamelKind::Integration, CamelKind::Pipe])
+        .default_operator("operator-1")
+        .rule(Rule::to("operator-2").names(&["canary-*"]))
+        .rule(
+            Rule::to("operator-2")
+                .kinds(&[CamelKind::Pipe])
+                .names(&["stream"]),
+        )
+        .render()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -493,8 +481,10 @@ async fn the_generated_crd_is_accepted_and_serves_manifests() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    let text = std::fs::read_to_string(common::fixture("../../examples/operator-assignment.yaml"))
-        .unwrap();
+    let text = std::fs::read_to_string(crate::common::fixture(
+        "../../examples/operator-assignment.yaml",
+    ))
+    .unwrap();
     let manifest = Manifest::parse("operator-assignment.yaml", text).unwrap();
     let mut object = manifest.assignment.clone();
     object.metadata.namespace = Some(ns.name.clone());

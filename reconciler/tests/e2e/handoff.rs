@@ -3,11 +3,10 @@
 //! its own identity. Every test ends with the audit-log judge: no successful
 //! write to a Camel K resource by an operator that did not own it then.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::camel_k::status::phase;
@@ -23,7 +22,6 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use nix::sys::signal::Signal;
 use serde_json::json;
-use support::*;
 
 fn options(ns: &str, mode: ReleaseMode) -> HandoffOptions {
     HandoffOptions {

@@ -12,55 +12,21 @@
 //! operators: each test works in its own namespace); a test that kills an
 //! operator starts its own operator-3.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
+use crate::{operator_logs, shared_operators};
 use camelk_reconciler::api::OperatorAssignmentStatus;
 use camelk_reconciler::camel_k::status::{condition, phase};
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id, owner_of_meta};
 use camelk_testkit::TestCluster;
-use camelk_testkit::upstream::UpstreamOperator;
+use camelk_testkit::manifest::{Assignment, Rollout};
 use kube::Client;
 use kube::api::{DynamicObject, PostParams};
 use serde_json::{Value, json};
-use support::*;
-use tokio::sync::OnceCell;
 
 const NAME: &str = "fleet";
 const IMAGE: &str = "docker.io/library/camelk-e2e:1.0";
-
-/// operator-1 and operator-2, started once for this binary, platforms Ready.
-static SHARED: OnceCell<(UpstreamOperator, UpstreamOperator)> = OnceCell::const_new();
-
-async fn shared_operators(cluster: &'static TestCluster) {
-    SHARED
-        .get_or_init(|| async {
-            let admin = cluster.admin().await;
-            let op1 = cluster.upstream_operator("operator-1").await;
-            let op2 = cluster.upstream_operator("operator-2").await;
-            for op in [&op1, &op2] {
-                op.ready_platform(&admin)
-                    .await
-                    .unwrap_or_else(|e| panic!("{e}"));
-            }
-            (op1, op2)
-        })
-        .await;
-}
-
-fn operator_logs() -> String {
-    SHARED
-        .get()
-        .map(|(a, b)| {
-            format!(
-                "operator-1:\n{}\noperator-2:\n{}",
-                a.log_tail(20),
-                b.log_tail(20)
-            )
-        })
-        .unwrap_or_default()
-}
 
 /// A namespace with the owner policy enforced, the shipped RBAC granted,
 /// the OperatorAssignment CRD installed and operator-1 and operator-2 running.
@@ -77,36 +43,22 @@ async fn setup(prefix: &str) -> (&'static TestCluster, camelk_testkit::TestNames
     (cluster, ns, admin)
 }
 
-/// A manifest of `protocol: Upstream` operators 1..3 (each locked in its own
-/// namespace) for Integrations and Pipes of `ns`; `body` adds the rest.
-fn manifest(ns: &str, body: &str) -> String {
-    format!(
-        "apiVersion: camelk.dev/v1alpha1
-kind: OperatorAssignment
-metadata:
-  name: {NAME}
-spec:
-  operators:
-    - id: operator-1
-      namespace: camel-k-op1
-      protocol: Upstream
-    - id: operator-2
-      namespace: camel-k-op2
-      protocol: Upstream
-    - id: operator-3
-      namespace: camel-k-op3
-      protocol: Upstream
-  scope:
-    namespaces: [{ns}]
-    kinds: [Integration, Pipe]
-{body}  rollout:
-    healthGate:
-      requireReady: true
-      timeout: 3m
-  handoff:
-    drainTimeout: 2m
-"
-    )
+/// The assignment of these tests: `protocol: Upstream` operators 1..3 (each
+/// locked in its own namespace) for Integrations and Pipes of `ns`, Ready
+/// required within 3 minutes; a test adds the rest.
+fn fleet(ns: &str) -> Assignment {
+    Assignment::new(NAME)
+        .upstream_operator("operator-1", "camel-k-op1")
+        .upstream_operator("operator-2", "camel-k-op2")
+        .upstream_operator("operator-3", "camel-k-op3")
+        .scope(&[ns], &[CamelKind::Integration, CamelKind::Pipe])
+        .rollout(Rollout::new().require_ready(true).gate_timeout("3m"))
+        .drain_timeout("2m")
+}
+
+/// [`fleet`] with everything in scope going to `default_operator`.
+fn manifest(ns: &str, default_operator: &str) -> String {
+    fleet(ns).default_operator(default_operator).render()
 }
 
 /// An Integration as `kamel run -x` creates it: the owner annotation (when
@@ -220,10 +172,7 @@ async fn kamel_created_integrations_are_adopted_then_rolled_out_in_steps() {
     // Revision 1 says what the cluster already holds: each resource is
     // adopted (its label added in one write), nothing is handed over.
     let git = GitRemote::new();
-    let rev1 = git.push(
-        &manifest(&ns.name, "  defaultOperator: operator-1\n"),
-        "operators",
-    );
+    let rev1 = git.push(&manifest(&ns.name, "operator-1"), "operators");
     let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
     wait_status(
         &admin,
@@ -261,10 +210,10 @@ async fn kamel_created_integrations_are_adopted_then_rolled_out_in_steps() {
 
     // Revision 2 hands everything to operator-2 in two steps, each gated on Ready.
     let rev2 = git.push(
-        &manifest(
-            &ns.name,
-            "  defaultOperator: operator-1\n  stagedMoves:\n    - from: operator-1\n      to: operator-2\n      steps: [\"50%\", \"100%\"]\n",
-        ),
+        &fleet(&ns.name)
+            .default_operator("operator-1")
+            .staged_move("operator-1", "operator-2", &["50%", "100%"])
+            .render(),
         "operator-2 takes over",
     );
     let status = wait_status(
@@ -322,10 +271,7 @@ async fn an_integration_naming_a_missing_operator_is_untouched_then_taken_over()
     // The issue's scenario: both resources to operator-2 from Git. The owner
     // the annotation names is read, the dead one (no lock) is taken over.
     let git = GitRemote::new();
-    let rev = git.push(
-        &manifest(&ns.name, "  defaultOperator: operator-2\n"),
-        "to operator-2",
-    );
+    let rev = git.push(&manifest(&ns.name, "operator-2"), "to operator-2");
     let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
     let status = wait_status(
         &admin,
@@ -361,10 +307,7 @@ async fn a_pipe_assigned_to_an_operator_gets_its_integration_from_that_operator(
         .unwrap();
 
     let git = GitRemote::new();
-    let rev = git.push(
-        &manifest(&ns.name, "  defaultOperator: operator-2\n"),
-        "pipes to operator-2",
-    );
+    let rev = git.push(&manifest(&ns.name, "operator-2"), "pipes to operator-2");
     let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
     wait_status(
         &admin,
@@ -414,6 +357,7 @@ async fn a_pipe_assigned_to_an_operator_gets_its_integration_from_that_operator(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_upstream_operator_is_taken_over_after_its_lease() {
+    let _operator_3 = crate::OPERATOR_3.lock().await;
     let (cluster, ns, admin) = setup("up-killed").await;
     let mut op3 = cluster.upstream_operator("operator-3").await;
     op3.ready_platform(&admin)
@@ -423,10 +367,7 @@ async fn a_killed_upstream_operator_is_taken_over_after_its_lease() {
     wait_ready_under(&admin, &ns.name, "orphan", "operator-3").await;
 
     let git = GitRemote::new();
-    let rev1 = git.push(
-        &manifest(&ns.name, "  defaultOperator: operator-3\n"),
-        "operators",
-    );
+    let rev1 = git.push(&manifest(&ns.name, "operator-3"), "operators");
     let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
     wait_status(
         &admin,
@@ -443,10 +384,7 @@ async fn a_killed_upstream_operator_is_taken_over_after_its_lease() {
     // Created once operator-3 is gone: it never gets a phase, so no release
     // rule ever judges it stable; only the expiry of operator-3's lock frees it.
     kamel_run(&admin, &ns.name, "newborn", Some("operator-3"), true).await;
-    let rev2 = git.push(
-        &manifest(&ns.name, "  defaultOperator: operator-2\n"),
-        "to operator-2",
-    );
+    let rev2 = git.push(&manifest(&ns.name, "operator-2"), "to operator-2");
     wait_status(
         &admin,
         &ns.name,

@@ -2,14 +2,12 @@
 //! plane, with the scoped operator loops of operator-1 and operator-2
 //! running (in-process, each with its own identity and lock).
 
-mod common;
-
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use common::{live_camelk, start_operator, wait_running};
+use crate::common::{live_camelk, start_operator, wait_running};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn move_get_and_operators_on_a_live_cluster() {

@@ -3,54 +3,41 @@
 //! each with its own identity. Every test ends with the audit-log judge: no
 //! successful write to a Camel K resource by an operator that did not own it.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::support::*;
 use camelk_reconciler::api::OperatorAssignmentStatus;
 use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::inventory::cluster;
 use camelk_reconciler::manifest::Manifest;
 use camelk_reconciler::plan::{self, Actual};
+use camelk_testkit::manifest::{Assignment, Rollout};
 use nix::sys::signal::Signal;
-use support::*;
 
 const NAME: &str = "camel-k";
 
-/// A manifest for operators locked in `ns`; `staged` adds a move of
-/// everything from operator-1 to operator-2 in those steps.
-fn manifest(ns: &str, staged: Option<&str>, gate_timeout: &str, pause: &str) -> String {
-    let staged = staged
-        .map(|steps| {
-            format!(
-                "  stagedMoves:\n    - from: operator-1\n      to: operator-2\n      steps: [{steps}]\n"
-            )
-        })
-        .unwrap_or_default();
-    format!(
-        "apiVersion: camelk.dev/v1alpha1
-kind: OperatorAssignment
-metadata:
-  name: {NAME}
-spec:
-  operators:
-    - id: operator-1
-      namespace: {ns}
-    - id: operator-2
-      namespace: {ns}
-  scope:
-    namespaces: [{ns}]
-    kinds: [Integration]
-  defaultOperator: operator-1
-{staged}  rollout:
-    healthGate:
-      timeout: {gate_timeout}
-    pause: {pause}
-  handoff:
-    drainTimeout: 2m
-"
-    )
+/// The assignment of these tests: operator-1 and operator-2 locked in `ns`,
+/// the Integrations of `ns` in scope, operator-1 by default; `staged` adds a
+/// move of everything from operator-1 to operator-2 in those steps.
+fn desired(ns: &str, staged: Option<&[&str]>, gate_timeout: &str, pause: &str) -> Assignment {
+    let assignment = Assignment::new(NAME)
+        .operator("operator-1", ns)
+        .operator("operator-2", ns)
+        .scope(&[ns], &[CamelKind::Integration])
+        .default_operator("operator-1");
+    let assignment = match staged {
+        Some(steps) => assignment.staged_move("operator-1", "operator-2", steps),
+        None => assignment,
+    };
+    assignment
+        .rollout(Rollout::new().gate_timeout(gate_timeout).pause(pause))
+        .drain_timeout("2m")
+}
+
+/// [`desired`] as manifest text.
+fn manifest(ns: &str, staged: Option<&[&str]>, gate_timeout: &str, pause: &str) -> String {
+    desired(ns, staged, gate_timeout, pause).render()
 }
 
 fn condition<'a>(
@@ -167,7 +154,7 @@ async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
     let admin = cluster.admin().await;
 
     // What `kubectl camelk plan --base rev1 --head rev2` shows for the push.
-    let head_text = manifest(&ns.name, Some("\"20%\", \"60%\", \"100%\""), "90s", "0s");
+    let head_text = manifest(&ns.name, Some(&["20%", "60%", "100%"]), "90s", "0s");
     let head = Manifest::parse("operator-assignment.yaml", head_text.clone()).unwrap();
     let base = Manifest::parse(
         "operator-assignment.yaml",
@@ -356,7 +343,7 @@ async fn an_invalid_revision_moves_nothing_and_status_says_where() {
         setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
     let admin = cluster.admin().await;
 
-    let bad = manifest(&ns.name, Some("\"100%\""), "60s", "0s")
+    let bad = manifest(&ns.name, Some(&["100%"]), "60s", "0s")
         .replace("to: operator-2", "to: operator-9");
     let line = bad.lines().position(|l| l.contains("operator-9")).unwrap() + 1;
     let rev2 = git.push(&bad, "a typo");
@@ -396,7 +383,7 @@ async fn an_invalid_revision_moves_nothing_and_status_says_where() {
     );
 
     // Fixed in the next push: acted on.
-    let rev3 = git.push(&manifest(&ns.name, Some("\"100%\""), "60s", "0s"), "fix");
+    let rev3 = git.push(&manifest(&ns.name, Some(&["100%"]), "60s", "0s"), "fix");
     let status = wait_status(
         &admin,
         &ns.name,
@@ -479,7 +466,7 @@ async fn a_failing_health_gate_pauses_the_rollout_and_names_the_resources() {
         setup(cluster, &ns.name, &all, "3s", &git, ("5s", "0s"), &[]).await;
     let admin = cluster.admin().await;
 
-    let rev2 = git.push(&manifest(&ns.name, Some("\"50%\""), "5s", "0s"), "rollout");
+    let rev2 = git.push(&manifest(&ns.name, Some(&["50%"]), "5s", "0s"), "rollout");
     // Step 1 moves it-00 and it-01; the target is stopped before it can run them.
     stop_target_after_step_one(&admin, &ns.name, &op2).await;
     let status = wait_paused(&admin, &ns.name, &sync, "paused").await;
@@ -559,7 +546,7 @@ async fn a_sync_request_interrupts_a_waiting_health_gate_and_the_new_revision_is
     .await;
     let admin = cluster.admin().await;
 
-    let rev2 = git.push(&manifest(&ns.name, Some("\"50%\""), "5m", "0s"), "rollout");
+    let rev2 = git.push(&manifest(&ns.name, Some(&["50%"]), "5m", "0s"), "rollout");
     request_sync(&admin, &ns.name, "rollout").await;
     // Step 1 moves it-00 and it-01; operator-2 is stopped, so the gate waits.
     stop_target_after_step_one(&admin, &ns.name, &op2).await;
@@ -633,7 +620,7 @@ async fn a_revert_to_the_operator_that_built_them_passes_the_gate() {
     let admin = cluster.admin().await;
     let mut blind = blind_operator_2(cluster, &admin, &ns.name, op2).await;
 
-    let rev2 = git.push(&manifest(&ns.name, Some("\"50%\""), "60s", "0s"), "rollout");
+    let rev2 = git.push(&manifest(&ns.name, Some(&["50%"]), "60s", "0s"), "rollout");
     wait_status(
         &admin,
         &ns.name,
@@ -689,7 +676,7 @@ async fn a_status_left_by_the_old_owner_never_passes_the_gate() {
     let admin = cluster.admin().await;
     let mut blind = blind_operator_2(cluster, &admin, &ns.name, op2).await;
 
-    let rev2 = git.push(&manifest(&ns.name, Some("\"50%\""), "3s", "0s"), "rollout");
+    let rev2 = git.push(&manifest(&ns.name, Some(&["50%"]), "3s", "0s"), "rollout");
     // Each round's gate waits 3 s; let several rounds fail it.
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
     loop {
@@ -748,7 +735,7 @@ async fn a_reconciler_killed_mid_rollout_finishes_after_restart_without_repeatin
     let admin = cluster.admin().await;
 
     let rev2 = git.push(
-        &manifest(&ns.name, Some("\"33%\", \"66%\", \"100%\""), "90s", "4s"),
+        &manifest(&ns.name, Some(&["33%", "66%", "100%"]), "90s", "4s"),
         "rollout",
     );
     wait_status(
@@ -876,10 +863,7 @@ async fn an_unreachable_remote_keeps_the_last_good_state_and_says_so() {
 
     // Reachable again: the next revision is acted on.
     std::fs::rename(&moved_away, git.url()).unwrap();
-    let rev2 = git.push(
-        &manifest(&ns.name, Some("\"100%\""), "60s", "0s"),
-        "rollout",
-    );
+    let rev2 = git.push(&manifest(&ns.name, Some(&["100%"]), "60s", "0s"), "rollout");
     let status = wait_status(
         &admin,
         &ns.name,
@@ -920,7 +904,7 @@ async fn two_replicas_elect_one_leader_and_the_other_takes_over_when_it_dies() {
     let mut replicas = [(sync_a, "sync-a"), (sync_b, "sync-b")];
     replicas[0].0.signal(Signal::SIGKILL);
     replicas[0].0.kill();
-    let rev2 = git.push(&manifest(&ns.name, Some("\"50%\""), "60s", "0s"), "rollout");
+    let rev2 = git.push(&manifest(&ns.name, Some(&["50%"]), "60s", "0s"), "rollout");
     let status = wait_status(
         &admin,
         &ns.name,
@@ -1030,10 +1014,7 @@ async fn a_signed_webhook_triggers_a_fetch_and_a_bad_signature_is_refused() {
         (200, "leader".into())
     );
 
-    let rev2 = git.push(
-        &manifest(&ns.name, Some("\"100%\""), "60s", "0s"),
-        "rollout",
-    );
+    let rev2 = git.push(&manifest(&ns.name, Some(&["100%"]), "60s", "0s"), "rollout");
     let payload = r#"{"ref":"refs/heads/main"}"#;
     let forged = [("X-Hub-Signature-256", github_signature(b"guess", payload))];
     assert_eq!(http(port, "POST", "/hooks/git", &forged, payload).0, 401);
@@ -1119,10 +1100,7 @@ async fn a_suspended_assignment_is_not_acted_on_until_resumed() {
         |s| condition(s, "Suspended").is_some_and(|c| c.0 == "True"),
     )
     .await;
-    let rev2 = git.push(
-        &manifest(&ns.name, Some("\"100%\""), "60s", "0s"),
-        "rollout",
-    );
+    let rev2 = git.push(&manifest(&ns.name, Some(&["100%"]), "60s", "0s"), "rollout");
     tokio::time::sleep(Duration::from_secs(4)).await;
     let status = assignment(&admin, &ns.name, NAME)
         .await
@@ -1356,10 +1334,7 @@ async fn a_handoff_request_left_by_a_killed_reconciler_is_finished_by_the_next()
 
     // operator-1 is paused, so the request stays pending; the reconciler dies meanwhile.
     op1.signal(Signal::SIGSTOP);
-    let rev2 = git.push(
-        &manifest(&ns.name, Some("\"100%\""), "90s", "0s"),
-        "rollout",
-    );
+    let rev2 = git.push(&manifest(&ns.name, Some(&["100%"]), "90s", "0s"), "rollout");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while requests().await.is_empty() {
         assert!(
@@ -1431,10 +1406,9 @@ async fn with_drift_policy_report_an_owner_changed_by_hand_is_only_reported() {
     let (_op1, _op2, sync, _rev1) =
         setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
     let admin = cluster.admin().await;
-    let report = manifest(&ns.name, None, "60s", "0s").replace(
-        "  defaultOperator: operator-1\n",
-        "  defaultOperator: operator-1\n  driftPolicy: report\n",
-    );
+    let report = desired(&ns.name, None, "60s", "0s")
+        .drift_policy("report")
+        .render();
     let rev2 = git.push(&report, "drift: report only");
     wait_status(
         &admin,
@@ -1543,7 +1517,7 @@ async fn a_force_pushed_branch_is_followed_and_said_so() {
         setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
     let admin = cluster.admin().await;
     let rev2 = git.push(
-        &manifest(&ns.name, Some("\"100%\""), "60s", "0s"),
+        &manifest(&ns.name, Some(&["100%"]), "60s", "0s"),
         "everything to operator-2",
     );
     wait_status(
@@ -1604,15 +1578,15 @@ async fn a_failing_health_gate_rolls_the_step_back_when_the_manifest_asks() {
     let (_op1, op2, sync, _rev1) =
         setup(cluster, &ns.name, &all, "3s", &git, ("5s", "0s"), &[]).await;
     let admin = cluster.admin().await;
-    let rollback = |text: String| {
-        text.replace(
-            "      timeout: 5s\n",
-            "      timeout: 5s\n      onFailure: Rollback\n",
-        )
-    };
+    let rollback = Rollout::new()
+        .gate_timeout("5s")
+        .on_failure("Rollback")
+        .pause("0s");
 
     let rev2 = git.push(
-        &rollback(manifest(&ns.name, Some("\"50%\""), "5s", "0s")),
+        &desired(&ns.name, Some(&["50%"]), "5s", "0s")
+            .rollout(rollback)
+            .render(),
         "rollout",
     );
     // Step 1 moves it-00 and it-01; the target is stopped before it can run them.
@@ -1673,7 +1647,7 @@ async fn a_failing_health_gate_rolls_the_step_back_when_the_manifest_asks() {
 
     // A new revision starts over, and with a healthy target it completes.
     let rev3 = git.push(
-        &manifest(&ns.name, Some("\"50%\""), "30s", "0s"),
+        &manifest(&ns.name, Some(&["50%"]), "30s", "0s"),
         "rollout again",
     );
     wait_status(

@@ -2,8 +2,6 @@
 //! in this process as the `reconciler` identity, following a real Git
 //! repository) and real operator loops, on the real control plane.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::OperatorAssignment;
@@ -11,38 +9,32 @@ use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_reconciler::lock::LockTiming;
 use camelk_reconciler::source::GitSource;
 use camelk_reconciler::sync::{self, SyncConfig};
+use camelk_testkit::manifest::{Assignment, Rollout};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use common::{MANIFEST, git, live_camelk, repo_with, start_operator, wait_running};
+use crate::common::{MANIFEST, git, live_camelk, repo_with, start_operator, wait_running};
 
 const NAME: &str = "fleet";
 
-fn manifest(ns: &str, staged: &str) -> String {
-    format!(
-        "apiVersion: camelk.dev/v1alpha1
-kind: OperatorAssignment
-metadata:
-  name: {NAME}
-spec:
-  operators:
-    - id: operator-1
-      namespace: {ns}
-    - id: operator-2
-      namespace: {ns}
-  scope:
-    namespaces: [{ns}]
-    kinds: [Integration]
-  defaultOperator: operator-1
-{staged}  rollout:
-    healthGate:
-      timeout: 60s
-  handoff:
-    drainTimeout: 1m
-"
-    )
+/// Operators 1 and 2 locked in `ns`, the Integrations of `ns`, operator-1
+/// by default; `staged` adds a move of everything to operator-2 in those steps.
+fn manifest(ns: &str, staged: Option<&[&str]>) -> String {
+    let assignment = Assignment::new(NAME)
+        .operator("operator-1", ns)
+        .operator("operator-2", ns)
+        .scope(&[ns], &[CamelKind::Integration])
+        .default_operator("operator-1");
+    let assignment = match staged {
+        Some(steps) => assignment.staged_move("operator-1", "operator-2", steps),
+        None => assignment,
+    };
+    assignment
+        .rollout(Rollout::new().gate_timeout("60s"))
+        .drain_timeout("1m")
+        .render()
 }
 
 async fn install_crd(admin: &kube::Client) {
@@ -108,7 +100,7 @@ async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
     }
 
     // The reconciler fetches once an hour: only a sync request makes it look sooner.
-    let repo = repo_with(&manifest(&ns.name, ""));
+    let repo = repo_with(&manifest(&ns.name, None));
     let cache = tempfile::tempdir().unwrap();
     let timing = LockTiming::new(
         Duration::from_secs(4),
@@ -153,8 +145,8 @@ async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
     )
     .await;
 
-    let staged = "  stagedMoves:\n    - from: operator-1\n      to: operator-2\n      steps: [\"50%\", \"100%\"]\n";
-    std::fs::write(repo.path().join(MANIFEST), manifest(&ns.name, staged)).unwrap();
+    let staged = manifest(&ns.name, Some(&["50%", "100%"]));
+    std::fs::write(repo.path().join(MANIFEST), staged).unwrap();
     git(
         repo.path(),
         &["commit", "-qam", "move everything to operator-2"],

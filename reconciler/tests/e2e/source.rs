@@ -4,67 +4,43 @@
 //! `OperatorAssignment` object itself as the source (`--source cluster`),
 //! with real `reconciler operator` and `reconciler sync` processes.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::support::*;
 use camelk_reconciler::api::OperatorAssignmentStatus;
 use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::source::credentials::SecretRef;
 use camelk_reconciler::source::{CredentialConfig, GitSource, SourceError};
 use camelk_testkit::TestCluster;
 use camelk_testkit::git_http::GitHttpServer;
+use camelk_testkit::manifest::{Assignment, Rollout};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::*;
 
 const NAME: &str = "camel-k";
 
 /// A manifest for operator-1 and operator-2 locked in `ns`, Integrations of
 /// `ns` in scope, operator-1 by default, and `pins` (name, operator).
 fn manifest(ns: &str, pins: &[(&str, &str)]) -> String {
-    let pins: String = pins
-        .iter()
-        .map(|(name, op)| {
-            format!(
-                "    - kind: Integration\n      namespace: {ns}\n      name: {name}\n      operator: {op}\n"
-            )
-        })
-        .collect();
-    let pins = if pins.is_empty() {
-        String::new()
-    } else {
-        format!("  pins:\n{pins}")
-    };
-    format!(
-        "apiVersion: camelk.dev/v1alpha1
-kind: OperatorAssignment
-metadata:
-  name: {NAME}
-spec:
-  operators:
-    - id: operator-1
-      namespace: {ns}
-    - id: operator-2
-      namespace: {ns}
-  scope:
-    namespaces: [{ns}]
-    kinds: [Integration]
-  defaultOperator: operator-1
-{pins}  rollout:
-    healthGate:
-      timeout: 90s
-  handoff:
-    drainTimeout: 2m
-"
-    )
+    pins.iter()
+        .fold(
+            Assignment::new(NAME)
+                .operator("operator-1", ns)
+                .operator("operator-2", ns)
+                .scope(&[ns], &[CamelKind::Integration])
+                .default_operator("operator-1"),
+            |assignment, (name, op)| assignment.pin(CamelKind::Integration, ns, name, op),
+        )
+        .rollout(Rollout::new().gate_timeout("90s"))
+        .drain_timeout("2m")
+        .render()
 }
 
 /// What the reconciler needs beyond the coordinator role, in `ns` only:

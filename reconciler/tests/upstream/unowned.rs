@@ -5,24 +5,26 @@
 //! through the upstream release rule (a stable phase, guarded in the write),
 //! not a bare write under the running operator's feet.
 //!
-//! Its own binary (and control plane): the namespaced operator-3 must not
-//! meet the global operator-3 of `upstream_e2e`.
-
-mod support;
+//! It shares operator-2 with the other tests of this binary; its operator-3,
+//! namespaced, takes turns ([`crate::OPERATOR_3`]) with the global operator-3
+//! of `adoption`, which would take this one's IntegrationPlatform (annotated
+//! `operator-3`) for its own.
 
 use std::time::Duration;
 
+use crate::support::*;
 use camelk_reconciler::camel_k::status::{condition, phase};
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
+use camelk_testkit::manifest::{Assignment, Operator};
 use camelk_testkit::upstream::UpstreamOptions;
 use kube::api::{DynamicObject, PostParams};
 use serde_json::json;
-use support::*;
 
 const NAME: &str = "fleet";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unowned_resource_leaves_its_handler_through_the_release_rule() {
+    let _operator_3 = crate::OPERATOR_3.lock().await;
     let cluster = camelk_testkit::shared();
     grant_rbac(cluster).await;
     install_assignment_crd(cluster).await;
@@ -37,10 +39,7 @@ async fn an_unowned_resource_leaves_its_handler_through_the_release_rule() {
     )
     .await
     .unwrap_or_else(|e| panic!("{e:#}"));
-    let op2 = cluster.upstream_operator("operator-2").await;
-    op2.ready_platform(&admin)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    crate::shared_operators(cluster).await;
     // Namespaced: it lives in, watches, and locks in the apps' namespace.
     let mut opts = UpstreamOptions::new("operator-3");
     opts.namespace = ns.name.clone();
@@ -74,27 +73,16 @@ async fn an_unowned_resource_leaves_its_handler_through_the_release_rule() {
     )
     .await;
 
-    let manifest = format!(
-        "apiVersion: camelk.dev/v1alpha1
-kind: OperatorAssignment
-metadata:
-  name: {NAME}
-spec:
-  operators:
-    - id: operator-2
-      namespace: camel-k-op2
-      protocol: Upstream
-    - id: operator-3
-      namespace: {ns}
-      protocol: Upstream
-      handlesUnowned: true
-  scope:
-    namespaces: [{ns}]
-    kinds: [Integration]
-  defaultOperator: operator-2
-",
-        ns = ns.name
-    );
+    let manifest = Assignment::new(NAME)
+        .upstream_operator("operator-2", "camel-k-op2")
+        .with_operator(
+            Operator::new("operator-3", &ns.name)
+                .upstream()
+                .handles_unowned(),
+        )
+        .scope(&[&ns.name], &[CamelKind::Integration])
+        .default_operator("operator-2")
+        .render();
     let git = GitRemote::new();
     let rev = git.push(&manifest, "operator-2 takes what nobody owns");
     let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
@@ -155,5 +143,5 @@ spec:
     );
 
     assert_single_owner_with(cluster, &ns.name, Some("operator-3"));
-    drop((op2, op3));
+    drop(op3);
 }

@@ -6,10 +6,9 @@
 //! `unownedHandler`. Each test binds the policy to its own namespace, with
 //! identities of its own, so the other tests of the cluster are not affected.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_reconciler::handoff::{
@@ -20,7 +19,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
-use support::*;
 
 /// Binds the shipped policy to `ns`: `reconciler` coordinates, `operator-N`
 /// owns what is labelled `operator-N`.

@@ -1,0 +1,64 @@
+//! `reconciler sync` with real, unmodified upstream Camel K operators
+//! (`kamel operator`), in one test binary and one control plane of their own.
+//!
+//! Not with the other end-to-end tests (`tests/e2e`): upstream operators are
+//! global (`WATCH_NAMESPACE` empty) and act as `operator-1`..`operator-3` on
+//! every namespace of the cluster, so they would reconcile the Integrations
+//! those tests give these owners and expect only `reconciler operator`
+//! processes to touch.
+//!
+//! Here, operator-1 and operator-2 are started once and shared
+//! ([`shared_operators`]); each test works in its own namespace. The tests
+//! that start an operator-3 of their own take turns ([`OPERATOR_3`]).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod adoption;
+mod unowned;
+
+use camelk_testkit::TestCluster;
+use camelk_testkit::upstream::UpstreamOperator;
+use tokio::sync::{Mutex, OnceCell};
+
+/// operator-1 and operator-2, started once for this binary, platforms Ready.
+static SHARED: OnceCell<(UpstreamOperator, UpstreamOperator)> = OnceCell::const_new();
+
+/// Held by a test while its own operator-3 runs: a global operator-3 takes
+/// every resource annotated `operator-3` in the cluster, the
+/// IntegrationPlatform of a namespaced one included.
+pub static OPERATOR_3: Mutex<()> = Mutex::const_new(());
+
+/// operator-1 and operator-2 of this binary, started on first use, their
+/// IntegrationPlatforms `Ready`.
+pub async fn shared_operators(
+    cluster: &'static TestCluster,
+) -> &'static (UpstreamOperator, UpstreamOperator) {
+    SHARED
+        .get_or_init(|| async {
+            let admin = cluster.admin().await;
+            let op1 = cluster.upstream_operator("operator-1").await;
+            let op2 = cluster.upstream_operator("operator-2").await;
+            for op in [&op1, &op2] {
+                op.ready_platform(&admin)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+            (op1, op2)
+        })
+        .await
+}
+
+/// The last lines of the shared operators' logs, for a failure message.
+pub fn operator_logs() -> String {
+    SHARED
+        .get()
+        .map(|(a, b)| {
+            format!(
+                "operator-1:\n{}\noperator-2:\n{}",
+                a.log_tail(20),
+                b.log_tail(20)
+            )
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,16 @@
+//! The end-to-end tests of the control plane itself and of the deployment
+//! manifests, in one test binary so that they share one control plane
+//! ([`camelk_testkit::shared`], started once per process) instead of
+//! starting one per file. Each test works in namespaces of its own, except
+//! `deploy`, which applies `examples/deploy` (its own namespaces
+//! `camelk-system` and `camel-apps`, roles bound to its own service
+//! accounts), nothing the other tests read.
+//!
+//! `upstream_smoke` has a binary (and control plane) of its own: the
+//! upstream Camel K operator it runs is global and acts as `operator-1` on
+//! every namespace, so it would write to the Integrations `control_plane`
+//! gives that owner, whose tests expect nothing but themselves to write.
+
+mod control_plane;
+mod deploy;
+mod workloads;
