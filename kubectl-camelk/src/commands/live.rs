@@ -14,6 +14,7 @@ use camelk_reconciler::handoff::{
     Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,
 };
 use camelk_reconciler::lock::LockTiming;
+use camelk_reconciler::plan::rollout;
 use camelk_reconciler::preflight::{self, Crd};
 use kube::api::{Api, DynamicObject};
 use serde_json::json;
@@ -34,8 +35,7 @@ pub async fn move_(cli: &Cli, args: &MoveArgs) -> anyhow::Result<ExitCode> {
     needed.extend(resources.iter().map(|(kind, _)| Crd::Camel(*kind)));
     super::require_crds(&client, &needed, &[]).await?;
 
-    // Group by current owner: one batch (one request Lease) per owner.
-    let mut batches: BTreeMap<String, Vec<(CamelKind, String)>> = BTreeMap::new();
+    let mut named = Vec::new();
     for (kind, name) in &resources {
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &ns, &kind.api_resource());
@@ -44,14 +44,19 @@ pub async fn move_(cli: &Cli, args: &MoveArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("reading {kind} {ns}/{name}"))?
             .with_context(|| format!("{kind} {ns}/{name} not found"))?;
-        let owner = owner_id(&obj.metadata).with_context(|| {
-            format!("{kind} {ns}/{name} has no owner yet; assign it in Git (kubectl camelk assign)")
-        })?;
-        batches
-            .entry(owner)
-            .or_default()
-            .push((*kind, name.clone()));
+        named.push(rollout::Named {
+            kind: *kind,
+            name: name.clone(),
+            owner: owner_id(&obj.metadata),
+        });
     }
+    // One handover (one request Lease) per current owner.
+    let handovers = rollout::by_hand(&ns, &to, named).map_err(|e| match e {
+        rollout::ByHandError::Unowned { .. } => {
+            anyhow::anyhow!("{e}; assign it in Git (kubectl camelk assign)")
+        }
+        other => other.into(),
+    })?;
 
     let lock_ns = |id: &str| {
         let client = client.clone();
@@ -81,8 +86,12 @@ pub async fn move_(cli: &Cli, args: &MoveArgs) -> anyhow::Result<ExitCode> {
     .map_err(anyhow::Error::msg)?;
     let mut coordinator = Coordinator::new(client.clone());
     let mut failed = false;
-    for (from, items) in batches {
-        let from = OperatorId::new(from).context("current owner")?;
+    for rollout::Handover {
+        from,
+        resources: items,
+        ..
+    } in handovers
+    {
         if from != to {
             // No lock anywhere: a dead owner, taken over once a lease duration
             // passes unrenewed. A failed lookup is an error, not a dead owner.

@@ -20,7 +20,8 @@
 //!   disagree are set right by [`key_repairs`]; a failed gate under
 //!   `onFailure: Rollback` hands a step's moves back ([`reversal`]).
 //! - Every move leaves here as a [`Handover`] (one namespace, one source,
-//!   one target); the handoff executor carries it out.
+//!   one target); the handoff executor carries it out. A move asked for by
+//!   hand (`kubectl camelk move`) is grouped the same way ([`by_hand`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -316,6 +317,73 @@ pub fn key_repairs(
     out
 }
 
+/// A resource named in a move asked for by hand.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Named {
+    pub kind: CamelKind,
+    pub name: String,
+    /// Its live owner, by the one owner rule (label, else annotation).
+    pub owner: Option<String>,
+}
+
+/// Why a move asked for by hand cannot be planned.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ByHandError {
+    #[error("{kind} {namespace}/{name} has no owner yet")]
+    Unowned {
+        kind: CamelKind,
+        namespace: String,
+        name: String,
+    },
+    #[error("{kind} {namespace}/{name} names an invalid owner `{owner}`: {reason}")]
+    InvalidOwner {
+        kind: CamelKind,
+        namespace: String,
+        name: String,
+        owner: String,
+        reason: String,
+    },
+}
+
+/// The handovers of a move asked for by hand: every named resource of
+/// `namespace` goes from its live owner to `to`, one handover per owner,
+/// ordered by owner. A resource already with `to` stays in a handover from
+/// `to` to `to`, which the executor reports as already there. A resource
+/// with no owner cannot be moved (it needs its first assignment, from Git).
+pub fn by_hand(
+    namespace: &str,
+    to: &OperatorId,
+    named: Vec<Named>,
+) -> Result<Vec<Handover>, ByHandError> {
+    let mut groups: BTreeMap<OperatorId, Vec<(CamelKind, String)>> = BTreeMap::new();
+    for Named { kind, name, owner } in named {
+        let Some(owner) = owner else {
+            return Err(ByHandError::Unowned {
+                kind,
+                namespace: namespace.to_string(),
+                name,
+            });
+        };
+        let from = OperatorId::new(owner.clone()).map_err(|e| ByHandError::InvalidOwner {
+            kind,
+            namespace: namespace.to_string(),
+            name: name.clone(),
+            owner,
+            reason: e.to_string(),
+        })?;
+        groups.entry(from).or_default().push((kind, name));
+    }
+    Ok(groups
+        .into_iter()
+        .map(|(from, resources)| Handover {
+            namespace: namespace.to_string(),
+            from,
+            to: to.clone(),
+            resources,
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -586,5 +654,56 @@ mod tests {
         let mut annotated = owned("operator-2");
         annotated.resources[0].labels.clear();
         assert!(!settled(&head(), Some(&base), &annotated));
+    }
+
+    #[test]
+    fn a_move_by_hand_groups_by_live_owner_and_refuses_unowned() {
+        let id = |s: &str| OperatorId::new(s).unwrap();
+        let named = |name: &str, owner: Option<&str>| Named {
+            kind: CamelKind::Integration,
+            name: name.into(),
+            owner: owner.map(str::to_string),
+        };
+        let handovers = by_hand(
+            "shop",
+            &id("operator-2"),
+            vec![
+                named("b", Some("operator-3")),
+                named("a", Some("operator-1")),
+                named("c", Some("operator-1")),
+                named("d", Some("operator-2")),
+            ],
+        )
+        .unwrap();
+        let summary: Vec<(String, String, Vec<String>)> = handovers
+            .iter()
+            .map(|h| {
+                assert_eq!(
+                    (h.namespace.as_str(), h.to.as_str()),
+                    ("shop", "operator-2")
+                );
+                let names = h.resources.iter().map(|(_, n)| n.clone()).collect();
+                (h.from.to_string(), h.to.to_string(), names)
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (
+                    "operator-1".into(),
+                    "operator-2".into(),
+                    vec!["a".into(), "c".into()]
+                ),
+                ("operator-2".into(), "operator-2".into(), vec!["d".into()]),
+                ("operator-3".into(), "operator-2".into(), vec!["b".into()]),
+            ]
+        );
+        let err = by_hand("shop", &id("operator-2"), vec![named("a", None)]).unwrap_err();
+        assert_eq!(err.to_string(), "Integration shop/a has no owner yet");
+        let err = by_hand("shop", &id("operator-2"), vec![named("a", Some("-bad"))]);
+        assert!(
+            matches!(err, Err(ByHandError::InvalidOwner { .. })),
+            "{err:?}"
+        );
     }
 }
