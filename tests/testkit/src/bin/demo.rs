@@ -100,12 +100,9 @@ struct Demo {
 }
 
 fn section(title: &str) {
-    use std::io::IsTerminal;
-    if std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none() {
-        println!("\n\x1b[1m== {title}\x1b[0m");
-    } else {
-        println!("\n== {title}");
-    }
+    // anstream drops the style off a terminal and under NO_COLOR.
+    let bold = anstyle::Style::new().bold();
+    anstream::println!("\n{bold}== {title}{bold:#}");
 }
 
 /// The releases of operator-1 and operator-2, and why they are the same when they are.
