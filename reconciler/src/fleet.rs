@@ -96,7 +96,7 @@ pub async fn operators(
 
 /// Owned resources per operator id ([`owner_id`]: label, else annotation),
 /// from metadata-only lists of every kind.
-pub async fn owned_counts(client: &Client) -> Result<BTreeMap<String, usize>, kube::Error> {
+pub(crate) async fn owned_counts(client: &Client) -> Result<BTreeMap<String, usize>, kube::Error> {
     let mut counts = BTreeMap::new();
     for kind in CamelKind::ALL {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.api_resource());

@@ -28,7 +28,7 @@ use kube::Client;
 use crate::camel_k::{CamelKind, GROUP as CAMEL_GROUP};
 
 /// The Camel K release whose CRD install command the hint quotes.
-pub const CAMEL_K_RELEASE: &str = "v2.10.1";
+pub(crate) const CAMEL_K_RELEASE: &str = "v2.10.1";
 
 /// A CustomResourceDefinition a command may need.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -82,7 +82,7 @@ impl Crd {
     }
 
     /// How to install it, as a sentence for people.
-    pub fn install_hint(self) -> String {
+    pub(crate) fn install_hint(self) -> String {
         match self {
             Crd::OperatorAssignment => format!(
                 "install {} with `reconciler crds | kubectl apply --server-side -f -` \

@@ -33,9 +33,8 @@ use serde::{Deserialize, Serialize};
 pub use annotations::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, is_suspended};
 pub use operator_id::{InvalidOperatorId, OperatorId};
 pub use outcome::{MigrationResult, RolloutState};
-pub use selector::{
-    LabelMatcher, NameGlob, SelectorError, glob_matches, parse_selector, selector_matches,
-};
+pub(crate) use selector::{LabelMatcher, NameGlob};
+pub use selector::{SelectorError, glob_matches, parse_selector};
 pub use step::{Step, StepError};
 
 use crate::camel_k::CamelKind;
@@ -181,7 +180,7 @@ pub struct Scope {
 }
 
 impl Scope {
-    pub fn is_everything(&self) -> bool {
+    pub(crate) fn is_everything(&self) -> bool {
         self.namespaces.is_empty() && self.kinds.is_empty()
     }
 
@@ -189,7 +188,7 @@ impl Scope {
         self.kinds.is_empty() || self.kinds.contains(&kind)
     }
 
-    pub fn covers_namespace(&self, namespace: &str) -> bool {
+    pub(crate) fn covers_namespace(&self, namespace: &str) -> bool {
         self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == namespace)
     }
 }

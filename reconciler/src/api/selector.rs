@@ -118,7 +118,7 @@ fn split_terms(text: &str) -> Vec<&str> {
 /// character, `[`, `]`, `{` and `}` included, matches itself (so
 /// `[host]:2222` in `known_hosts` is a literal).
 #[derive(Clone, Debug)]
-pub struct NameGlob(GlobMatcher);
+pub(crate) struct NameGlob(GlobMatcher);
 
 impl NameGlob {
     pub fn new(glob: &str) -> NameGlob {
@@ -141,7 +141,7 @@ impl NameGlob {
         NameGlob(matcher)
     }
 
-    pub fn is_match(&self, name: &str) -> bool {
+    pub(crate) fn is_match(&self, name: &str) -> bool {
         self.0.is_match(name)
     }
 }
@@ -166,7 +166,7 @@ pub fn glob_matches(glob: &str, name: &str) -> bool {
 /// unknown operator makes the selector match nothing (validation refuses
 /// it before), and a missing `values` list reads as an empty one.
 #[derive(Clone, Debug)]
-pub struct LabelMatcher(Option<Selector>);
+pub(crate) struct LabelMatcher(Option<Selector>);
 
 impl LabelMatcher {
     pub fn new(selector: &LabelSelector) -> LabelMatcher {
@@ -184,15 +184,13 @@ impl LabelMatcher {
     }
 }
 
-/// Whether `labels` satisfy `selector` (see [`LabelMatcher`]; compile a
-/// [`LabelMatcher`] once when matching many label sets).
-pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    LabelMatcher::new(selector).matches(labels)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+        LabelMatcher::new(selector).matches(labels)
+    }
 
     #[test]
     fn kubectl_syntax() {

@@ -8,7 +8,7 @@
 
 mod crd;
 mod owner;
-pub mod release;
+pub(crate) mod release;
 pub mod status;
 
 pub use crd::generated_crd;
@@ -85,7 +85,7 @@ impl CamelKind {
     }
 
     /// Short name as in the upstream CRDs (`kubectl get it`).
-    pub fn short_name(self) -> &'static str {
+    pub(crate) fn short_name(self) -> &'static str {
         match self {
             CamelKind::Integration => "it",
             CamelKind::IntegrationKit => "ik",
@@ -100,7 +100,7 @@ impl CamelKind {
     }
 
     /// `plural.group`, the name of the kind's CustomResourceDefinition.
-    pub fn crd_name(self) -> String {
+    pub(crate) fn crd_name(self) -> String {
         format!("{}.{}", self.plural(), GROUP)
     }
 

@@ -20,14 +20,15 @@
 //! They are handed to libgit2 and never logged ([`transport`], which the Git
 //! source's fetches use as well).
 
-pub mod transport;
+pub(crate) mod transport;
 
 use std::path::{Path, PathBuf};
 
 use git2::build::TreeUpdateBuilder;
 use git2::{BranchType, ErrorCode, FileMode, Oid, PushOptions, Repository, StatusOptions};
 
-pub use transport::{TOKEN_ENV, is_untrusted_certificate};
+pub use transport::TOKEN_ENV;
+pub(crate) use transport::is_untrusted_certificate;
 
 use transport::credentials::GitCredentials;
 use transport::ssh_port;
@@ -192,14 +193,6 @@ impl Checkout {
             .and_then(|o| o.peel_to_blob())
             .map_err(|_| missing())?;
         Ok(String::from_utf8_lossy(blob.content()).into_owned())
-    }
-
-    /// Name of the branch `HEAD` points at, if any.
-    pub fn current_branch(&self) -> Option<String> {
-        self.repo
-            .head()
-            .ok()
-            .and_then(|h| h.shorthand().ok().map(str::to_string))
     }
 
     /// Whether `name` is a valid, unused branch name.

@@ -73,7 +73,9 @@ pub async fn assign(
 /// Sets the owner annotation of `kind ns/name` to `owner` while its label
 /// names `owner` ([`fence::match_annotation`]): repairs an annotation
 /// changed by hand without moving the resource.
-pub async fn match_annotation(
+// Only the sync loop (feature `server`) calls this; the plugin builds without it.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) async fn match_annotation(
     client: &Client,
     kind: CamelKind,
     ns: &str,

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::camel_k::{OPERATOR_ID_KEY, OwnerKey, owner_of_meta};
 
 /// JSON-pointer path of the owner label (`/` in the key escaped as `~1`).
-pub fn owner_label_path() -> String {
+pub(crate) fn owner_label_path() -> String {
     format!("/metadata/labels/{}", escape(OPERATOR_ID_KEY))
 }
 
@@ -30,7 +30,7 @@ pub fn escape(token: &str) -> String {
 }
 
 /// The `test` op that fences a write to `owner`.
-pub fn owner_test(owner: &str) -> Value {
+pub(crate) fn owner_test(owner: &str) -> Value {
     json!({ "op": "test", "path": owner_label_path(), "value": owner })
 }
 
@@ -96,7 +96,9 @@ fn set_owner_keys(object: &DynamicObject, to: &str) -> [Value; 2] {
 
 /// Sets the owner annotation to `owner`, only while the label names `owner`:
 /// repairs an annotation changed by hand without moving the resource.
-pub fn match_annotation(owner: &str) -> json_patch::Patch {
+// Only the sync loop (feature `server`) calls this; the plugin builds without it.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) fn match_annotation(owner: &str) -> json_patch::Patch {
     fenced(
         owner,
         [json!({ "op": "add", "path": owner_annotation_path(), "value": owner })],

@@ -18,8 +18,8 @@ use crate::api::OperatorId;
 use crate::camel_k::CamelKind;
 
 pub const FROM_LABEL: &str = "camelk.dev/handoff-from";
-pub const TO_LABEL: &str = "camelk.dev/handoff-to";
-pub const SPEC_ANNOTATION: &str = "camelk.dev/handoff";
+pub(crate) const TO_LABEL: &str = "camelk.dev/handoff-to";
+pub(crate) const SPEC_ANNOTATION: &str = "camelk.dev/handoff";
 pub const STATE_ANNOTATION: &str = "camelk.dev/handoff-state";
 
 /// Who performs the release of a resource.
@@ -71,7 +71,7 @@ pub struct HandoffRequest {
 
 /// Why a Lease is not a readable handoff request.
 #[derive(Debug, thiserror::Error)]
-pub enum RequestError {
+pub(crate) enum RequestError {
     #[error("lease {0} has no {SPEC_ANNOTATION} annotation")]
     MissingSpec(String),
     #[error("lease {name}: unreadable {SPEC_ANNOTATION} annotation: {source}")]
@@ -111,7 +111,7 @@ impl HandoffRequest {
     }
 
     /// The Lease that carries the request, held by `coordinator`.
-    pub fn to_lease(&self, coordinator: &str) -> Lease {
+    pub(crate) fn to_lease(&self, coordinator: &str) -> Lease {
         let owners = self
             .spec
             .items
@@ -147,7 +147,7 @@ impl HandoffRequest {
         }
     }
 
-    pub fn from_lease(lease: &Lease) -> Result<HandoffRequest, RequestError> {
+    pub(crate) fn from_lease(lease: &Lease) -> Result<HandoffRequest, RequestError> {
         let name = lease.metadata.name.clone().unwrap_or_default();
         let raw = lease
             .metadata

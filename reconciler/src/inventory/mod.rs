@@ -87,7 +87,11 @@ pub enum Owner {
 impl Resource {
     /// The resource an object's metadata describes (its owner annotation
     /// taken apart from the other annotations, which are not kept).
-    pub fn from_metadata(kind: CamelKind, meta: ObjectMeta, phase: Option<String>) -> Resource {
+    pub(crate) fn from_metadata(
+        kind: CamelKind,
+        meta: ObjectMeta,
+        phase: Option<String>,
+    ) -> Resource {
         let mut annotations = meta.annotations.unwrap_or_default();
         let namespace = meta.namespace.unwrap_or_default();
         let created_by = created_by(
@@ -132,7 +136,7 @@ impl Resource {
 
     /// Whether its owner is named by the annotation alone (as `kamel`
     /// creates resources): the label is still to be added.
-    pub fn owned_by_annotation_only(&self) -> bool {
+    pub(crate) fn owned_by_annotation_only(&self) -> bool {
         let label = self.labels.get(OPERATOR_ID_KEY).map(String::as_str);
         owner_from_keys(label, self.owner_annotation.as_deref())
             .is_some_and(|o| o.key == OwnerKey::Annotation)

@@ -115,7 +115,7 @@ pub fn map_event<A, B>(event: Event<A>, f: impl FnOnce(A) -> B) -> Event<B> {
 }
 
 /// An event of one watch, with the scope it came from.
-pub type ScopedEvent<K, T> = (Scope<K>, watcher::Result<Event<T>>);
+pub(crate) type ScopedEvent<K, T> = (Scope<K>, watcher::Result<Event<T>>);
 
 /// The stores of a set of watches, by kind.
 pub struct WatchCache<K, T: Lookup<DynamicType = ()> + Clone + 'static> {

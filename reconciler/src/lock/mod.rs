@@ -14,13 +14,14 @@
 //!   `renew_deadline < lease_duration`, it stops before any other replica or
 //!   coordinator can judge the Lease expired.
 
-pub mod election;
-pub mod observer;
+pub(crate) mod election;
+pub(crate) mod observer;
 
 use std::time::Duration;
 
-pub use election::{Leadership, OperatorLock};
-pub use observer::{LeaseObserver, Liveness};
+pub(crate) use election::Leadership;
+pub use election::OperatorLock;
+pub(crate) use observer::{LeaseObserver, Liveness};
 
 /// Name of the lock Lease of operator `id`.
 pub fn lock_name(id: &str) -> String {

@@ -34,7 +34,7 @@ impl fmt::Display for Diagnostic {
 
 /// Closest of `candidates` to a misspelt `word`, when one is close enough to
 /// be a likely typo.
-pub fn did_you_mean<'a>(
+pub(crate) fn did_you_mean<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {

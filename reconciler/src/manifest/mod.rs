@@ -16,13 +16,13 @@
 //! kept on it). Stages 1, 2 and 4 stop at their first error; stages 3 and 5
 //! report everything they find.
 
-pub mod desired;
-pub mod diagnostic;
+pub(crate) mod desired;
+pub(crate) mod diagnostic;
 pub mod edit;
-pub mod fields;
+pub(crate) mod fields;
 mod splice;
 pub mod template;
-pub mod tree;
+pub(crate) mod tree;
 pub mod typed;
 pub mod validate;
 

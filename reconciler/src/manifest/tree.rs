@@ -140,7 +140,7 @@ pub enum Value {
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub key: String,
-    pub key_at: Location,
+    pub(crate) key_at: Location,
     pub value: Node,
 }
 
@@ -333,7 +333,7 @@ impl Tree {
 
     /// Position of the key of the entry at `path` (for unknown fields), or
     /// of its value when it is not a mapping entry.
-    pub fn locate_key(&self, path: &FieldPath) -> Location {
+    pub(crate) fn locate_key(&self, path: &FieldPath) -> Location {
         let Some((Segment::Key(key), parent)) = path.0.split_last() else {
             return self.locate(path);
         };

@@ -51,21 +51,21 @@ pub struct Context<'a> {
     pub version: &'a str,
     pub build_time: Duration,
     /// Phase of a kit this operator owns, by name, in the resource's namespace.
-    pub kit_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
+    pub(crate) kit_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
     /// Phase of a Build this operator owns, by name.
     pub build_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
     /// Phase of an Integration this operator owns, by name.
-    pub integration_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
+    pub(crate) integration_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
     /// The IntegrationPlatform this operator owns in the resource's namespace:
     /// the only one it uses, even when others share the namespace.
     pub platform: Option<&'a str>,
     /// How long a Build has been seen running by this process.
-    pub build_running_for: &'a dyn Fn(&str) -> Option<Duration>,
-    pub now_rfc3339: &'a str,
+    pub(crate) build_running_for: &'a dyn Fn(&str) -> Option<Duration>,
+    pub(crate) now_rfc3339: &'a str,
 }
 
 /// Name of the kit operator `id` builds for Integration `integration`.
-pub fn kit_name_for(integration: &str, id: &str) -> String {
+pub(crate) fn kit_name_for(integration: &str, id: &str) -> String {
     format!("{integration}-kit-{id}")
 }
 
@@ -77,7 +77,7 @@ fn step(effect: Option<Effect>, status: Value) -> Option<Step> {
 }
 
 /// The next step for a resource this operator owns, or `None` when it is settled.
-pub fn next_step(kind: CamelKind, object: &DynamicObject, cx: &Context<'_>) -> Option<Step> {
+pub(crate) fn next_step(kind: CamelKind, object: &DynamicObject, cx: &Context<'_>) -> Option<Step> {
     let name = object.metadata.name.as_deref().unwrap_or_default();
     let p = phase(object).unwrap_or("");
     match kind {

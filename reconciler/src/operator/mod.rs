@@ -48,7 +48,7 @@ use lifecycle::{Context, next_step};
 use writer::{WriteOutcome, Writer};
 
 /// Kinds the operator reconciles.
-pub const RECONCILED: [CamelKind; 6] = [
+pub(crate) const RECONCILED: [CamelKind; 6] = [
     CamelKind::Integration,
     CamelKind::IntegrationKit,
     CamelKind::Build,
@@ -57,7 +57,7 @@ pub const RECONCILED: [CamelKind; 6] = [
     CamelKind::CamelCatalog,
 ];
 /// Kinds the operator only reads.
-pub const READ_ONLY: [CamelKind; 2] = [CamelKind::Kamelet, CamelKind::IntegrationProfile];
+pub(crate) const READ_ONLY: [CamelKind; 2] = [CamelKind::Kamelet, CamelKind::IntegrationProfile];
 
 /// Configuration of one operator replica.
 #[derive(Clone, Debug)]
@@ -79,7 +79,7 @@ pub struct OperatorConfig {
 
 /// Source of a watch event: a Camel K kind, or the handoff requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Watched {
+pub(crate) enum Watched {
     Camel(CamelKind),
     Requests,
 }

@@ -19,9 +19,9 @@ use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use crate::handoff::fence;
 
 /// Label linking secondary objects to their Integration, as upstream names it.
-pub const INTEGRATION_LABEL: &str = "camel.apache.org/integration";
+pub(crate) const INTEGRATION_LABEL: &str = "camel.apache.org/integration";
 /// Annotation recording which operator version deployed a workload.
-pub const OPERATOR_VERSION_ANNOTATION: &str = "camelk.dev/operator-version";
+pub(crate) const OPERATOR_VERSION_ANNOTATION: &str = "camelk.dev/operator-version";
 
 /// How a write ended, when it did not fail outright.
 #[derive(Debug, PartialEq, Eq)]

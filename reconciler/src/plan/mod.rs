@@ -23,7 +23,10 @@
 //! and will drive the reconciler's moves.
 
 pub mod batch;
-pub mod rollout;
+// Rollout positions, drift and reversal drive the sync loop (feature
+// `server`) only; the plugin builds the library without it.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) mod rollout;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 

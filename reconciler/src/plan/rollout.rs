@@ -58,7 +58,7 @@ pub fn plan(
 
 /// A planned move, as the cluster shows it now.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum MoveState {
+pub(crate) enum MoveState {
     /// The live owner is the move's target.
     Done,
     /// The live owner is the move's source: the handoff is still to do.
@@ -72,7 +72,7 @@ pub enum MoveState {
 }
 
 /// Live owners by resource.
-pub struct LiveOwners(HashMap<ResourceRef, Owner>);
+pub(crate) struct LiveOwners(HashMap<ResourceRef, Owner>);
 
 impl LiveOwners {
     pub fn new(inventory: &Inventory) -> LiveOwners {
@@ -117,7 +117,7 @@ impl LiveOwners {
 
 /// Where a rollout stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Position {
+pub(crate) struct Position {
     /// Leading batches with no pending move.
     pub done: usize,
     /// Batches in the plan.
@@ -125,7 +125,7 @@ pub struct Position {
 }
 
 impl Position {
-    pub fn is_complete(&self) -> bool {
+    pub(crate) fn is_complete(&self) -> bool {
         self.done == self.total
     }
 }
@@ -147,7 +147,7 @@ pub fn position(plan: &Plan, live: &LiveOwners) -> Position {
 /// Resources of one namespace to hand from one operator to another: one
 /// handoff request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Handover {
+pub(crate) struct Handover {
     pub namespace: String,
     pub from: OperatorId,
     pub to: OperatorId,
@@ -196,7 +196,7 @@ pub fn pairs(plan: &Plan) -> BTreeSet<(String, OperatorId, OperatorId)> {
 /// Whether, on this inventory, the plan of `head` from `base` has nothing
 /// left to do: no resource waits for its first owner or its adoption, and no
 /// move is pending.
-pub fn settled(
+pub(crate) fn settled(
     head: &OperatorAssignmentSpec,
     base: Option<&OperatorAssignmentSpec>,
     inventory: &Inventory,
@@ -212,12 +212,12 @@ pub fn settled(
 /// How the cluster differs from an applied revision, each difference
 /// described for people.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Drift {
+pub(crate) struct Drift {
     /// Owners changed by hand: the rollout moves them back (under
     /// `driftPolicy: revert`).
     pub moved: Vec<String>,
     /// Owner keys that disagree: set right by [`key_repairs`].
-    pub conflicts: Vec<String>,
+    pub(crate) conflicts: Vec<String>,
 }
 
 impl Drift {
@@ -248,7 +248,7 @@ pub fn drift(plan: &Plan, live: &LiveOwners) -> Drift {
 
 /// The moves of `steps` handed back, as one batch numbered `step`: a
 /// rollback after a failed health gate.
-pub fn reversal(steps: &[Batch], step: usize) -> Batch {
+pub(crate) fn reversal(steps: &[Batch], step: usize) -> Batch {
     Batch {
         step,
         moves: steps
@@ -265,20 +265,20 @@ pub fn reversal(steps: &[Batch], step: usize) -> Batch {
 
 /// How owner keys that disagree are set right.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct KeyRepairs {
+pub(crate) struct KeyRepairs {
     /// The label already names the desired owner: only the annotation is
     /// set to match (fenced on the label).
     pub annotations: Vec<(ResourceRef, OperatorId)>,
     /// The label names another operator, which holds the resource now: it
     /// is handed to the desired owner, whose flip sets both keys.
-    pub handovers: Vec<Handover>,
+    pub(crate) handovers: Vec<Handover>,
 }
 
 /// Key repairs for `errors` under `head` (`driftPolicy: revert`). The label
 /// is what operators select by, so it names who holds the resource now. A
 /// label that is no valid id, a resource out of scope and one that no longer
 /// exists are left for a person or a later round.
-pub fn key_repairs(
+pub(crate) fn key_repairs(
     head: &OperatorAssignmentSpec,
     errors: &[ResourceError],
     inventory: &Inventory,

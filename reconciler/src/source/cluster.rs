@@ -56,7 +56,7 @@ use crate::api::{self, OperatorAssignment};
 pub const KEEP: usize = 5;
 
 /// Prefix of a revision id.
-pub const REVISION_PREFIX: &str = "generation-";
+pub(crate) const REVISION_PREFIX: &str = "generation-";
 
 /// `app.kubernetes.io/managed-by` of the snapshot ConfigMap.
 const MANAGED_BY: &str = "camelk-reconciler";
@@ -92,7 +92,7 @@ impl ClusterSource {
     }
 
     /// Name of the snapshot ConfigMap.
-    pub fn snapshot_name(&self) -> String {
+    pub(crate) fn snapshot_name(&self) -> String {
         format!("{}-revisions", self.name)
     }
 
@@ -244,7 +244,7 @@ fn owner_uid(config_map: &ConfigMap) -> Option<&str> {
 }
 
 /// `generation-<N>`.
-pub fn revision_of(object: &DynamicObject) -> String {
+pub(crate) fn revision_of(object: &DynamicObject) -> String {
     format!(
         "{REVISION_PREFIX}{}",
         object.metadata.generation.unwrap_or(0)

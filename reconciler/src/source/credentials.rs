@@ -61,7 +61,7 @@ impl CredentialConfig {
     }
 
     /// Reads the files or the Secret now.
-    pub async fn resolve(&self) -> Result<GitCredentials, SourceError> {
+    pub(crate) async fn resolve(&self) -> Result<GitCredentials, SourceError> {
         let mut creds = GitCredentials {
             username: self.username.clone(),
             token: read_file("token", &self.token_file)?,

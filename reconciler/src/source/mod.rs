@@ -20,7 +20,7 @@
 
 pub mod cluster;
 pub mod credentials;
-pub mod git;
+pub(crate) mod git;
 
 use std::path::PathBuf;
 
@@ -40,7 +40,7 @@ pub struct Revision {
     pub file: String,
     /// The previous head fetched by this source is not an ancestor of this
     /// one: the branch was rewound or force-pushed.
-    pub rewound: bool,
+    pub(crate) rewound: bool,
 }
 
 impl Revision {
@@ -103,7 +103,9 @@ impl Source {
 
     /// Whether the source is the `OperatorAssignment` object itself: then
     /// the sync never applies it (it only writes its status).
-    pub fn is_the_object(&self) -> bool {
+    // Only the sync loop (feature `server`) calls this; the plugin builds without it.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn is_the_object(&self) -> bool {
         matches!(self, Source::Cluster(_))
     }
 }

@@ -35,7 +35,7 @@ use crate::plan::{self, Batch};
 /// How the hand-overs of a step (or of a repair) ended. Resources moved are
 /// named `(namespace, "Kind/name")`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StepOutcome {
+pub(crate) enum StepOutcome {
     /// Everything pending moved; these were moved now.
     Moved(BTreeSet<(String, String)>),
     /// A hand-over could not finish: the rollout pauses with `reason`. What

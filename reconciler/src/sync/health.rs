@@ -46,7 +46,7 @@ pub struct Watch {
 
 /// Why the gate could not pass.
 #[derive(Debug, thiserror::Error)]
-pub enum GateError {
+pub(crate) enum GateError {
     #[error("reading {resource}: {source}")]
     Read {
         resource: ResourceRef,

@@ -111,7 +111,7 @@ impl Lookup for Entry {
 
 /// Live ownership of the Camel K kinds asked for, kept by watches.
 #[derive(Clone)]
-pub struct LiveCache {
+pub(crate) struct LiveCache {
     /// One cluster-wide store per kind, present once its watch was started.
     stores: Arc<Mutex<WatchCache<CamelKind, Entry>>>,
     watches: Option<Arc<Watches>>,
@@ -328,7 +328,7 @@ impl Feed {
 /// Wakes `wake` whenever an `OperatorAssignment` in `namespace` changes its
 /// spec (generation) or annotations, until `shutdown`. A new object is found
 /// by the next interval's round.
-pub fn watch_assignments(
+pub(crate) fn watch_assignments(
     client: Client,
     namespace: &str,
     wake: Arc<Notify>,

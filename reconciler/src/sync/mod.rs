@@ -64,14 +64,14 @@
 
 mod execute;
 mod gate;
-pub mod health;
+pub(crate) mod health;
 pub mod live;
 mod progress;
 mod report;
 mod round;
 mod run;
-pub mod server;
-pub mod status;
+pub(crate) mod server;
+pub(crate) mod status;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -99,7 +99,7 @@ pub use crate::api::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, is_suspen
 const CACHE_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Operator id of the reconciler's own lock: its Lease is `camelk-reconciler-lock`.
-pub const LOCK_ID: &str = "camelk-reconciler";
+pub(crate) const LOCK_ID: &str = "camelk-reconciler";
 
 /// How the sync runs (the manifest decides everything about the rollout).
 #[derive(Clone, Debug)]
@@ -124,7 +124,7 @@ pub struct SyncConfig {
 
 /// Why a round failed (it is retried at the next interval).
 #[derive(Debug, thiserror::Error)]
-pub enum SyncError {
+pub(crate) enum SyncError {
     #[error(transparent)]
     Source(#[from] SourceError),
     #[error("applying OperatorAssignment {name}: {source}")]
@@ -166,7 +166,7 @@ pub enum SyncError {
 impl SyncError {
     /// Whether the round stopped because it was cancelled, not because
     /// something failed.
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         matches!(
             self,
             SyncError::Cancelled | SyncError::Gate(health::GateError::Cancelled)
@@ -190,7 +190,7 @@ impl SyncError {
 }
 
 /// One sync loop's working parts; it keeps no rollout state between rounds.
-pub struct Syncer {
+pub(crate) struct Syncer {
     client: Client,
     source: Source,
     cfg: SyncConfig,
@@ -241,7 +241,7 @@ impl Syncer {
 
     /// Decides from `cache` whether a round has anything to do, so that a
     /// round in steady state lists nothing.
-    pub fn with_live_cache(mut self, cache: live::LiveCache) -> Syncer {
+    pub(crate) fn with_live_cache(mut self, cache: live::LiveCache) -> Syncer {
         self.live = Some(cache);
         self
     }

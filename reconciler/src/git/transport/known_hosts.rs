@@ -24,7 +24,7 @@ use crate::api::NameGlob;
 
 /// A parsed `known_hosts` file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct KnownHosts {
+pub(crate) struct KnownHosts {
     entries: Vec<Entry>,
     /// Lines skipped because this checker cannot match them
     /// (`@cert-authority`).
@@ -50,7 +50,7 @@ enum Hosts {
 /// Why a presented host key is refused. Host keys are public: the messages
 /// name the host and the key's SHA-256 fingerprint.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum HostKeyError {
+pub(crate) enum HostKeyError {
     #[error(
         "host key verification failed: {host} is not in known_hosts (it presented {fingerprint}){}",
         if *.unsupported_lines > 0 {
