@@ -43,6 +43,7 @@ impl Crd {
     /// Integration: the Camel K CRD every command that talks to the cluster needs.
     pub const INTEGRATION: Crd = Crd::Camel(CamelKind::Integration);
 
+    /// The CRD's API group.
     pub fn group(self) -> &'static str {
         match self {
             Crd::OperatorAssignment => crate::api::GROUP,
@@ -50,6 +51,7 @@ impl Crd {
         }
     }
 
+    /// The API version the tool uses.
     pub fn version(self) -> &'static str {
         match self {
             Crd::OperatorAssignment => crate::api::VERSION,
@@ -57,6 +59,7 @@ impl Crd {
         }
     }
 
+    /// The plural resource name, as in URLs.
     pub fn plural(self) -> &'static str {
         match self {
             Crd::OperatorAssignment => "operatorassignments",
@@ -64,6 +67,7 @@ impl Crd {
         }
     }
 
+    /// The kind, as in `kind:`.
     pub fn kind(self) -> &'static str {
         match self {
             Crd::OperatorAssignment => crate::api::KIND,
@@ -160,11 +164,15 @@ impl std::error::Error for MissingCrd {}
 /// Why the check did not pass.
 #[derive(Debug, thiserror::Error)]
 pub enum PreflightError {
+    /// Required CRDs are not installed.
     #[error(transparent)]
     Missing(#[from] MissingCrd),
+    /// Discovery of an API group version failed.
     #[error("asking the API server which {api_version} resources it serves: {source}")]
     Discovery {
+        /// The `group/version` asked about.
         api_version: String,
+        /// The API server's error.
         #[source]
         source: kube::Error,
     },

@@ -184,6 +184,7 @@ impl Scope {
         self.namespaces.is_empty() && self.kinds.is_empty()
     }
 
+    /// Whether the scope includes `kind` (an empty kind list includes all).
     pub fn covers_kind(&self, kind: CamelKind) -> bool {
         self.kinds.is_empty() || self.kinds.contains(&kind)
     }
@@ -203,6 +204,7 @@ pub struct Rule {
     /// What the rule matches; every criterion given must hold.
     #[serde(default, rename = "match")]
     pub matches: Match,
+    /// The operator that gets what the rule matches.
     pub operator: OperatorId,
 }
 
@@ -210,12 +212,14 @@ pub struct Rule {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Match {
+    /// Camel K kinds matched; empty: every kind.
     #[serde(
         default,
         deserialize_with = "list",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub kinds: Vec<CamelKind>,
+    /// Namespaces matched (exact names); empty: every namespace.
     #[serde(
         default,
         deserialize_with = "list",
@@ -238,9 +242,13 @@ pub struct Match {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Pin {
+    /// The resource's kind.
     pub kind: CamelKind,
+    /// The resource's namespace.
     pub namespace: String,
+    /// The resource's name.
     pub name: String,
+    /// The operator that owns it.
     pub operator: OperatorId,
 }
 
@@ -249,7 +257,9 @@ pub struct Pin {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StagedMove {
+    /// The operator whose resources move.
     pub from: OperatorId,
+    /// The operator they move to.
     pub to: OperatorId,
     /// Only resources whose labels match; absent: all of `from`'s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -387,12 +397,17 @@ pub enum ForcePolicy {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperatorAssignmentStatus {
+    /// `metadata.generation` of the spec this status was written for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The revision whose rollout finished last (a commit SHA or `generation-<N>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_revision: Option<String>,
+    /// The revision the last round worked on, applied or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_attempted_revision: Option<String>,
+    /// Conditions `Ready`, `Reconciling`, `Stalled`, `Suspended` and `Drifted`,
+    /// in the Kubernetes condition format.
     #[serde(
         default,
         deserialize_with = "list",
@@ -430,6 +445,7 @@ pub struct RolloutStatus {
     /// `Progressing`, `WaitingForHealth`, `Pausing`, `Paused`, `RolledBack`, `Complete`.
     #[schemars(with = "String")]
     pub state: RolloutState,
+    /// Why the rollout is in its state, for people; empty when nothing to say.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
     /// Moved resources that failed the health gate, with the reason.
@@ -454,12 +470,18 @@ pub struct RolloutStatus {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MigrationRecord {
+    /// The revision the migration applies.
     pub revision: String,
+    /// When the migration started (RFC 3339).
     pub started_at: String,
+    /// When it ended (RFC 3339); absent while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
+    /// Resources moved from one operator to another.
     pub moves: u64,
+    /// Resources given a first owner.
     pub first_assignments: u64,
+    /// Rollout steps of the migration.
     pub steps: u32,
     /// `Progressing`, `Paused` (a gate or a handoff holds it; it goes on from
     /// there), `RolledBack`, `Succeeded`, `Superseded`.

@@ -18,7 +18,9 @@ use kube::core::{Selector, SelectorExt};
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid selector `{text}`: {message}")]
 pub struct SelectorError {
+    /// The selector as written.
     pub text: String,
+    /// What is wrong with it.
     pub message: String,
 }
 

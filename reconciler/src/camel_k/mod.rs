@@ -23,14 +23,23 @@ pub const GROUP: &str = "camel.apache.org";
 /// One Camel K custom resource kind, as upstream defines it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CamelKind {
+    /// A Camel route the operator builds and runs.
     Integration,
+    /// The image an Integration runs on, built once and shared.
     IntegrationKit,
+    /// An operator's configuration for its namespace or the cluster.
     IntegrationPlatform,
+    /// Settings an Integration can name to override the platform's.
     IntegrationProfile,
+    /// One image build of a kit.
     Build,
+    /// Binds a source to a sink through Kamelets; creates an Integration.
     Pipe,
+    /// The `v1alpha1` predecessor of `Pipe`.
     KameletBinding,
+    /// The Camel version and its artifacts a runtime provides.
     CamelCatalog,
+    /// A reusable route template (read only, never owned).
     Kamelet,
 }
 
@@ -48,6 +57,7 @@ impl CamelKind {
         CamelKind::Kamelet,
     ];
 
+    /// The kind's name, as in `kind:` (`Integration`).
     pub fn kind(self) -> &'static str {
         match self {
             CamelKind::Integration => "Integration",
@@ -70,6 +80,7 @@ impl CamelKind {
         }
     }
 
+    /// The kind's plural resource name, as in URLs (`integrations`).
     pub fn plural(self) -> &'static str {
         match self {
             CamelKind::Integration => "integrations",
@@ -104,6 +115,7 @@ impl CamelKind {
         format!("{}.{}", self.plural(), GROUP)
     }
 
+    /// `group/version` of the kind (`camel.apache.org/v1`).
     pub fn api_version(self) -> String {
         format!("{}/{}", GROUP, self.version())
     }

@@ -26,7 +26,12 @@ use super::status::{condition, kit_name, phase};
 #[serde(rename_all = "camelCase", tag = "reason")]
 pub enum BlockReason {
     /// The current owner is working on the resource.
-    WorkInFlight { phase: String, detail: String },
+    WorkInFlight {
+        /// The phase the resource is in.
+        phase: String,
+        /// Why that phase means work in flight, for people.
+        detail: String,
+    },
 }
 
 impl std::fmt::Display for BlockReason {

@@ -17,9 +17,12 @@ use serde::{Deserialize, Serialize};
 use crate::api::OperatorId;
 use crate::camel_k::CamelKind;
 
+/// Label on a handoff request Lease naming the operator resources move from.
 pub const FROM_LABEL: &str = "camelk.dev/handoff-from";
 pub(crate) const TO_LABEL: &str = "camelk.dev/handoff-to";
 pub(crate) const SPEC_ANNOTATION: &str = "camelk.dev/handoff";
+/// Annotation on a handoff request Lease recording how far it got
+/// (`Stalled`, ...), for `kubectl camelk` and people.
 pub const STATE_ANNOTATION: &str = "camelk.dev/handoff-state";
 
 /// Who performs the release of a resource.
@@ -46,8 +49,11 @@ pub enum ForcePolicy {
 /// object of the same name is not moved by an old request.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct HandoffItem {
+    /// The resource's kind.
     pub kind: CamelKind,
+    /// The resource's name (the request's namespace is its).
     pub name: String,
+    /// `metadata.uid` of the resource when the request was written.
     pub uid: String,
 }
 
@@ -55,17 +61,24 @@ pub struct HandoffItem {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HandoffSpec {
+    /// The operator releasing the items.
     pub from: OperatorId,
+    /// The operator receiving them.
     pub to: OperatorId,
+    /// Who performs the release.
     pub mode: ReleaseMode,
+    /// The resources to move, all in the Lease's namespace.
     pub items: Vec<HandoffItem>,
 }
 
 /// A handoff request as stored in a Lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HandoffRequest {
+    /// Namespace of the Lease (and of every item).
     pub namespace: String,
+    /// Name of the Lease.
     pub name: String,
+    /// The requested move.
     pub spec: HandoffSpec,
 }
 

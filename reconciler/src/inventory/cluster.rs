@@ -25,15 +25,21 @@ use crate::camel_k::status::{kit_name, phase};
 /// Why the cluster could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterReadError {
+    /// Listing a kind failed.
     #[error("listing {kind} resources: {source}")]
     List {
+        /// The kind being listed.
         kind: CamelKind,
+        /// The API server's error.
         #[source]
         source: kube::Error,
     },
+    /// Reading one resource failed.
     #[error("reading {resource}: {source}")]
     Get {
+        /// The resource being read.
         resource: ResourceRef,
+        /// The API server's error.
         #[source]
         source: kube::Error,
     },
@@ -41,6 +47,7 @@ pub enum ClusterReadError {
 
 /// An inventory read from the cluster.
 pub struct LiveInventory {
+    /// The resources read.
     pub inventory: Inventory,
     /// Kinds whose CustomResourceDefinition is not installed.
     pub missing_kinds: Vec<CamelKind>,

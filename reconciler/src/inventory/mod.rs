@@ -25,8 +25,11 @@ use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, owner_from_keys};
 /// the order of every list the plan prints.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct ResourceRef {
+    /// The resource's kind.
     pub kind: CamelKind,
+    /// The resource's namespace.
     pub namespace: String,
+    /// The resource's name.
     pub name: String,
 }
 
@@ -39,7 +42,9 @@ impl fmt::Display for ResourceRef {
 /// One resource as it is now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resource {
+    /// Which resource it is.
     pub id: ResourceRef,
+    /// Its `metadata.labels`.
     pub labels: BTreeMap<String, String>,
     /// Value of the owner annotation (the key upstream operators read).
     pub owner_annotation: Option<String>,
@@ -146,5 +151,6 @@ impl Resource {
 /// The resources of one read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Inventory {
+    /// Every resource read, in no particular order.
     pub resources: Vec<Resource>,
 }

@@ -49,7 +49,9 @@ use kube::runtime::watcher::{self, Event};
 /// Which watch an event came from: a kind and the namespace it is limited to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Scope<K> {
+    /// The kind watched.
     pub kind: K,
+    /// The namespace the watch is limited to; none: all namespaces.
     pub namespace: Option<String>,
 }
 

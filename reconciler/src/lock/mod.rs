@@ -31,8 +31,13 @@ pub fn lock_name(id: &str) -> String {
 /// The three durations of a lock, checked to be ordered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LockTiming {
+    /// How long a lock stays the holder's without a renewal.
     pub lease_duration: Duration,
+    /// How long the holder keeps trying to renew before it gives the lock up;
+    /// shorter than `lease_duration`.
     pub renew_deadline: Duration,
+    /// How long to wait between attempts to acquire or renew; shorter than
+    /// `renew_deadline`.
     pub retry_period: Duration,
 }
 
@@ -44,6 +49,8 @@ impl LockTiming {
         retry_period: Duration::from_secs(2),
     };
 
+    /// The three durations, if they keep the order client-go's leader election
+    /// requires: `lease_duration > renew_deadline > retry_period`.
     pub fn new(
         lease_duration: Duration,
         renew_deadline: Duration,

@@ -5,20 +5,27 @@ use std::fmt;
 
 use super::tree::Location;
 
+/// How bad a diagnostic is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// The manifest cannot be used.
     Error,
+    /// The manifest can be used, but probably does not say what was meant.
     Warning,
 }
 
+/// One problem found in a manifest, at a position of its file.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Diagnostic {
+    /// Whether it stops the manifest from being used.
     pub severity: Severity,
     /// The file as the user named it.
     pub file: String,
+    /// Where in the file.
     #[serde(flatten)]
     pub at: Location,
+    /// What is wrong, for people.
     pub message: String,
 }
 

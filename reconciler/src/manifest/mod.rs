@@ -41,21 +41,29 @@ use crate::api::{self, OperatorAssignment};
 pub struct Manifest {
     /// The file as the user named it, for messages.
     pub file: String,
+    /// The text as read.
     pub text: String,
+    /// Its YAML tree, with positions for messages.
     pub tree: Tree,
+    /// The typed manifest.
     pub assignment: OperatorAssignment,
+    /// Warnings validation found (no errors: then there is no `Manifest`).
     pub warnings: Vec<Diagnostic>,
 }
 
 /// Why a manifest could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
+    /// The file could not be read.
     #[error("cannot read {file}: {source}")]
     Read {
+        /// The file's path.
         file: String,
+        /// The file system's error.
         #[source]
         source: std::io::Error,
     },
+    /// The manifest is not valid; every error and warning found, in file order.
     #[error("{}", render(.0))]
     Invalid(Vec<Diagnostic>),
 }

@@ -19,7 +19,9 @@ use serde_saphyr::granit_parser::{
 /// A position in the file; both numbers start at 1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub struct Location {
+    /// Line, from 1.
     pub line: usize,
+    /// Column, from 1, in characters.
     pub column: usize,
 }
 
@@ -50,16 +52,19 @@ pub enum Segment {
 pub struct FieldPath(pub Vec<Segment>);
 
 impl FieldPath {
+    /// The document root.
     pub fn root() -> FieldPath {
         FieldPath(Vec::new())
     }
 
+    /// The path to `key` of the mapping at this path.
     pub fn key(&self, key: &str) -> FieldPath {
         let mut path = self.clone();
         path.0.push(Segment::Key(key.to_string()));
         path
     }
 
+    /// The path to item `index` (from 0) of the sequence at this path.
     pub fn index(&self, index: usize) -> FieldPath {
         let mut path = self.clone();
         path.0.push(Segment::Index(index));
@@ -154,6 +159,7 @@ pub struct SyntaxError {
 /// A whole document.
 #[derive(Clone, Debug)]
 pub struct Tree {
+    /// The top-level node.
     pub root: Node,
     /// Whether the document has no tags, anchors or aliases (its nodes are
     /// then all there is to know).
@@ -190,6 +196,7 @@ fn collection_end(opened: &Opened, span: &Span, last_child_end: Option<usize>) -
 }
 
 impl Tree {
+    /// Parses one YAML document, keeping every node's position.
     pub fn parse(text: &str) -> Result<Tree, SyntaxError> {
         let mut stack: Vec<Opened> = Vec::new();
         let mut root: Option<Node> = None;

@@ -19,8 +19,11 @@ use crate::camel_k::CamelKind;
 /// One problem, at a path of the manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
+    /// Whether it stops the manifest from being used.
     pub severity: Severity,
+    /// Where it is in the document.
     pub path: FieldPath,
+    /// What is wrong, for people.
     pub message: String,
 }
 

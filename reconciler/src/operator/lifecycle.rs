@@ -27,9 +27,15 @@ use crate::camel_k::status::{kit_name, phase};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
     /// Create the IntegrationKit `name` for the Integration.
-    CreateKit { name: String },
+    CreateKit {
+        /// The kit's name.
+        name: String,
+    },
     /// Create the Build `name` for the kit.
-    CreateBuild { name: String },
+    CreateBuild {
+        /// The build's name.
+        name: String,
+    },
     /// Create or update the Integration's Deployment.
     ApplyDeployment,
     /// Create the Integration of a Pipe.
@@ -41,14 +47,19 @@ pub enum Effect {
 /// What to do next with one resource: an optional effect, then status fields to set.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Step {
+    /// What to do before the status changes, if anything.
     pub effect: Option<Effect>,
+    /// `status` fields to merge into the resource.
     pub status: Map<String, Value>,
 }
 
 /// What the lifecycle may look at besides the resource itself.
 pub struct Context<'a> {
+    /// The id of the operator running the lifecycle.
     pub operator_id: &'a str,
+    /// The operator's version, written into `status.version`.
     pub version: &'a str,
+    /// How long a build takes in this reference lifecycle.
     pub build_time: Duration,
     /// Phase of a kit this operator owns, by name, in the resource's namespace.
     pub(crate) kit_phase: &'a dyn Fn(&str) -> Option<Option<String>>,

@@ -62,6 +62,7 @@ pub(crate) const READ_ONLY: [CamelKind; 2] = [CamelKind::Kamelet, CamelKind::Int
 /// Configuration of one operator replica.
 #[derive(Clone, Debug)]
 pub struct OperatorConfig {
+    /// The operator id this replica runs as (its lock and its owner-key value).
     pub id: OperatorId,
     /// Namespace of the operator's lock Lease.
     pub lock_namespace: String,
@@ -69,9 +70,11 @@ pub struct OperatorConfig {
     pub namespaces: Vec<String>,
     /// Identity of this replica in the lock.
     pub identity: String,
+    /// The operator version written into status and on the Deployments it creates.
     pub version: String,
     /// How long the reference lifecycle's builds take.
     pub build_time: Duration,
+    /// The durations of its lock.
     pub timing: LockTiming,
     /// Reconcile everything this often even without events.
     pub resync: Duration,

@@ -26,14 +26,20 @@ pub(crate) const OPERATOR_VERSION_ANNOTATION: &str = "camelk.dev/operator-versio
 /// How a write ended, when it did not fail outright.
 #[derive(Debug, PartialEq, Eq)]
 pub enum WriteOutcome {
+    /// The write was applied.
     Written,
     /// The fence refused it: the owner or the object changed. Nothing written.
     Fenced,
 }
 
+/// Writes that the owner keys fence: each applies only while the resource is
+/// still this operator's, so a handoff in between cannot be overwritten.
 pub struct Writer {
+    /// The client it writes through.
     pub client: Client,
+    /// The operator id every write is fenced on.
     pub operator_id: String,
+    /// The operator version written on the Deployments it creates.
     pub version: String,
 }
 

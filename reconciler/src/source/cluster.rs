@@ -76,6 +76,7 @@ pub struct ClusterSource {
 }
 
 impl ClusterSource {
+    /// Follows `OperatorAssignment` `namespace/name` through `client`.
     pub fn new(client: Client, namespace: &str, name: &str) -> ClusterSource {
         ClusterSource {
             client,

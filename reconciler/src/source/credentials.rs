@@ -29,18 +29,27 @@ use crate::git::transport::known_hosts::KnownHosts;
 pub struct CredentialConfig {
     /// Username for the token (`--username`); the Secret's `username` wins.
     pub username: Option<String>,
+    /// File holding an HTTPS token (`--token-file`), read at every fetch so a
+    /// rotated token is picked up.
     pub token_file: Option<PathBuf>,
+    /// File holding the SSH private key (`--ssh-key-file`).
     pub ssh_key_file: Option<PathBuf>,
+    /// File holding the SSH key's passphrase, if it has one.
     pub ssh_passphrase_file: Option<PathBuf>,
+    /// known_hosts file used to check the SSH server's host key.
     pub known_hosts_file: Option<PathBuf>,
+    /// A Secret to read the credentials from instead of files.
     pub secret: Option<SecretRef>,
 }
 
 /// A Secret holding Git credentials.
 #[derive(Clone)]
 pub struct SecretRef {
+    /// Client to read the Secret with.
     pub client: Client,
+    /// The Secret's namespace.
     pub namespace: String,
+    /// The Secret's name.
     pub name: String,
 }
 
