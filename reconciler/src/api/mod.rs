@@ -9,7 +9,7 @@
 //!   matches it, else `defaultOperator`. A staged move (`stagedMoves`) then
 //!   sends a resource whose rule or default owner is its `from` to its `to`;
 //!   pins are never retargeted. So one resource has exactly one desired owner
-//!   (see [`crate::manifest::desired`]). An Integration created by a Pipe in
+//!   (see `crate::manifest::desired`). An Integration created by a Pipe in
 //!   scope takes its Pipe's desired owner instead (see [`crate::plan`]).
 //! - The types accept what parses; whether a manifest makes sense (known
 //!   operator ids, unique pins, steps that grow) is

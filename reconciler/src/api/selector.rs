@@ -156,8 +156,8 @@ impl PartialEq for NameGlob {
 
 impl Eq for NameGlob {}
 
-/// Whether `name` matches the shell-style `glob` (see [`NameGlob`]; compile
-/// a [`NameGlob`] once when matching many names).
+/// Whether `name` matches the shell-style `glob` (see `NameGlob`; compile
+/// a `NameGlob` once when matching many names).
 pub fn glob_matches(glob: &str, name: &str) -> bool {
     NameGlob::new(glob).is_match(name)
 }

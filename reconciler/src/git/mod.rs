@@ -17,7 +17,7 @@
 //! Credentials for pushing, as the remote asks for them: over HTTPS a token
 //! in `CAMELK_GIT_TOKEN`, else Git's credential helper (`credential.helper`);
 //! over SSH the keys of the ssh-agent; otherwise the transport's default.
-//! They are handed to libgit2 and never logged ([`transport`], which the Git
+//! They are handed to libgit2 and never logged (`transport`, which the Git
 //! source's fetches use as well).
 
 pub(crate) mod transport;

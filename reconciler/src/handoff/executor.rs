@@ -40,7 +40,7 @@ pub enum FlipResult {
 /// Writes the change of owner of `object` from `from` to `to` (one fenced
 /// JSON patch, [`fence::flip`]); with `from == to`, the adoption of a
 /// resource its annotation alone names. Owner keys are written only here,
-/// in [`assign`] and in [`match_annotation`].
+/// in [`assign`] and in `match_annotation`.
 pub async fn flip(
     client: &Client,
     kind: CamelKind,

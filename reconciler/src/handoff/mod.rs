@@ -9,7 +9,7 @@
 //!    request: a Lease in the resources' namespace, owned by all of them
 //!    ([`request`]).
 //! 2. A sees the request in its filtered watch. It finishes the work in
-//!    flight on each resource, starts none, and when [`crate::camel_k::release::owner_may_release`]
+//!    flight on each resource, starts none, and when `crate::camel_k::release::owner_may_release`
 //!    allows, flips owner label and annotation to B in one fenced write
 //!    ([`fence::flip`]).
 //! 3. The resource leaves A's filtered watch and enters B's; B reconciles it

@@ -7,7 +7,7 @@
 //! - Phases are not in metadata. [`fill_phases`] reads the full object of
 //!   only the resources named (the plan's would-be moves), so traffic grows
 //!   with the change, not with the cluster. It judges each one with the rule
-//!   an owner applies before it releases ([`owner_may_release`]), so an
+//!   an owner applies before it releases (`owner_may_release`), so an
 //!   Integration whose kit is still being built shows as blocked; the Builds
 //!   are listed once per namespace that has such an Integration.
 

@@ -4,7 +4,7 @@
 //! Contract: only `apiVersion`, `kind`, `metadata.{name,namespace,labels,
 //! annotations,ownerReferences}` and `status.phase` are read; other fields
 //! are skipped unread. Each item becomes a [`Resource`] as a metadata list
-//! item does ([`Resource::from_metadata`]). Items of kinds that are not Camel K kinds are an error naming
+//! item does (`Resource::from_metadata`). Items of kinds that are not Camel K kinds are an error naming
 //! the item, never silently dropped.
 
 use std::collections::BTreeMap;

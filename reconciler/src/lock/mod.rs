@@ -7,9 +7,9 @@
 //! - a Lease is expired when *this process* has not seen it change for
 //!   `lease_duration`, measured on the local monotonic clock from the moment
 //!   the change was observed. Clocks of different machines are never
-//!   compared ([`observer`]);
+//!   compared (`observer`);
 //! - every write to the Lease is compare-and-swap on its resourceVersion, and
-//!   each API call times out before `renew_deadline` ([`election`]);
+//!   each API call times out before `renew_deadline` (`election`);
 //! - a leader that has not renewed for `renew_deadline` stops writing. Since
 //!   `renew_deadline < lease_duration`, it stops before any other replica or
 //!   coordinator can judge the Lease expired.

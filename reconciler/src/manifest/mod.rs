@@ -2,9 +2,9 @@
 //! validation, and format-preserving edits.
 //!
 //! Flow of [`Manifest::parse`]:
-//! 1. YAML syntax ([`tree`]), one document;
+//! 1. YAML syntax (`tree`), one document;
 //! 2. `apiVersion` and `kind`;
-//! 3. unknown fields against the generated CRD schema ([`fields`]), each with
+//! 3. unknown fields against the generated CRD schema (`fields`), each with
 //!    a "did you mean";
 //! 4. typed deserialization (wrong types, invalid operator ids, bad steps),
 //!    from the tree of stage 1 when that is unambiguous ([`typed`]), else

@@ -8,7 +8,7 @@
 //!    received or cached. Handoff requests addressed to it come through a
 //!    watch of Leases labelled `camelk.dev/handoff-from=<id>`.
 //! 2. On every event and every resync tick, while it leads, it first releases
-//!    what it may ([`crate::camel_k::release::owner_may_release`]), then moves
+//!    what it may (`crate::camel_k::release::owner_may_release`), then moves
 //!    each owned resource one step along the reference lifecycle
 //!    ([`lifecycle`]), through fenced writes ([`writer`]).
 //!

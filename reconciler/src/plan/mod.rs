@@ -2,7 +2,7 @@
 //! [`Inventory`]) gives a [`Plan`].
 //!
 //! Expected flow:
-//! 1. [`crate::manifest::desired`] decides each resource's desired owner (pin, first rule,
+//! 1. `crate::manifest::desired` decides each resource's desired owner (pin, first rule,
 //!    default, then staged moves);
 //! 2. its actual owner comes from its owner keys ([`Resource::owner`]);
 //! 3. equal owners count as unchanged (an owner named by the annotation

@@ -31,7 +31,7 @@
 //!
 //! # Guarantees
 //! - Nothing but that ConfigMap is written; never the object (the sync must
-//!   not apply it either: [`super::Source::is_the_object`]).
+//!   not apply it either: `super::Source::is_the_object`).
 //! - Writes replace the ConfigMap at the resourceVersion read, so two
 //!   replicas cannot lose each other's snapshot; a conflict fails the fetch,
 //!   retried at the next round.

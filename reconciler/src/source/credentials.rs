@@ -7,7 +7,7 @@
 //!   `--known-hosts-file`), as a mounted Secret volume provides them;
 //! - or a Kubernetes Secret (`--credentials-secret NAMESPACE/NAME`) read
 //!   through the API at each fetch, its keys as
-//!   [`crate::git::transport::credentials::from_secret_data`] reads them.
+//!   `crate::git::transport::credentials::from_secret_data` reads them.
 //!
 //! Whatever is not given falls back to the ambient credentials the source
 //! always used: the token in [`crate::git::TOKEN_ENV`], Git's credential

@@ -8,12 +8,12 @@
 //! - [`git::GitSource`] fetches the tracked branch into a cache clone owned by
 //!   the reconciler; the remote's head is the truth, so a branch that was
 //!   rewound or force-pushed is followed, and reported as such
-//!   ([`Revision::rewound`]). Its credentials are read at every fetch
+//!   (`Revision::rewound`). Its credentials are read at every fetch
 //!   ([`credentials`]).
 //! - [`cluster::ClusterSource`] is the `OperatorAssignment` object in the
 //!   cluster itself, as Argo CD or Flux applied it: the revision is its
 //!   `metadata.generation`, and the sync must not apply it
-//!   ([`Source::is_the_object`]).
+//!   (`Source::is_the_object`).
 //! - Any earlier revision a source handed out can be read again
 //!   ([`Source::read_at`]): the reconciler keeps no local state and re-reads
 //!   the last applied revision's manifest from its id in status.

@@ -2,7 +2,7 @@
 //! by one watch per kind, and the `OperatorAssignment` objects themselves.
 //!
 //! Contract:
-//! - [`LiveCache::start`] opens one cluster-wide watch per Camel K kind a
+//! - `LiveCache::start` opens one cluster-wide watch per Camel K kind a
 //!   manifest governs, when a round first asks for it. In
 //!   [`LiveCacheMode::Metadata`] (the default) they are metadata-only watches
 //!   and the cache keeps per resource only what ownership needs (its labels
@@ -17,7 +17,7 @@
 //!   empty and is retried with back-off.
 //! - Every change of a resource's ownership inputs (created, deleted, labels
 //!   or owner annotation changed) wakes the sync loop; status-only updates do
-//!   not. [`watch_assignments`] wakes it when an `OperatorAssignment`'s spec
+//!   not. `watch_assignments` wakes it when an `OperatorAssignment`'s spec
 //!   or annotations change (suspend, resume, `kubectl camelk sync`), not on
 //!   its status.
 //! - [`LiveCache::snapshot`] answers only once every kind asked for is synced

@@ -12,9 +12,9 @@
 //! - `report.rs`: the status writes and Events; `progress.rs` decides,
 //!   without I/O, what the status says.
 //! - The moves themselves are decided by the plan engine
-//!   ([`crate::plan::rollout`]).
+//!   (`crate::plan::rollout`).
 //!
-//! # Expected flow of one round ([`Syncer::round`])
+//! # Expected flow of one round (`Syncer::round`)
 //! 1. **fetch** the tracked branch ([`crate::source`]).
 //! 2. **validate** the manifest ([`crate::manifest`]). An invalid revision is
 //!    never acted on: the status names it as last attempted, with every
@@ -28,12 +28,12 @@
 //!    assignment, [`crate::handoff::fence::assign`]) and adopt those the
 //!    annotation alone names (the label added, fenced on the annotation).
 //! 5. **plan** the revision against the last applied one
-//!    ([`crate::plan::rollout::plan`], the plan a pull request shows), drive
+//!    (`crate::plan::rollout::plan`, the plan a pull request shows), drive
 //!    to their end requests an earlier process left, find the first step not
-//!    done ([`crate::plan::rollout::position`]) and the drift.
+//!    done (`crate::plan::rollout::position`) and the drift.
 //! 6. **steps**, one by one: hand the step's pending moves over through
 //!    [`Coordinator`](crate::handoff::Coordinator) (one request per namespace,
-//!    source and target), then the health gate ([`health`]), then the
+//!    source and target), then the health gate (`health`), then the
 //!    manifest's `pause`. A gate that fails, a stalled handoff or a dead
 //!    target pauses the rollout with the reason; the next round retries from
 //!    the same position.
