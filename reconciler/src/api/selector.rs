@@ -123,7 +123,7 @@ fn split_terms(text: &str) -> Vec<&str> {
 pub(crate) struct NameGlob(GlobMatcher);
 
 impl NameGlob {
-    pub fn new(glob: &str) -> NameGlob {
+    pub(crate) fn new(glob: &str) -> NameGlob {
         let mut pattern = String::with_capacity(glob.len() + 8);
         let mut literal = [0u8; 4];
         for c in glob.chars() {
@@ -171,7 +171,7 @@ pub fn glob_matches(glob: &str, name: &str) -> bool {
 pub(crate) struct LabelMatcher(Option<Selector>);
 
 impl LabelMatcher {
-    pub fn new(selector: &LabelSelector) -> LabelMatcher {
+    pub(crate) fn new(selector: &LabelSelector) -> LabelMatcher {
         let mut selector = selector.clone();
         for requirement in selector.match_expressions.iter_mut().flatten() {
             // kube refuses `In`/`NotIn` without values; Kubernetes' own
@@ -181,7 +181,7 @@ impl LabelMatcher {
         LabelMatcher(Selector::try_from(selector).ok())
     }
 
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub(crate) fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.0.as_ref().is_some_and(|s| s.matches(labels))
     }
 }

@@ -35,13 +35,13 @@ pub(crate) struct LeaseObserver {
 }
 
 impl LeaseObserver {
-    pub fn new() -> LeaseObserver {
+    pub(crate) fn new() -> LeaseObserver {
         LeaseObserver::default()
     }
 
     /// Records a read of Lease `namespace/name` (`None`: it does not exist)
     /// at `now`, and judges it with `lease_duration`.
-    pub fn observe(
+    pub(crate) fn observe(
         &mut self,
         namespace: &str,
         name: &str,

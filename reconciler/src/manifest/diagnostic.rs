@@ -63,7 +63,7 @@ pub(crate) fn did_you_mean<'a>(
 }
 
 /// `"; did you mean `x`?"` or nothing.
-pub fn hint<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+pub(crate) fn hint<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
     did_you_mean(word, candidates)
         .map(|c| format!("; did you mean `{c}`?"))
         .unwrap_or_default()

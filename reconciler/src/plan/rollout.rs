@@ -30,7 +30,7 @@ use crate::inventory::{Inventory, Owner, Resource, ResourceRef};
 use crate::plan::{self, Actual, Batch, Desired, Move, Plan, ResourceError};
 
 /// The rollout plan of `head` from `base` (see the module doc).
-pub fn plan(
+pub(crate) fn plan(
     head: &OperatorAssignmentSpec,
     base: Option<&OperatorAssignmentSpec>,
     inventory: &Inventory,
@@ -75,7 +75,7 @@ pub(crate) enum MoveState {
 pub(crate) struct LiveOwners(HashMap<ResourceRef, Owner>);
 
 impl LiveOwners {
-    pub fn new(inventory: &Inventory) -> LiveOwners {
+    pub(crate) fn new(inventory: &Inventory) -> LiveOwners {
         LiveOwners(
             inventory
                 .resources
@@ -85,7 +85,7 @@ impl LiveOwners {
         )
     }
 
-    pub fn state(&self, m: &Move) -> MoveState {
+    pub(crate) fn state(&self, m: &Move) -> MoveState {
         match self.0.get(&m.resource) {
             None => MoveState::Gone,
             Some(Owner::Nobody) => MoveState::Unowned,
@@ -97,7 +97,7 @@ impl LiveOwners {
     }
 
     /// Resources per current owner, of those `spec` governs.
-    pub fn counts(&self, spec: &OperatorAssignmentSpec) -> BTreeMap<String, u64> {
+    pub(crate) fn counts(&self, spec: &OperatorAssignmentSpec) -> BTreeMap<String, u64> {
         let scope = Desired::new(spec);
         let mut counts = BTreeMap::new();
         for (id, owner) in &self.0 {
@@ -132,7 +132,7 @@ impl Position {
 
 /// The first batch with a pending move (all batches after it are counted
 /// as not done even if some of their moves happen to be).
-pub fn position(plan: &Plan, live: &LiveOwners) -> Position {
+pub(crate) fn position(plan: &Plan, live: &LiveOwners) -> Position {
     let done = plan
         .batches
         .iter()
@@ -176,7 +176,7 @@ fn handovers<'a>(moves: impl Iterator<Item = &'a Move>) -> Vec<Handover> {
 }
 
 /// The pending moves of `batch`, one handoff per namespace, source and target.
-pub fn handoffs(batch: &Batch, live: &LiveOwners) -> Vec<Handover> {
+pub(crate) fn handoffs(batch: &Batch, live: &LiveOwners) -> Vec<Handover> {
     handovers(
         batch
             .moves
@@ -187,7 +187,7 @@ pub fn handoffs(batch: &Batch, live: &LiveOwners) -> Vec<Handover> {
 
 /// The namespaces, sources and targets `plan` hands resources between: where
 /// a handoff request an earlier process left may wait.
-pub fn pairs(plan: &Plan) -> BTreeSet<(String, OperatorId, OperatorId)> {
+pub(crate) fn pairs(plan: &Plan) -> BTreeSet<(String, OperatorId, OperatorId)> {
     plan.moves()
         .map(|m| (m.resource.namespace.clone(), m.from.clone(), m.to.clone()))
         .collect()
@@ -221,17 +221,17 @@ pub(crate) struct Drift {
 }
 
 impl Drift {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.moved.is_empty() && self.conflicts.is_empty()
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.moved.len() + self.conflicts.len()
     }
 }
 
 /// Drift in the plan of an applied revision (see [`Drift`]).
-pub fn drift(plan: &Plan, live: &LiveOwners) -> Drift {
+pub(crate) fn drift(plan: &Plan, live: &LiveOwners) -> Drift {
     Drift {
         moved: plan
             .moves()

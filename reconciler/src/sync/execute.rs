@@ -48,14 +48,14 @@ pub(crate) enum StepOutcome {
 
 impl StepOutcome {
     /// What moved, finished or not.
-    pub fn moved(&self) -> &BTreeSet<(String, String)> {
+    pub(crate) fn moved(&self) -> &BTreeSet<(String, String)> {
         match self {
             StepOutcome::Moved(moved) | StepOutcome::Stalled { moved, .. } => moved,
         }
     }
 
     /// Why it stalled, if it did.
-    pub fn stalled(&self) -> Option<&str> {
+    pub(crate) fn stalled(&self) -> Option<&str> {
         match self {
             StepOutcome::Moved(_) => None,
             StepOutcome::Stalled { reason, .. } => Some(reason),

@@ -37,7 +37,7 @@ use crate::inventory::ResourceRef;
 
 /// One moved resource the gate watches.
 #[derive(Clone, Debug)]
-pub struct Watch {
+pub(crate) struct Watch {
     pub resource: ResourceRef,
     pub owner: OperatorId,
     /// When the step that moved it first started; `None` when unknown.
@@ -58,7 +58,7 @@ pub(crate) enum GateError {
 }
 
 /// Whether `object` is healthy under `owner`, or why not.
-pub fn judge(
+pub(crate) fn judge(
     kind: CamelKind,
     object: &DynamicObject,
     owner: &OperatorId,
@@ -153,7 +153,7 @@ async fn runs_on_kit_of(
 
 /// Waits until every watched resource is healthy, up to `timeout`. Returns
 /// the failing resources, each with its reason (empty: the gate passed).
-pub async fn wait(
+pub(crate) async fn wait(
     client: &Client,
     watches: &[Watch],
     require_ready: bool,

@@ -129,7 +129,7 @@ impl LiveCache {
     /// A cache whose watches start when a kind is first asked for (only the
     /// kinds a manifest governs are watched); each change of ownership
     /// inputs notifies `wake`. The watches stop with `shutdown`.
-    pub fn start(
+    pub(crate) fn start(
         client: &Client,
         mode: LiveCacheMode,
         wake: Arc<Notify>,

@@ -174,7 +174,7 @@ impl SyncError {
     }
 
     /// The step that failed, for the errors metric.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             SyncError::Source(_) => "source",
             SyncError::Apply { .. } => "apply",
@@ -211,7 +211,7 @@ pub(crate) struct Syncer {
 }
 
 impl Syncer {
-    pub fn new(
+    pub(crate) fn new(
         client: Client,
         source: Source,
         cfg: SyncConfig,

@@ -44,7 +44,7 @@ pub(crate) fn progressing(
 
 /// The round cannot go on by itself: not Ready, not Reconciling, Stalled,
 /// all three with `reason` and `message`.
-pub fn stalled(
+pub(crate) fn stalled(
     status: &mut OperatorAssignmentStatus,
     reason: &str,
     message: &str,
@@ -56,7 +56,11 @@ pub fn stalled(
 }
 
 /// The revision is applied: Ready, neither Reconciling nor Stalled.
-pub fn succeeded(status: &mut OperatorAssignmentStatus, message: &str, generation: Option<i64>) {
+pub(crate) fn succeeded(
+    status: &mut OperatorAssignmentStatus,
+    message: &str,
+    generation: Option<i64>,
+) {
     set_condition(status, READY, true, SUCCEEDED, message, generation);
     set_condition(status, RECONCILING, false, SUCCEEDED, message, generation);
     set_condition(status, STALLED, false, SUCCEEDED, "", generation);
@@ -72,7 +76,7 @@ pub(crate) fn fetch_failed(
 }
 
 /// Records `Suspended=True`; whether it was not already.
-pub fn suspend(
+pub(crate) fn suspend(
     status: &mut OperatorAssignmentStatus,
     message: &str,
     generation: Option<i64>,
@@ -85,7 +89,7 @@ pub fn suspend(
 }
 
 /// The round acts again: `Suspended=False`.
-pub fn resumed(status: &mut OperatorAssignmentStatus, generation: Option<i64>) {
+pub(crate) fn resumed(status: &mut OperatorAssignmentStatus, generation: Option<i64>) {
     set_condition(status, SUSPENDED, false, "Resumed", "", generation);
 }
 
@@ -248,7 +252,7 @@ pub(crate) fn history_result(
 
 /// The revision `sha` is applied: its rollout `Complete` (or, when a
 /// steady round moved nothing, as `recorded`), its history row `Succeeded`.
-pub fn applied(
+pub(crate) fn applied(
     status: &mut OperatorAssignmentStatus,
     sha: &str,
     short: &str,

@@ -46,7 +46,7 @@ pub(super) struct Pause {
 
 impl Pause {
     /// A handoff that could not finish: the step waits, paused.
-    pub fn handoff(ro: &RolloutStatus, reason: &str) -> Pause {
+    pub(crate) fn handoff(ro: &RolloutStatus, reason: &str) -> Pause {
         let summary = format!("step {} of {}: {reason}", ro.current_step, ro.total_steps);
         Pause {
             message: summary.clone(),

@@ -107,7 +107,7 @@ impl Default for Telemetry {
 
 impl Telemetry {
     /// The Prometheus text exposition.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
@@ -159,7 +159,7 @@ pub(crate) struct Endpoints {
 }
 
 /// Serves the endpoints on `listener` until `shutdown`.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     endpoints: Endpoints,
     shutdown: CancellationToken,

@@ -19,7 +19,7 @@ use serde_json::json;
 use crate::api::{MigrationRecord, OperatorAssignment, OperatorAssignmentStatus};
 
 /// Field manager of every write the sync makes.
-pub const FIELD_MANAGER: &str = "camelk-reconciler";
+pub(crate) const FIELD_MANAGER: &str = "camelk-reconciler";
 /// Migrations kept in `status.history`.
 pub(crate) const HISTORY_LIMIT: usize = 10;
 
@@ -81,7 +81,7 @@ pub(crate) fn record_history(status: &mut OperatorAssignmentStatus, record: Migr
 }
 
 /// Now, in RFC 3339.
-pub fn now() -> String {
+pub(crate) fn now() -> String {
     Timestamp::now().to_string()
 }
 
@@ -95,7 +95,7 @@ pub(crate) fn elapsed_since(stamp: Option<&str>) -> std::time::Duration {
 }
 
 /// Applies `status` to the object `namespace/name`.
-pub async fn write(
+pub(crate) async fn write(
     client: &Client,
     namespace: &str,
     name: &str,

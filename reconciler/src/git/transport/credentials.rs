@@ -28,10 +28,10 @@ pub(crate) const DEFAULT_TOKEN_USERNAME: &str = "x-access-token";
 
 /// A credential value; never printed.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub(crate) struct Secret(String);
 
 impl Secret {
-    pub fn new(value: impl Into<String>) -> Secret {
+    pub(crate) fn new(value: impl Into<String>) -> Secret {
         Secret(value.into())
     }
     /// The value, for libgit2.

@@ -86,7 +86,7 @@ pub struct KnownHostsError {
 
 impl KnownHosts {
     /// Parses the text of a `known_hosts` file.
-    pub fn parse(text: &str) -> Result<KnownHosts, KnownHostsError> {
+    pub(crate) fn parse(text: &str) -> Result<KnownHosts, KnownHostsError> {
         let mut out = KnownHosts::default();
         for (i, raw) in text.lines().enumerate() {
             let line = raw.trim();
@@ -154,7 +154,7 @@ impl KnownHosts {
 
     /// Whether `key` (the SSH wire encoding of a public key, as libgit2
     /// gives it) is the listed, unrevoked key of `host` on `port`.
-    pub fn check(&self, host: &str, port: u16, key: &[u8]) -> Result<(), HostKeyError> {
+    pub(crate) fn check(&self, host: &str, port: u16, key: &[u8]) -> Result<(), HostKeyError> {
         let name = if port == 22 {
             host.to_ascii_lowercase()
         } else {
@@ -216,7 +216,7 @@ impl Hosts {
 }
 
 /// `SHA256:<base64 without padding>`, as `ssh-keygen -l` prints it.
-pub fn fingerprint(key: &[u8]) -> String {
+pub(crate) fn fingerprint(key: &[u8]) -> String {
     format!("SHA256:{}", STANDARD_NO_PAD.encode(Sha256::digest(key)))
 }
 

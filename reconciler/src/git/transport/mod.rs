@@ -42,7 +42,7 @@ pub const TOKEN_ENV: &str = "CAMELK_GIT_TOKEN";
 /// libgit2's callbacks: credentials as the remote asks for them, and the
 /// host key check when a known_hosts is given. Fetches and the plugin's
 /// pushes ([`crate::git::Checkout::push`]) offer credentials the same way.
-pub fn callbacks<'a>(
+pub(crate) fn callbacks<'a>(
     credentials: &'a GitCredentials,
     config: Option<&'a git2::Config>,
     port: u16,
