@@ -42,9 +42,9 @@ use crate::camel_k::CamelKind;
 /// API group of the project's own kinds.
 pub const GROUP: &str = "camelk.dev";
 /// Served (and stored) version of `OperatorAssignment`.
-pub const VERSION: &str = "v1alpha1";
+pub(crate) const VERSION: &str = "v1alpha1";
 /// Kind name of the manifest.
-pub const KIND: &str = "OperatorAssignment";
+pub(crate) const KIND: &str = "OperatorAssignment";
 
 /// Desired owners of Camel K resources, and how to move them.
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

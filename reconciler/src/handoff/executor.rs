@@ -40,7 +40,7 @@ pub enum FlipResult {
 /// Writes the change of owner of `object` from `from` to `to` (one fenced
 /// JSON patch, [`fence::flip`]); with `from == to`, the adoption of a
 /// resource its annotation alone names. Owner keys are written only here,
-/// in [`assign`] and in `match_annotation`.
+/// in `assign` and in `match_annotation`.
 pub async fn flip(
     client: &Client,
     kind: CamelKind,
@@ -58,7 +58,9 @@ pub async fn flip(
 /// Writes the first owner of `object`, which has no owner key ([`fence::assign`]:
 /// only while it is unchanged since read and, with a guard, in the phase
 /// judged stable).
-pub async fn assign(
+// Only the sync loop (feature `server`) calls this; the plugin builds without it.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) async fn assign(
     client: &Client,
     kind: CamelKind,
     object: &DynamicObject,

@@ -2,7 +2,7 @@
 //! label still names the writer, so the API server refuses (422) a write by
 //! an operator that lost ownership, however late it arrives.
 //!
-//! Every write to a Camel K resource by its owner goes through [`fenced`],
+//! Every write to a Camel K resource by its owner goes through `fenced`,
 //! and every change of owner through [`flip`]: label and annotation change
 //! together, in one write, only if the key the owner was read from (the
 //! label, else the annotation) still names the expected owner.
@@ -25,7 +25,7 @@ fn owner_annotation_path() -> String {
 }
 
 /// Escapes one JSON-pointer token (RFC 6901).
-pub fn escape(token: &str) -> String {
+pub(crate) fn escape(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
 }
 
@@ -35,7 +35,7 @@ pub(crate) fn owner_test(owner: &str) -> Value {
 }
 
 /// `ops` preceded by the owner test: applied only while the label names `owner`.
-pub fn fenced(owner: &str, ops: impl IntoIterator<Item = Value>) -> json_patch::Patch {
+pub(crate) fn fenced(owner: &str, ops: impl IntoIterator<Item = Value>) -> json_patch::Patch {
     let mut all = vec![owner_test(owner)];
     all.extend(ops);
     to_patch(all)
@@ -108,7 +108,9 @@ pub(crate) fn match_annotation(owner: &str) -> json_patch::Patch {
 /// The first assignment of an object with no owner key: applied only while
 /// it is unchanged since read (a JSON patch cannot test that a key is
 /// absent), and, with a guard, only while its phase is the one judged stable.
-pub fn assign(object: &DynamicObject, to: &str, guard: &FlipGuard) -> json_patch::Patch {
+// Only the sync loop (feature `server`) calls this; the plugin builds without it.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) fn assign(object: &DynamicObject, to: &str, guard: &FlipGuard) -> json_patch::Patch {
     let mut ops = vec![resource_version_test(object)];
     if let Some(phase) = &guard.phase {
         ops.push(phase_test(object, phase));

@@ -19,7 +19,7 @@
 //!
 //! # Guarantees
 //! - Every write an operator makes to a resource it owns is a JSON patch
-//!   whose first op tests the owner label ([`fence::fenced`]); once the label
+//!   whose first op tests the owner label (`fence::fenced`); once the label
 //!   names B, the API server refuses every write of A, however late.
 //! - A change of owner is one write, label and annotation together.
 //! - Nothing but the two owner keys (and status, by its owner) is ever

@@ -96,7 +96,7 @@ impl Lookup for CachedObject {
 }
 
 /// The key of `namespace/name` in a store of `T`.
-pub fn key<T: Lookup<DynamicType = ()>>(namespace: &str, name: &str) -> ObjectRef<T> {
+pub(crate) fn key<T: Lookup<DynamicType = ()>>(namespace: &str, name: &str) -> ObjectRef<T> {
     let key = ObjectRef::new_with(name, ());
     if namespace.is_empty() {
         key

@@ -24,7 +24,7 @@ pub use election::OperatorLock;
 pub(crate) use observer::{LeaseObserver, Liveness};
 
 /// Name of the lock Lease of operator `id`.
-pub fn lock_name(id: &str) -> String {
+pub(crate) fn lock_name(id: &str) -> String {
     format!("{id}-lock")
 }
 

@@ -254,7 +254,7 @@ pub(crate) fn revision_of(object: &DynamicObject) -> String {
 
 /// The object as a manifest a person would write: what the API server adds
 /// (uid, resourceVersion, managedFields, status, ...) left out.
-pub fn render(object: &DynamicObject) -> String {
+pub(crate) fn render(object: &DynamicObject) -> String {
     let mut metadata = serde_json::Map::new();
     metadata.insert("name".into(), json!(object.name_any()));
     if let Some(namespace) = &object.metadata.namespace {

@@ -25,7 +25,7 @@
 //!    a suspended object ends the round here.
 //! 4. **first assignments**: read live ownership ([`crate::inventory::cluster`],
 //!    metadata only), give unowned resources their owner (fenced first
-//!    assignment, [`crate::handoff::fence::assign`]) and adopt those the
+//!    assignment, `crate::handoff::fence::assign`) and adopt those the
 //!    annotation alone names (the label added, fenced on the annotation).
 //! 5. **plan** the revision against the last applied one
 //!    (`crate::plan::rollout::plan`, the plan a pull request shows), drive
