@@ -143,7 +143,9 @@ pub struct Operator {
 impl OperatorAssignmentSpec {
     /// The upstream operator that reconciles resources with no owner key, if
     /// the manifest names one ([`Operator::handles_unowned`]).
-    pub fn unowned_handler(&self) -> Option<&Operator> {
+    // Only the sync loop (feature `server`) calls this; the plugin builds without it.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn unowned_handler(&self) -> Option<&Operator> {
         self.operators.iter().find(|o| o.handles_unowned)
     }
 }

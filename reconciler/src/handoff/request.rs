@@ -98,7 +98,7 @@ pub(crate) enum RequestError {
 impl HandoffRequest {
     /// A request for `items` (sorted, so the Lease name is deterministic and
     /// a repeated request finds the existing Lease instead of adding one).
-    pub fn new(namespace: &str, mut spec: HandoffSpec) -> HandoffRequest {
+    pub(crate) fn new(namespace: &str, mut spec: HandoffSpec) -> HandoffRequest {
         spec.items.sort();
         spec.items.dedup();
         let digest = fnv1a(spec.items.iter().map(|i| i.uid.as_str()));
@@ -116,7 +116,7 @@ impl HandoffRequest {
     }
 
     /// Whether this request moves the resource `kind`/`name` with `uid`.
-    pub fn covers(&self, kind: CamelKind, name: &str, uid: &str) -> bool {
+    pub(crate) fn covers(&self, kind: CamelKind, name: &str, uid: &str) -> bool {
         self.spec
             .items
             .iter()

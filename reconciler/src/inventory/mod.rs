@@ -5,7 +5,7 @@
 //!
 //! Contract: an [`Inventory`] is plain data; readers fill it, the plan engine
 //! only reads it. A resource's actual owner is the value of the
-//! `camel.apache.org/operator.id` label and annotation ([`Resource::owner`]).
+//! `camel.apache.org/operator.id` label and annotation (`Resource::owner`).
 
 pub mod cluster;
 pub mod file;
@@ -121,7 +121,7 @@ impl Resource {
     /// Its owner by the one rule ([`crate::camel_k::owner_of`]): the label,
     /// else the annotation. Keys that name two operators are a conflict the
     /// sync sets right (the label's operator holds it meanwhile).
-    pub fn owner(&self) -> Owner {
+    pub(crate) fn owner(&self) -> Owner {
         let label = self.labels.get(OPERATOR_ID_KEY).map(String::as_str);
         let Some(read) = owner_from_keys(label, self.owner_annotation.as_deref()) else {
             return Owner::Nobody;

@@ -53,26 +53,26 @@ pub struct FieldPath(pub Vec<Segment>);
 
 impl FieldPath {
     /// The document root.
-    pub fn root() -> FieldPath {
+    pub(crate) fn root() -> FieldPath {
         FieldPath(Vec::new())
     }
 
     /// The path to `key` of the mapping at this path.
-    pub fn key(&self, key: &str) -> FieldPath {
+    pub(crate) fn key(&self, key: &str) -> FieldPath {
         let mut path = self.clone();
         path.0.push(Segment::Key(key.to_string()));
         path
     }
 
     /// The path to item `index` (from 0) of the sequence at this path.
-    pub fn index(&self, index: usize) -> FieldPath {
+    pub(crate) fn index(&self, index: usize) -> FieldPath {
         let mut path = self.clone();
         path.0.push(Segment::Index(index));
         path
     }
 
     /// Builds a path from `spec.rules[2].operator` notation.
-    pub fn parse(text: &str) -> FieldPath {
+    pub(crate) fn parse(text: &str) -> FieldPath {
         let mut segments = Vec::new();
         for part in text.split('.').filter(|p| !p.is_empty()) {
             let (name, indices) = part.split_once('[').map_or((part, ""), |(n, i)| (n, i));
@@ -318,7 +318,7 @@ impl Tree {
     }
 
     /// The node at `path`, if it exists.
-    pub fn get(&self, path: &FieldPath) -> Option<&Node> {
+    pub(crate) fn get(&self, path: &FieldPath) -> Option<&Node> {
         let mut node = &self.root;
         for segment in &path.0 {
             node = child(node, segment)?;
@@ -327,7 +327,7 @@ impl Tree {
     }
 
     /// Position of `path`'s value, or of its deepest existing ancestor.
-    pub fn locate(&self, path: &FieldPath) -> Location {
+    pub(crate) fn locate(&self, path: &FieldPath) -> Location {
         let mut node = &self.root;
         for segment in &path.0 {
             match child(node, segment) {

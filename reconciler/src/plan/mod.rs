@@ -4,7 +4,7 @@
 //! Expected flow:
 //! 1. `crate::manifest::desired` decides each resource's desired owner (pin, first rule,
 //!    default, then staged moves);
-//! 2. its actual owner comes from its owner keys ([`Resource::owner`]);
+//! 2. its actual owner comes from its owner keys (`Resource::owner`);
 //! 3. equal owners count as unchanged (an owner named by the annotation
 //!    alone is also listed for adoption); a resource without an owner is a
 //!    first assignment; keys that disagree are an error; otherwise a move;
