@@ -40,7 +40,7 @@ pub use step::{Step, StepError};
 use crate::camel_k::CamelKind;
 
 /// API group of the project's own kinds.
-pub const GROUP: &str = "camelk.dev";
+pub(crate) const GROUP: &str = "camelk.dev";
 /// Served (and stored) version of `OperatorAssignment`.
 pub(crate) const VERSION: &str = "v1alpha1";
 /// Kind name of the manifest.

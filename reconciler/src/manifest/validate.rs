@@ -48,7 +48,7 @@ impl Findings {
 }
 
 /// Every finding about `spec`, in document order of the checks.
-pub fn validate(spec: &OperatorAssignmentSpec) -> Vec<Finding> {
+pub(crate) fn validate(spec: &OperatorAssignmentSpec) -> Vec<Finding> {
     let root = FieldPath::root().key("spec");
     let mut out = Findings(Vec::new());
 
