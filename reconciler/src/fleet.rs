@@ -1,6 +1,6 @@
 //! The live fleet: which operators exist (their `<id>-lock` Leases), whether
 //! they are seen renewing, and which Camel K resources each owns. Read-only;
-//! every list is paged ([`PAGE`] objects per response). Owner counts come
+//! every list is paged (`PAGE` objects per response). Owner counts come
 //! from metadata-only lists; the resource view lists whole objects, because
 //! it shows each one's `status.phase`.
 

@@ -65,7 +65,7 @@ fn api(client: &Client, kind: CamelKind, namespace: Option<&str>) -> Api<Dynamic
 const PAGE: u32 = 500;
 
 /// Lists `kinds` in `namespace` (all namespaces when `None`).
-/// Lists are paged ([`PAGE`] objects per response).
+/// Lists are paged (`PAGE` objects per response).
 pub async fn read(
     client: &Client,
     kinds: &[CamelKind],

@@ -1,5 +1,5 @@
 //! Actual state: the Camel K resources that exist, with their owner keys,
-//! labels and phase, read from an inventory file ([`file`]) or the live
+//! labels and phase, read from an inventory file ([`file`](mod@file)) or the live
 //! cluster ([`cluster`]); [`watch`] keeps what watches deliver (the caches
 //! of the operator loops, the handoff's progress and the sync).
 //!

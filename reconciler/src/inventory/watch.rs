@@ -1,5 +1,5 @@
 //! Watch caches: what a set of watches delivers, kept in kube-runtime's
-//! reflector stores ([`kube::runtime::reflector`]), one store per watch, read
+//! reflector stores ([`kube::runtime::reflector`](mod@kube::runtime::reflector)), one store per watch, read
 //! by kind. The scoped operator loops, the handoff's progress view and the
 //! sync's live owners all keep their watched objects here.
 //!

@@ -12,7 +12,7 @@
 //!   surprise); otherwise the edit fails and nothing is returned.
 //! - Edits are pure: they never touch the file system.
 //! - Pin edits (`assign`, `unassign`) first try the splice of
-//!   [`super::splice`], which writes the same bytes without a second parse of
+//!   `super::splice`, which writes the same bytes without a second parse of
 //!   the whole file, and checks the changed part against the expected pins;
 //!   the `yaml-edit` path above is the general one for every other shape.
 
@@ -82,7 +82,7 @@ pub struct Edited {
 pub enum EditPath {
     /// Nothing to change: the text is the manifest's.
     Unchanged,
-    /// Spliced into the pin list at known byte ranges ([`super::splice`]).
+    /// Spliced into the pin list at known byte ranges (`super::splice`).
     Splice,
     /// Through the lossless `yaml-edit` tree, then parsed again in full.
     General,

@@ -1,6 +1,6 @@
 //! Checks of a parsed `OperatorAssignment` that types cannot express.
 //!
-//! Contract: [`validate`] is pure; it returns every finding, each with the
+//! Contract: `validate` is pure; it returns every finding, each with the
 //! path of the offending value, so the caller can point at `line:column`.
 //! Errors make a manifest unusable; warnings (a rule that can never match, a
 //! setting that has no effect) do not.

@@ -8,7 +8,7 @@
 //! 3. equal owners count as unchanged (an owner named by the annotation
 //!    alone is also listed for adoption); a resource without an owner is a
 //!    first assignment; keys that disagree are an error; otherwise a move;
-//! 4. a move whose current owner is mid-work ([`phase`]) is blocked now;
+//! 4. a move whose current owner is mid-work ([`phase`](crate::camel_k::status::phase)) is blocked now;
 //! 5. the other moves are grouped by their rollout (a staged move's own steps,
 //!    or `spec.rollout.steps`) and split into batches ([`batch`]);
 //! 6. an Integration created by a Pipe in scope ([`Resource::created_by`])

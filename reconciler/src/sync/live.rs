@@ -20,7 +20,7 @@
 //!   not. `watch_assignments` wakes it when an `OperatorAssignment`'s spec
 //!   or annotations change (suspend, resume, `kubectl camelk sync`), not on
 //!   its status.
-//! - [`LiveCache::snapshot`] answers only once every kind asked for is synced
+//! - `LiveCache::snapshot` answers only once every kind asked for is synced
 //!   (a round waits a bounded time for that); the sync decides from it
 //!   whether there is anything to do, and reads authoritatively (a metadata
 //!   list) only when it is about to act after having written owner keys

@@ -32,7 +32,7 @@
 //!    to their end requests an earlier process left, find the first step not
 //!    done (`crate::plan::rollout::position`) and the drift.
 //! 6. **steps**, one by one: hand the step's pending moves over through
-//!    [`Coordinator`](crate::handoff::Coordinator) (one request per namespace,
+//!    [`Coordinator`] (one request per namespace,
 //!    source and target), then the health gate (`health`), then the
 //!    manifest's `pause`. A gate that fails, a stalled handoff or a dead
 //!    target pauses the rollout with the reason; the next round retries from
