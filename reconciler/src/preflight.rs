@@ -122,7 +122,7 @@ impl std::fmt::Display for Crd {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MissingCrd {
     /// In the order they were asked for; never empty.
-    pub missing: Vec<Crd>,
+    pub(crate) missing: Vec<Crd>,
 }
 
 impl MissingCrd {

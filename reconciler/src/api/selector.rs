@@ -19,9 +19,9 @@ use kube::core::{Selector, SelectorExt};
 #[error("invalid selector `{text}`: {message}")]
 pub struct SelectorError {
     /// The selector as written.
-    pub text: String,
+    pub(crate) text: String,
     /// What is wrong with it.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 /// Parses kubectl's selector syntax. `k=v` and `k==v` become `matchLabels`;

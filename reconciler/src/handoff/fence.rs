@@ -46,7 +46,7 @@ pub(crate) fn fenced(owner: &str, ops: impl IntoIterator<Item = Value>) -> json_
 pub struct FlipGuard {
     /// `status.phase` must still be this (the upstream-compatible release
     /// checks the phase it judged stable). `Some("")` means "no phase".
-    pub phase: Option<String>,
+    pub(crate) phase: Option<String>,
 }
 
 /// The one write that moves `object` from `from` to `to`: tests that the

@@ -15,8 +15,8 @@ use super::tree::{FieldPath, Location, Node, Value};
 
 /// An unknown key: where it is and the message.
 pub(crate) struct UnknownField {
-    pub at: Location,
-    pub message: String,
+    pub(crate) at: Location,
+    pub(crate) message: String,
 }
 
 pub(crate) fn check(root: &Node, schema: &JSONSchemaProps) -> Vec<UnknownField> {

@@ -20,11 +20,11 @@ use crate::camel_k::CamelKind;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
     /// Whether it stops the manifest from being used.
-    pub severity: Severity,
+    pub(crate) severity: Severity,
     /// Where it is in the document.
-    pub path: FieldPath,
+    pub(crate) path: FieldPath,
     /// What is wrong, for people.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 struct Findings(Vec<Finding>);

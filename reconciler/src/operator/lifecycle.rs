@@ -56,20 +56,20 @@ pub struct Step {
 /// What the lifecycle may look at besides the resource itself.
 pub struct Context<'a> {
     /// The id of the operator running the lifecycle.
-    pub operator_id: &'a str,
+    pub(crate) operator_id: &'a str,
     /// The operator's version, written into `status.version`.
-    pub version: &'a str,
+    pub(crate) version: &'a str,
     /// How long a build takes in this reference lifecycle.
-    pub build_time: Duration,
+    pub(crate) build_time: Duration,
     /// Phase of a kit this operator owns, by name, in the resource's namespace.
     pub(crate) kit_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
     /// Phase of a Build this operator owns, by name.
-    pub build_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
+    pub(crate) build_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
     /// Phase of an Integration this operator owns, by name.
     pub(crate) integration_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
     /// The IntegrationPlatform this operator owns in the resource's namespace:
     /// the only one it uses, even when others share the namespace.
-    pub platform: Option<&'a str>,
+    pub(crate) platform: Option<&'a str>,
     /// How long a Build has been seen running by this process.
     pub(crate) build_running_for: &'a dyn Fn(&str) -> Option<Duration>,
     pub(crate) now_rfc3339: &'a str,

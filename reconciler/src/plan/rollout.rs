@@ -119,9 +119,9 @@ impl LiveOwners {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Position {
     /// Leading batches with no pending move.
-    pub done: usize,
+    pub(crate) done: usize,
     /// Batches in the plan.
-    pub total: usize,
+    pub(crate) total: usize,
 }
 
 impl Position {
@@ -148,10 +148,10 @@ pub(crate) fn position(plan: &Plan, live: &LiveOwners) -> Position {
 /// handoff request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Handover {
-    pub namespace: String,
-    pub from: OperatorId,
-    pub to: OperatorId,
-    pub resources: Vec<(CamelKind, String)>,
+    pub(crate) namespace: String,
+    pub(crate) from: OperatorId,
+    pub(crate) to: OperatorId,
+    pub(crate) resources: Vec<(CamelKind, String)>,
 }
 
 /// Groups `moves` into handovers, ordered by namespace, source and target.
@@ -215,7 +215,7 @@ pub(crate) fn settled(
 pub(crate) struct Drift {
     /// Owners changed by hand: the rollout moves them back (under
     /// `driftPolicy: revert`).
-    pub moved: Vec<String>,
+    pub(crate) moved: Vec<String>,
     /// Owner keys that disagree: set right by [`key_repairs`].
     pub(crate) conflicts: Vec<String>,
 }
@@ -268,7 +268,7 @@ pub(crate) fn reversal(steps: &[Batch], step: usize) -> Batch {
 pub(crate) struct KeyRepairs {
     /// The label already names the desired owner: only the annotation is
     /// set to match (fenced on the label).
-    pub annotations: Vec<(ResourceRef, OperatorId)>,
+    pub(crate) annotations: Vec<(ResourceRef, OperatorId)>,
     /// The label names another operator, which holds the resource now: it
     /// is handed to the desired owner, whose flip sets both keys.
     pub(crate) handovers: Vec<Handover>,

@@ -38,10 +38,10 @@ use crate::inventory::ResourceRef;
 /// One moved resource the gate watches.
 #[derive(Clone, Debug)]
 pub(crate) struct Watch {
-    pub resource: ResourceRef,
-    pub owner: OperatorId,
+    pub(crate) resource: ResourceRef,
+    pub(crate) owner: OperatorId,
     /// When the step that moved it first started; `None` when unknown.
-    pub since: Option<Timestamp>,
+    pub(crate) since: Option<Timestamp>,
 }
 
 /// Why the gate could not pass.

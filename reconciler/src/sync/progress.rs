@@ -158,12 +158,12 @@ pub(crate) fn drift_settled(
 #[derive(Debug, PartialEq)]
 pub(crate) struct Opened {
     /// What this round updates.
-    pub rollout: RolloutStatus,
+    pub(crate) rollout: RolloutStatus,
     /// The rollout status recorded before: kept as it ended once the
     /// revision is applied and nothing moves.
-    pub recorded: RolloutStatus,
+    pub(crate) recorded: RolloutStatus,
     /// Whether a new revision's rollout started here.
-    pub started: bool,
+    pub(crate) started: bool,
 }
 
 /// The rollout of revision `sha` on `status` (taken out of it), or a new

@@ -37,19 +37,19 @@ use crate::lock::Leadership;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct OperatorLabel {
-    pub operator: String,
+    pub(crate) operator: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct KindLabel {
-    pub kind: String,
+    pub(crate) kind: String,
 }
 
 /// The sync's Prometheus metrics.
 pub(crate) struct Telemetry {
     registry: Registry,
     /// `camelk_resources{operator}`: governed resources per current owner.
-    pub resources: Family<OperatorLabel, Gauge>,
+    pub(crate) resources: Family<OperatorLabel, Gauge>,
     /// `camelk_handoffs_in_progress`: handoffs (one per namespace, source and
     /// target) being driven now.
     pub(crate) handoffs_in_progress: Gauge,
@@ -58,7 +58,7 @@ pub(crate) struct Telemetry {
     /// `camelk_sync_duration_seconds`: one round, fetch to record.
     pub(crate) sync_duration: Histogram,
     /// `camelk_sync_errors_total{kind}`: failed rounds by the step that failed.
-    pub errors: Family<KindLabel, Counter>,
+    pub(crate) errors: Family<KindLabel, Counter>,
 }
 
 impl Default for Telemetry {

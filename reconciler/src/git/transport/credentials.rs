@@ -49,11 +49,11 @@ impl std::fmt::Debug for Secret {
 /// The credentials of one fetch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct GitCredentials {
-    pub username: Option<String>,
-    pub token: Option<Secret>,
+    pub(crate) username: Option<String>,
+    pub(crate) token: Option<Secret>,
     pub(crate) ssh_key: Option<Secret>,
     pub(crate) ssh_passphrase: Option<Secret>,
-    pub known_hosts: Option<KnownHosts>,
+    pub(crate) known_hosts: Option<KnownHosts>,
 }
 
 impl GitCredentials {

@@ -80,8 +80,8 @@ pub(crate) enum HostKeyError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("known_hosts line {line}: {message}")]
 pub struct KnownHostsError {
-    pub line: usize,
-    pub message: String,
+    pub(crate) line: usize,
+    pub(crate) message: String,
 }
 
 impl KnownHosts {
