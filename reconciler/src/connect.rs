@@ -9,18 +9,25 @@ use std::path::Path;
 /// Why no client configuration could be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
+    /// The kubeconfig file could not be read or parsed.
     #[error("reading kubeconfig {path}: {source}")]
     Read {
+        /// The file's path.
         path: String,
+        /// kube's error.
         #[source]
         source: kube::config::KubeconfigError,
     },
+    /// The chosen context cannot be loaded (kube's error).
     #[error("loading the kubeconfig context: {0}")]
     Context(#[source] kube::config::KubeconfigError),
+    /// `$KUBECONFIG` names only files that do not exist.
     #[error("none of the files in $KUBECONFIG exists")]
     EmptyList,
+    /// The files of `$KUBECONFIG` cannot be merged (kube's error).
     #[error("merging $KUBECONFIG: {0}")]
     Merge(#[source] kube::config::KubeconfigError),
+    /// No kubeconfig and no in-cluster service account (kube's error).
     #[error("no kubeconfig found and not running in a cluster: {0}")]
     Infer(#[source] kube::config::InferConfigError),
 }

@@ -1,6 +1,6 @@
 //! The live fleet: which operators exist (their `<id>-lock` Leases), whether
 //! they are seen renewing, and which Camel K resources each owns. Read-only;
-//! every list is paged ([`PAGE`] objects per response). Owner counts come
+//! every list is paged (`PAGE` objects per response). Owner counts come
 //! from metadata-only lists; the resource view lists whole objects, because
 //! it shows each one's `status.phase`.
 
@@ -28,12 +28,17 @@ pub enum Renewal {
 /// One operator as its lock shows it.
 #[derive(Clone, Debug)]
 pub struct OperatorView {
+    /// The operator id (the lock's name without `-lock`).
     pub id: String,
+    /// The namespace of its lock Lease.
     pub namespace: String,
+    /// `spec.holderIdentity`: the replica holding the lock; none if released.
     pub holder: Option<String>,
     /// `spec.renewTime` as the holder wrote it (its clock, not ours).
     pub renew_time: Option<String>,
+    /// `spec.leaseDurationSeconds`: how long the holder's claim lasts without a renewal.
     pub lease_duration_seconds: Option<i32>,
+    /// Whether the holder was seen renewing during the observation.
     pub renewal: Renewal,
     /// Camel K resources whose owner label names it.
     pub owned: usize,
@@ -96,7 +101,7 @@ pub async fn operators(
 
 /// Owned resources per operator id ([`owner_id`]: label, else annotation),
 /// from metadata-only lists of every kind.
-pub async fn owned_counts(client: &Client) -> Result<BTreeMap<String, usize>, kube::Error> {
+pub(crate) async fn owned_counts(client: &Client) -> Result<BTreeMap<String, usize>, kube::Error> {
     let mut counts = BTreeMap::new();
     for kind in CamelKind::ALL {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.api_resource());
@@ -127,11 +132,17 @@ const PAGE: u32 = 500;
 /// One Camel K resource and its owner keys.
 #[derive(Clone, Debug)]
 pub struct ResourceView {
+    /// The resource's kind.
     pub kind: CamelKind,
+    /// The resource's namespace.
     pub namespace: String,
+    /// The resource's name.
     pub name: String,
+    /// Value of the owner label, if any.
     pub label: Option<String>,
+    /// Value of the owner annotation, if any.
     pub annotation: Option<String>,
+    /// `status.phase`, if any.
     pub phase: Option<String>,
 }
 

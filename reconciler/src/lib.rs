@@ -35,6 +35,8 @@
 //! [`plan`] (what a manifest change does to the cluster). [`handoff`] moves
 //! resources; [`sync`] is the GitOps loop on top of everything.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod api;
 pub mod camel_k;
 pub mod connect;

@@ -28,7 +28,7 @@ use kube::Client;
 use crate::camel_k::{CamelKind, GROUP as CAMEL_GROUP};
 
 /// The Camel K release whose CRD install command the hint quotes.
-pub const CAMEL_K_RELEASE: &str = "v2.10.1";
+pub(crate) const CAMEL_K_RELEASE: &str = "v2.10.1";
 
 /// A CustomResourceDefinition a command may need.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -43,6 +43,7 @@ impl Crd {
     /// Integration: the Camel K CRD every command that talks to the cluster needs.
     pub const INTEGRATION: Crd = Crd::Camel(CamelKind::Integration);
 
+    /// The CRD's API group.
     pub fn group(self) -> &'static str {
         match self {
             Crd::OperatorAssignment => crate::api::GROUP,
@@ -50,6 +51,7 @@ impl Crd {
         }
     }
 
+    /// The API version the tool uses.
     pub fn version(self) -> &'static str {
         match self {
             Crd::OperatorAssignment => crate::api::VERSION,
@@ -57,6 +59,7 @@ impl Crd {
         }
     }
 
+    /// The plural resource name, as in URLs.
     pub fn plural(self) -> &'static str {
         match self {
             Crd::OperatorAssignment => "operatorassignments",
@@ -64,6 +67,7 @@ impl Crd {
         }
     }
 
+    /// The kind, as in `kind:`.
     pub fn kind(self) -> &'static str {
         match self {
             Crd::OperatorAssignment => crate::api::KIND,
@@ -82,7 +86,7 @@ impl Crd {
     }
 
     /// How to install it, as a sentence for people.
-    pub fn install_hint(self) -> String {
+    pub(crate) fn install_hint(self) -> String {
         match self {
             Crd::OperatorAssignment => format!(
                 "install {} with `reconciler crds | kubectl apply --server-side -f -` \
@@ -118,7 +122,7 @@ impl std::fmt::Display for Crd {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MissingCrd {
     /// In the order they were asked for; never empty.
-    pub missing: Vec<Crd>,
+    pub(crate) missing: Vec<Crd>,
 }
 
 impl MissingCrd {
@@ -160,11 +164,15 @@ impl std::error::Error for MissingCrd {}
 /// Why the check did not pass.
 #[derive(Debug, thiserror::Error)]
 pub enum PreflightError {
+    /// Required CRDs are not installed.
     #[error(transparent)]
     Missing(#[from] MissingCrd),
+    /// Discovery of an API group version failed.
     #[error("asking the API server which {api_version} resources it serves: {source}")]
     Discovery {
+        /// The `group/version` asked about.
         api_version: String,
+        /// The API server's error.
         #[source]
         source: kube::Error,
     },

@@ -9,7 +9,7 @@
 //!   matches it, else `defaultOperator`. A staged move (`stagedMoves`) then
 //!   sends a resource whose rule or default owner is its `from` to its `to`;
 //!   pins are never retargeted. So one resource has exactly one desired owner
-//!   (see [`crate::manifest::desired`]). An Integration created by a Pipe in
+//!   (see `crate::manifest::desired`). An Integration created by a Pipe in
 //!   scope takes its Pipe's desired owner instead (see [`crate::plan`]).
 //! - The types accept what parses; whether a manifest makes sense (known
 //!   operator ids, unique pins, steps that grow) is
@@ -33,19 +33,18 @@ use serde::{Deserialize, Serialize};
 pub use annotations::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, is_suspended};
 pub use operator_id::{InvalidOperatorId, OperatorId};
 pub use outcome::{MigrationResult, RolloutState};
-pub use selector::{
-    LabelMatcher, NameGlob, SelectorError, glob_matches, parse_selector, selector_matches,
-};
+pub(crate) use selector::{LabelMatcher, NameGlob};
+pub use selector::{SelectorError, glob_matches, parse_selector};
 pub use step::{Step, StepError};
 
 use crate::camel_k::CamelKind;
 
 /// API group of the project's own kinds.
-pub const GROUP: &str = "camelk.dev";
+pub(crate) const GROUP: &str = "camelk.dev";
 /// Served (and stored) version of `OperatorAssignment`.
-pub const VERSION: &str = "v1alpha1";
+pub(crate) const VERSION: &str = "v1alpha1";
 /// Kind name of the manifest.
-pub const KIND: &str = "OperatorAssignment";
+pub(crate) const KIND: &str = "OperatorAssignment";
 
 /// Desired owners of Camel K resources, and how to move them.
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -144,7 +143,9 @@ pub struct Operator {
 impl OperatorAssignmentSpec {
     /// The upstream operator that reconciles resources with no owner key, if
     /// the manifest names one ([`Operator::handles_unowned`]).
-    pub fn unowned_handler(&self) -> Option<&Operator> {
+    // Only the sync loop (feature `server`) calls this; the plugin builds without it.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn unowned_handler(&self) -> Option<&Operator> {
         self.operators.iter().find(|o| o.handles_unowned)
     }
 }
@@ -181,15 +182,16 @@ pub struct Scope {
 }
 
 impl Scope {
-    pub fn is_everything(&self) -> bool {
+    pub(crate) fn is_everything(&self) -> bool {
         self.namespaces.is_empty() && self.kinds.is_empty()
     }
 
+    /// Whether the scope includes `kind` (an empty kind list includes all).
     pub fn covers_kind(&self, kind: CamelKind) -> bool {
         self.kinds.is_empty() || self.kinds.contains(&kind)
     }
 
-    pub fn covers_namespace(&self, namespace: &str) -> bool {
+    pub(crate) fn covers_namespace(&self, namespace: &str) -> bool {
         self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == namespace)
     }
 }
@@ -204,6 +206,7 @@ pub struct Rule {
     /// What the rule matches; every criterion given must hold.
     #[serde(default, rename = "match")]
     pub matches: Match,
+    /// The operator that gets what the rule matches.
     pub operator: OperatorId,
 }
 
@@ -211,12 +214,14 @@ pub struct Rule {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Match {
+    /// Camel K kinds matched; empty: every kind.
     #[serde(
         default,
         deserialize_with = "list",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub kinds: Vec<CamelKind>,
+    /// Namespaces matched (exact names); empty: every namespace.
     #[serde(
         default,
         deserialize_with = "list",
@@ -239,9 +244,13 @@ pub struct Match {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Pin {
+    /// The resource's kind.
     pub kind: CamelKind,
+    /// The resource's namespace.
     pub namespace: String,
+    /// The resource's name.
     pub name: String,
+    /// The operator that owns it.
     pub operator: OperatorId,
 }
 
@@ -250,7 +259,9 @@ pub struct Pin {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StagedMove {
+    /// The operator whose resources move.
     pub from: OperatorId,
+    /// The operator they move to.
     pub to: OperatorId,
     /// Only resources whose labels match; absent: all of `from`'s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -388,12 +399,17 @@ pub enum ForcePolicy {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperatorAssignmentStatus {
+    /// `metadata.generation` of the spec this status was written for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The revision whose rollout finished last (a commit SHA or `generation-<N>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_revision: Option<String>,
+    /// The revision the last round worked on, applied or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_attempted_revision: Option<String>,
+    /// Conditions `Ready`, `Reconciling`, `Stalled`, `Suspended` and `Drifted`,
+    /// in the Kubernetes condition format.
     #[serde(
         default,
         deserialize_with = "list",
@@ -431,6 +447,7 @@ pub struct RolloutStatus {
     /// `Progressing`, `WaitingForHealth`, `Pausing`, `Paused`, `RolledBack`, `Complete`.
     #[schemars(with = "String")]
     pub state: RolloutState,
+    /// Why the rollout is in its state, for people; empty when nothing to say.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
     /// Moved resources that failed the health gate, with the reason.
@@ -455,12 +472,18 @@ pub struct RolloutStatus {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MigrationRecord {
+    /// The revision the migration applies.
     pub revision: String,
+    /// When the migration started (RFC 3339).
     pub started_at: String,
+    /// When it ended (RFC 3339); absent while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
+    /// Resources moved from one operator to another.
     pub moves: u64,
+    /// Resources given a first owner.
     pub first_assignments: u64,
+    /// Rollout steps of the migration.
     pub steps: u32,
     /// `Progressing`, `Paused` (a gate or a handoff holds it; it goes on from
     /// there), `RolledBack`, `Succeeded`, `Superseded`.

@@ -18,10 +18,14 @@ pub struct OperatorId(String);
 /// Why a string is not an operator id.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidOperatorId {
+    /// The id is the empty string.
     #[error("an operator id cannot be empty")]
     Empty,
+    /// The id is over 63 characters (the id given).
     #[error("operator id `{0}` is longer than 63 characters, the limit of a label value")]
     TooLong(String),
+    /// The id has a character a label value cannot hold, or starts or ends with
+    /// one that is not a letter or digit (the id given).
     #[error(
         "operator id `{0}` is not a valid label value: use letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit"
     )]
@@ -29,6 +33,7 @@ pub enum InvalidOperatorId {
 }
 
 impl OperatorId {
+    /// Checks `id` against the rules of a label value (the id is one).
     pub fn new(id: impl Into<String>) -> Result<OperatorId, InvalidOperatorId> {
         let id = id.into();
         if id.is_empty() {
@@ -49,6 +54,7 @@ impl OperatorId {
         Ok(OperatorId(id))
     }
 
+    /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -18,8 +18,10 @@ use kube::core::{Selector, SelectorExt};
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid selector `{text}`: {message}")]
 pub struct SelectorError {
-    pub text: String,
-    pub message: String,
+    /// The selector as written.
+    pub(crate) text: String,
+    /// What is wrong with it.
+    pub(crate) message: String,
 }
 
 /// Parses kubectl's selector syntax. `k=v` and `k==v` become `matchLabels`;
@@ -118,10 +120,10 @@ fn split_terms(text: &str) -> Vec<&str> {
 /// character, `[`, `]`, `{` and `}` included, matches itself (so
 /// `[host]:2222` in `known_hosts` is a literal).
 #[derive(Clone, Debug)]
-pub struct NameGlob(GlobMatcher);
+pub(crate) struct NameGlob(GlobMatcher);
 
 impl NameGlob {
-    pub fn new(glob: &str) -> NameGlob {
+    pub(crate) fn new(glob: &str) -> NameGlob {
         let mut pattern = String::with_capacity(glob.len() + 8);
         let mut literal = [0u8; 4];
         for c in glob.chars() {
@@ -141,7 +143,7 @@ impl NameGlob {
         NameGlob(matcher)
     }
 
-    pub fn is_match(&self, name: &str) -> bool {
+    pub(crate) fn is_match(&self, name: &str) -> bool {
         self.0.is_match(name)
     }
 }
@@ -154,8 +156,8 @@ impl PartialEq for NameGlob {
 
 impl Eq for NameGlob {}
 
-/// Whether `name` matches the shell-style `glob` (see [`NameGlob`]; compile
-/// a [`NameGlob`] once when matching many names).
+/// Whether `name` matches the shell-style `glob` (see `NameGlob`; compile
+/// a `NameGlob` once when matching many names).
 pub fn glob_matches(glob: &str, name: &str) -> bool {
     NameGlob::new(glob).is_match(name)
 }
@@ -166,10 +168,10 @@ pub fn glob_matches(glob: &str, name: &str) -> bool {
 /// unknown operator makes the selector match nothing (validation refuses
 /// it before), and a missing `values` list reads as an empty one.
 #[derive(Clone, Debug)]
-pub struct LabelMatcher(Option<Selector>);
+pub(crate) struct LabelMatcher(Option<Selector>);
 
 impl LabelMatcher {
-    pub fn new(selector: &LabelSelector) -> LabelMatcher {
+    pub(crate) fn new(selector: &LabelSelector) -> LabelMatcher {
         let mut selector = selector.clone();
         for requirement in selector.match_expressions.iter_mut().flatten() {
             // kube refuses `In`/`NotIn` without values; Kubernetes' own
@@ -179,20 +181,18 @@ impl LabelMatcher {
         LabelMatcher(Selector::try_from(selector).ok())
     }
 
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub(crate) fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.0.as_ref().is_some_and(|s| s.matches(labels))
     }
-}
-
-/// Whether `labels` satisfy `selector` (see [`LabelMatcher`]; compile a
-/// [`LabelMatcher`] once when matching many label sets).
-pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    LabelMatcher::new(selector).matches(labels)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+        LabelMatcher::new(selector).matches(labels)
+    }
 
     #[test]
     fn kubectl_syntax() {

@@ -18,8 +18,10 @@ pub enum Step {
 /// Why a text is not a step.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StepError {
+    /// The step is empty.
     #[error("empty rollout step: write a count such as `5` or a percentage such as `10%`")]
     Empty,
+    /// The step is neither a count nor a percentage (the text given).
     #[error("rollout step `{0}` is neither a count (`5`) nor a percentage (`10%`)")]
     Invalid(String),
 }

@@ -8,7 +8,7 @@
 
 mod crd;
 mod owner;
-pub mod release;
+pub(crate) mod release;
 pub mod status;
 
 pub use crd::generated_crd;
@@ -23,14 +23,23 @@ pub const GROUP: &str = "camel.apache.org";
 /// One Camel K custom resource kind, as upstream defines it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CamelKind {
+    /// A Camel route the operator builds and runs.
     Integration,
+    /// The image an Integration runs on, built once and shared.
     IntegrationKit,
+    /// An operator's configuration for its namespace or the cluster.
     IntegrationPlatform,
+    /// Settings an Integration can name to override the platform's.
     IntegrationProfile,
+    /// One image build of a kit.
     Build,
+    /// Binds a source to a sink through Kamelets; creates an Integration.
     Pipe,
+    /// The `v1alpha1` predecessor of `Pipe`.
     KameletBinding,
+    /// The Camel version and its artifacts a runtime provides.
     CamelCatalog,
+    /// A reusable route template (read only, never owned).
     Kamelet,
 }
 
@@ -48,6 +57,7 @@ impl CamelKind {
         CamelKind::Kamelet,
     ];
 
+    /// The kind's name, as in `kind:` (`Integration`).
     pub fn kind(self) -> &'static str {
         match self {
             CamelKind::Integration => "Integration",
@@ -70,6 +80,7 @@ impl CamelKind {
         }
     }
 
+    /// The kind's plural resource name, as in URLs (`integrations`).
     pub fn plural(self) -> &'static str {
         match self {
             CamelKind::Integration => "integrations",
@@ -85,7 +96,7 @@ impl CamelKind {
     }
 
     /// Short name as in the upstream CRDs (`kubectl get it`).
-    pub fn short_name(self) -> &'static str {
+    pub(crate) fn short_name(self) -> &'static str {
         match self {
             CamelKind::Integration => "it",
             CamelKind::IntegrationKit => "ik",
@@ -100,10 +111,11 @@ impl CamelKind {
     }
 
     /// `plural.group`, the name of the kind's CustomResourceDefinition.
-    pub fn crd_name(self) -> String {
+    pub(crate) fn crd_name(self) -> String {
         format!("{}.{}", self.plural(), GROUP)
     }
 
+    /// `group/version` of the kind (`camel.apache.org/v1`).
     pub fn api_version(self) -> String {
         format!("{}/{}", GROUP, self.version())
     }

@@ -26,7 +26,12 @@ use super::status::{condition, kit_name, phase};
 #[serde(rename_all = "camelCase", tag = "reason")]
 pub enum BlockReason {
     /// The current owner is working on the resource.
-    WorkInFlight { phase: String, detail: String },
+    WorkInFlight {
+        /// The phase the resource is in.
+        phase: String,
+        /// Why that phase means work in flight, for people.
+        detail: String,
+    },
 }
 
 impl std::fmt::Display for BlockReason {
@@ -38,7 +43,7 @@ impl std::fmt::Display for BlockReason {
 }
 
 /// Whether the current owner of a `kind` resource in `phase` is mid-work.
-pub fn work_in_flight(kind: CamelKind, phase: Option<&str>) -> Option<BlockReason> {
+pub(crate) fn work_in_flight(kind: CamelKind, phase: Option<&str>) -> Option<BlockReason> {
     let phase = phase?;
     let detail = match (kind, phase) {
         (CamelKind::Integration, "Initialization") => "the operator is applying traits",
@@ -96,7 +101,7 @@ fn owned_by(object: &DynamicObject, kind: &str, name: &str) -> bool {
 
 /// Why the owner must not release `object` yet, or `None` when it may.
 /// `builds` are the Builds the owner can see in the object's namespace.
-pub fn owner_may_release(
+pub(crate) fn owner_may_release(
     kind: CamelKind,
     object: &DynamicObject,
     builds: &[&DynamicObject],
@@ -124,7 +129,7 @@ pub fn owner_may_release(
 /// Whether a resource of a plain upstream operator is in a phase where
 /// taking it away interrupts nothing. Returns the phase it judged, for the
 /// flip's guard, or why not.
-pub fn upstream_stable(kind: CamelKind, object: &DynamicObject) -> Result<String, String> {
+pub(crate) fn upstream_stable(kind: CamelKind, object: &DynamicObject) -> Result<String, String> {
     let p = phase(object).unwrap_or("");
     let stable = match kind {
         CamelKind::Integration => match p {

@@ -17,17 +17,18 @@
 //! Credentials for pushing, as the remote asks for them: over HTTPS a token
 //! in `CAMELK_GIT_TOKEN`, else Git's credential helper (`credential.helper`);
 //! over SSH the keys of the ssh-agent; otherwise the transport's default.
-//! They are handed to libgit2 and never logged ([`transport`], which the Git
+//! They are handed to libgit2 and never logged (`transport`, which the Git
 //! source's fetches use as well).
 
-pub mod transport;
+pub(crate) mod transport;
 
 use std::path::{Path, PathBuf};
 
 use git2::build::TreeUpdateBuilder;
 use git2::{BranchType, ErrorCode, FileMode, Oid, PushOptions, Repository, StatusOptions};
 
-pub use transport::{TOKEN_ENV, is_untrusted_certificate};
+pub use transport::TOKEN_ENV;
+pub(crate) use transport::is_untrusted_certificate;
 
 use transport::credentials::GitCredentials;
 use transport::ssh_port;
@@ -35,53 +36,88 @@ use transport::ssh_port;
 /// Failures of Git operations, each naming the step that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
+    /// The path is not inside a Git work tree.
     #[error("{path} is not inside a Git work tree: {source}")]
     NotARepository {
+        /// The path that was opened.
         path: PathBuf,
+        /// libgit2's error.
         #[source]
         source: git2::Error,
     },
+    /// The manifest file lies outside the repository's work tree.
     #[error("{file} is outside the repository at {repo}")]
-    OutsideRepository { file: PathBuf, repo: PathBuf },
+    OutsideRepository {
+        /// The manifest file.
+        file: PathBuf,
+        /// The repository's work tree.
+        repo: PathBuf,
+    },
+    /// A revision (`--base`, `--head`) does not resolve to a commit.
     #[error("revision `{rev}` not found: {source}")]
     UnknownRevision {
+        /// The revision as given.
         rev: String,
+        /// libgit2's error.
         #[source]
         source: git2::Error,
     },
+    /// The file does not exist in that revision's tree.
     #[error("{path} does not exist at revision `{rev}`")]
-    MissingAtRevision { path: String, rev: String },
+    MissingAtRevision {
+        /// The file's path inside the repository.
+        path: String,
+        /// The revision as given.
+        rev: String,
+    },
+    /// The branch to create exists already (the branch name).
     #[error("branch `{0}` already exists; choose another name with --branch")]
     BranchExists(String),
+    /// The name is not a valid Git branch name (the name).
     #[error("`{0}` is not a valid branch name")]
     InvalidBranch(String),
+    /// Git has no committer identity configured (libgit2's error).
     #[error("no committer identity: set user.name and user.email in your Git configuration ({0})")]
     NoIdentity(#[source] git2::Error),
+    /// The remote refused the pushed branch (hook, protection rule, non-fast-forward).
     #[error("the push of `{branch}` to `{remote}` was rejected: {message}")]
     PushRejected {
+        /// The remote's name or URL.
         remote: String,
+        /// The pushed branch.
         branch: String,
+        /// The remote's reason.
         message: String,
     },
+    /// The remote's TLS certificate is not signed by a CA trusted here.
     #[error(
         "the push of `{branch}` to `{remote}` did not start: the remote's TLS certificate is not \
          trusted here ({message}); if a private CA signed it, add that CA to the trusted \
          certificates (on Linux, `SSL_CERT_FILE` may name a PEM file)"
     )]
     UntrustedCertificate {
+        /// The remote's name or URL.
         remote: String,
+        /// The branch being pushed.
         branch: String,
+        /// libgit2's description of the certificate failure.
         message: String,
     },
+    /// Another Git operation failed.
     #[error("{step}: {source}")]
     Git {
+        /// What was being done, for the message.
         step: &'static str,
+        /// libgit2's error.
         #[source]
         source: git2::Error,
     },
+    /// Writing a file into the work tree failed.
     #[error("writing {path}: {source}")]
     Write {
+        /// The file's path.
         path: PathBuf,
+        /// The file system's error.
         #[source]
         source: std::io::Error,
     },
@@ -115,6 +151,7 @@ impl Checkout {
         Ok(Checkout { repo, workdir })
     }
 
+    /// Root of the work tree (canonical path).
     pub fn workdir(&self) -> &Path {
         &self.workdir
     }
@@ -192,14 +229,6 @@ impl Checkout {
             .and_then(|o| o.peel_to_blob())
             .map_err(|_| missing())?;
         Ok(String::from_utf8_lossy(blob.content()).into_owned())
-    }
-
-    /// Name of the branch `HEAD` points at, if any.
-    pub fn current_branch(&self) -> Option<String> {
-        self.repo
-            .head()
-            .ok()
-            .and_then(|h| h.shorthand().ok().map(str::to_string))
     }
 
     /// Whether `name` is a valid, unused branch name.

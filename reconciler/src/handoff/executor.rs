@@ -28,6 +28,7 @@ use crate::lock::{LeaseObserver, Liveness, LockTiming, lock_name};
 /// Result of one fenced flip.
 #[derive(Debug)]
 pub enum FlipResult {
+    /// The patch was accepted; the object as the API server returned it.
     Flipped(Box<DynamicObject>),
     /// The API server refused the fence (422): the owner or guarded phase
     /// changed since the object was read. Nothing was written.
@@ -39,7 +40,7 @@ pub enum FlipResult {
 /// Writes the change of owner of `object` from `from` to `to` (one fenced
 /// JSON patch, [`fence::flip`]); with `from == to`, the adoption of a
 /// resource its annotation alone names. Owner keys are written only here,
-/// in [`assign`] and in [`match_annotation`].
+/// in `assign` and in `match_annotation`.
 pub async fn flip(
     client: &Client,
     kind: CamelKind,
@@ -57,7 +58,9 @@ pub async fn flip(
 /// Writes the first owner of `object`, which has no owner key ([`fence::assign`]:
 /// only while it is unchanged since read and, with a guard, in the phase
 /// judged stable).
-pub async fn assign(
+// Only the sync loop (feature `server`) calls this; the plugin builds without it.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) async fn assign(
     client: &Client,
     kind: CamelKind,
     object: &DynamicObject,
@@ -73,7 +76,9 @@ pub async fn assign(
 /// Sets the owner annotation of `kind ns/name` to `owner` while its label
 /// names `owner` ([`fence::match_annotation`]): repairs an annotation
 /// changed by hand without moving the resource.
-pub async fn match_annotation(
+// Only the sync loop (feature `server`) calls this; the plugin builds without it.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) async fn match_annotation(
     client: &Client,
     kind: CamelKind,
     ns: &str,
@@ -106,9 +111,13 @@ async fn patch_owner_keys(
 /// Resources of one namespace to move from one operator to another.
 #[derive(Clone, Debug)]
 pub struct MoveBatch {
+    /// The namespace of every resource in the batch.
     pub namespace: String,
+    /// The operator that owns them now.
     pub from: OperatorId,
+    /// The operator that gets them.
     pub to: OperatorId,
+    /// The resources, by kind and name.
     pub resources: Vec<(CamelKind, String)>,
 }
 
@@ -117,14 +126,20 @@ pub struct MoveBatch {
 pub struct HandoffOptions {
     /// Recorded as the holder of the request Lease.
     pub coordinator: String,
+    /// Who releases each resource: the coordinator or the operator that owns it.
     pub mode: ReleaseMode,
+    /// How long the live owner may take to release before the handoff stalls (or, with
+    /// `force`, is forced).
     pub drain_timeout: Duration,
+    /// When the coordinator may take over without the owner's release.
     pub force: ForcePolicy,
     /// Lease timing of the operators' locks, to judge them alive or dead.
     pub lock_timing: LockTiming,
     /// Namespace of each operator's lock; `default_lock_namespace` otherwise.
     pub lock_namespaces: BTreeMap<String, String>,
+    /// Namespace of the lock of an operator not in `lock_namespaces`.
     pub default_lock_namespace: String,
+    /// How often the coordinator re-reads the resources and locks while it waits.
     pub poll: Duration,
 }
 
@@ -144,7 +159,10 @@ pub enum Requested {
     Nothing(HandoffOutcome),
     /// The request Lease is written.
     Pending {
+        /// The request as written.
         request: HandoffRequest,
+        /// Resources of the batch already with the target, as `kind/name`; they are
+        /// not part of the request.
         already_there: Vec<String>,
     },
 }
@@ -154,19 +172,28 @@ pub enum Requested {
 pub enum HandoffOutcome {
     /// Every resource is with the target, or gone.
     Completed {
+        /// Resources flipped by this handoff, as `kind/name`.
         moved: Vec<String>,
+        /// Resources that were with the target before it started.
         already_there: Vec<String>,
+        /// Resources flipped without their owner's release (the owner was dead or
+        /// the force policy allowed it).
         taken_over: Vec<String>,
+        /// Resources deleted while the handoff ran.
         gone: Vec<String>,
     },
     /// The live owner did not release within the drain timeout.
     Stalled {
+        /// Resources flipped before it stalled, as `kind/name`.
         moved: Vec<String>,
+        /// Each resource still waiting, as `kind/name`, with what it waits for.
         waiting: Vec<(String, String)>,
     },
     /// The target operator stopped renewing its lock; the request was withdrawn.
     TargetDead {
+        /// Resources flipped before the target died, as `kind/name`.
         moved: Vec<String>,
+        /// Resources that were not moved.
         remaining: Vec<String>,
     },
 }
@@ -174,35 +201,53 @@ pub enum HandoffOutcome {
 /// Progress of a running handoff, for displays.
 #[derive(Clone, Debug)]
 pub struct Progress {
+    /// Resources in the handoff.
     pub total: usize,
+    /// Resources with the target now.
     pub done: usize,
+    /// A resource still with its old owner, as `kind/name`, for a status line.
     pub waiting_on: Option<String>,
 }
 
 /// Why a handoff could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum HandoffError {
+    /// A resource of the batch does not exist.
     #[error("{kind} {namespace}/{name} not found")]
     NotFound {
+        /// The resource's kind.
         kind: CamelKind,
+        /// The resource's namespace.
         namespace: String,
+        /// The resource's name.
         name: String,
     },
+    /// A resource of the batch is owned by another operator than the batch's source.
     #[error("{kind} {namespace}/{name} is owned by {actual}, not {expected}")]
     WrongOwner {
+        /// The resource's kind.
         kind: CamelKind,
+        /// The resource's namespace.
         namespace: String,
+        /// The resource's name.
         name: String,
+        /// The operator the batch moves it from.
         expected: String,
+        /// The operator its owner keys name.
         actual: String,
     },
+    /// The target operator's lock is not renewed: moving resources to it would
+    /// leave them unreconciled. Holds the operator id and the lock's name.
     #[error(
         "target operator {0} is not alive: its lock {1} was not seen renewing within the lease duration"
     )]
     TargetNotAlive(String, String),
+    /// A call to the API server failed.
     #[error("{context}: {source}")]
     Api {
+        /// What was being done, for the message.
         context: String,
+        /// The API server's error.
         #[source]
         source: kube::Error,
     },
@@ -221,6 +266,7 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
+    /// A coordinator that talks to the cluster through `client`.
     pub fn new(client: Client) -> Coordinator {
         Coordinator {
             client,

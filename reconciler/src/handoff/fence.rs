@@ -2,7 +2,7 @@
 //! label still names the writer, so the API server refuses (422) a write by
 //! an operator that lost ownership, however late it arrives.
 //!
-//! Every write to a Camel K resource by its owner goes through [`fenced`],
+//! Every write to a Camel K resource by its owner goes through `fenced`,
 //! and every change of owner through [`flip`]: label and annotation change
 //! together, in one write, only if the key the owner was read from (the
 //! label, else the annotation) still names the expected owner.
@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::camel_k::{OPERATOR_ID_KEY, OwnerKey, owner_of_meta};
 
 /// JSON-pointer path of the owner label (`/` in the key escaped as `~1`).
-pub fn owner_label_path() -> String {
+pub(crate) fn owner_label_path() -> String {
     format!("/metadata/labels/{}", escape(OPERATOR_ID_KEY))
 }
 
@@ -25,17 +25,17 @@ fn owner_annotation_path() -> String {
 }
 
 /// Escapes one JSON-pointer token (RFC 6901).
-pub fn escape(token: &str) -> String {
+pub(crate) fn escape(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
 }
 
 /// The `test` op that fences a write to `owner`.
-pub fn owner_test(owner: &str) -> Value {
+pub(crate) fn owner_test(owner: &str) -> Value {
     json!({ "op": "test", "path": owner_label_path(), "value": owner })
 }
 
 /// `ops` preceded by the owner test: applied only while the label names `owner`.
-pub fn fenced(owner: &str, ops: impl IntoIterator<Item = Value>) -> json_patch::Patch {
+pub(crate) fn fenced(owner: &str, ops: impl IntoIterator<Item = Value>) -> json_patch::Patch {
     let mut all = vec![owner_test(owner)];
     all.extend(ops);
     to_patch(all)
@@ -46,7 +46,7 @@ pub fn fenced(owner: &str, ops: impl IntoIterator<Item = Value>) -> json_patch::
 pub struct FlipGuard {
     /// `status.phase` must still be this (the upstream-compatible release
     /// checks the phase it judged stable). `Some("")` means "no phase".
-    pub phase: Option<String>,
+    pub(crate) phase: Option<String>,
 }
 
 /// The one write that moves `object` from `from` to `to`: tests that the
@@ -96,7 +96,9 @@ fn set_owner_keys(object: &DynamicObject, to: &str) -> [Value; 2] {
 
 /// Sets the owner annotation to `owner`, only while the label names `owner`:
 /// repairs an annotation changed by hand without moving the resource.
-pub fn match_annotation(owner: &str) -> json_patch::Patch {
+// Only the sync loop (feature `server`) calls this; the plugin builds without it.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) fn match_annotation(owner: &str) -> json_patch::Patch {
     fenced(
         owner,
         [json!({ "op": "add", "path": owner_annotation_path(), "value": owner })],
@@ -106,7 +108,9 @@ pub fn match_annotation(owner: &str) -> json_patch::Patch {
 /// The first assignment of an object with no owner key: applied only while
 /// it is unchanged since read (a JSON patch cannot test that a key is
 /// absent), and, with a guard, only while its phase is the one judged stable.
-pub fn assign(object: &DynamicObject, to: &str, guard: &FlipGuard) -> json_patch::Patch {
+// Only the sync loop (feature `server`) calls this; the plugin builds without it.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) fn assign(object: &DynamicObject, to: &str, guard: &FlipGuard) -> json_patch::Patch {
     let mut ops = vec![resource_version_test(object)];
     if let Some(phase) = &guard.phase {
         ops.push(phase_test(object, phase));

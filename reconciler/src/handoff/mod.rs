@@ -9,7 +9,7 @@
 //!    request: a Lease in the resources' namespace, owned by all of them
 //!    ([`request`]).
 //! 2. A sees the request in its filtered watch. It finishes the work in
-//!    flight on each resource, starts none, and when [`crate::camel_k::release::owner_may_release`]
+//!    flight on each resource, starts none, and when `crate::camel_k::release::owner_may_release`
 //!    allows, flips owner label and annotation to B in one fenced write
 //!    ([`fence::flip`]).
 //! 3. The resource leaves A's filtered watch and enters B's; B reconciles it
@@ -19,7 +19,7 @@
 //!
 //! # Guarantees
 //! - Every write an operator makes to a resource it owns is a JSON patch
-//!   whose first op tests the owner label ([`fence::fenced`]); once the label
+//!   whose first op tests the owner label (`fence::fenced`); once the label
 //!   names B, the API server refuses every write of A, however late.
 //! - A change of owner is one write, label and annotation together.
 //! - Nothing but the two owner keys (and status, by its owner) is ever

@@ -17,9 +17,12 @@ use serde::{Deserialize, Serialize};
 use crate::api::OperatorId;
 use crate::camel_k::CamelKind;
 
+/// Label on a handoff request Lease naming the operator resources move from.
 pub const FROM_LABEL: &str = "camelk.dev/handoff-from";
-pub const TO_LABEL: &str = "camelk.dev/handoff-to";
-pub const SPEC_ANNOTATION: &str = "camelk.dev/handoff";
+pub(crate) const TO_LABEL: &str = "camelk.dev/handoff-to";
+pub(crate) const SPEC_ANNOTATION: &str = "camelk.dev/handoff";
+/// Annotation on a handoff request Lease recording how far it got
+/// (`Stalled`, ...), for `kubectl camelk` and people.
 pub const STATE_ANNOTATION: &str = "camelk.dev/handoff-state";
 
 /// Who performs the release of a resource.
@@ -46,8 +49,11 @@ pub enum ForcePolicy {
 /// object of the same name is not moved by an old request.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct HandoffItem {
+    /// The resource's kind.
     pub kind: CamelKind,
+    /// The resource's name (the request's namespace is its).
     pub name: String,
+    /// `metadata.uid` of the resource when the request was written.
     pub uid: String,
 }
 
@@ -55,23 +61,30 @@ pub struct HandoffItem {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HandoffSpec {
+    /// The operator releasing the items.
     pub from: OperatorId,
+    /// The operator receiving them.
     pub to: OperatorId,
+    /// Who performs the release.
     pub mode: ReleaseMode,
+    /// The resources to move, all in the Lease's namespace.
     pub items: Vec<HandoffItem>,
 }
 
 /// A handoff request as stored in a Lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HandoffRequest {
+    /// Namespace of the Lease (and of every item).
     pub namespace: String,
+    /// Name of the Lease.
     pub name: String,
+    /// The requested move.
     pub spec: HandoffSpec,
 }
 
 /// Why a Lease is not a readable handoff request.
 #[derive(Debug, thiserror::Error)]
-pub enum RequestError {
+pub(crate) enum RequestError {
     #[error("lease {0} has no {SPEC_ANNOTATION} annotation")]
     MissingSpec(String),
     #[error("lease {name}: unreadable {SPEC_ANNOTATION} annotation: {source}")]
@@ -85,7 +98,7 @@ pub enum RequestError {
 impl HandoffRequest {
     /// A request for `items` (sorted, so the Lease name is deterministic and
     /// a repeated request finds the existing Lease instead of adding one).
-    pub fn new(namespace: &str, mut spec: HandoffSpec) -> HandoffRequest {
+    pub(crate) fn new(namespace: &str, mut spec: HandoffSpec) -> HandoffRequest {
         spec.items.sort();
         spec.items.dedup();
         let digest = fnv1a(spec.items.iter().map(|i| i.uid.as_str()));
@@ -103,7 +116,7 @@ impl HandoffRequest {
     }
 
     /// Whether this request moves the resource `kind`/`name` with `uid`.
-    pub fn covers(&self, kind: CamelKind, name: &str, uid: &str) -> bool {
+    pub(crate) fn covers(&self, kind: CamelKind, name: &str, uid: &str) -> bool {
         self.spec
             .items
             .iter()
@@ -111,7 +124,7 @@ impl HandoffRequest {
     }
 
     /// The Lease that carries the request, held by `coordinator`.
-    pub fn to_lease(&self, coordinator: &str) -> Lease {
+    pub(crate) fn to_lease(&self, coordinator: &str) -> Lease {
         let owners = self
             .spec
             .items
@@ -147,7 +160,7 @@ impl HandoffRequest {
         }
     }
 
-    pub fn from_lease(lease: &Lease) -> Result<HandoffRequest, RequestError> {
+    pub(crate) fn from_lease(lease: &Lease) -> Result<HandoffRequest, RequestError> {
         let name = lease.metadata.name.clone().unwrap_or_default();
         let raw = lease
             .metadata

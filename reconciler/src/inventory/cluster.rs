@@ -7,7 +7,7 @@
 //! - Phases are not in metadata. [`fill_phases`] reads the full object of
 //!   only the resources named (the plan's would-be moves), so traffic grows
 //!   with the change, not with the cluster. It judges each one with the rule
-//!   an owner applies before it releases ([`owner_may_release`]), so an
+//!   an owner applies before it releases (`owner_may_release`), so an
 //!   Integration whose kit is still being built shows as blocked; the Builds
 //!   are listed once per namespace that has such an Integration.
 
@@ -25,15 +25,21 @@ use crate::camel_k::status::{kit_name, phase};
 /// Why the cluster could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterReadError {
+    /// Listing a kind failed.
     #[error("listing {kind} resources: {source}")]
     List {
+        /// The kind being listed.
         kind: CamelKind,
+        /// The API server's error.
         #[source]
         source: kube::Error,
     },
+    /// Reading one resource failed.
     #[error("reading {resource}: {source}")]
     Get {
+        /// The resource being read.
         resource: ResourceRef,
+        /// The API server's error.
         #[source]
         source: kube::Error,
     },
@@ -41,6 +47,7 @@ pub enum ClusterReadError {
 
 /// An inventory read from the cluster.
 pub struct LiveInventory {
+    /// The resources read.
     pub inventory: Inventory,
     /// Kinds whose CustomResourceDefinition is not installed.
     pub missing_kinds: Vec<CamelKind>,
@@ -58,7 +65,7 @@ fn api(client: &Client, kind: CamelKind, namespace: Option<&str>) -> Api<Dynamic
 const PAGE: u32 = 500;
 
 /// Lists `kinds` in `namespace` (all namespaces when `None`).
-/// Lists are paged ([`PAGE`] objects per response).
+/// Lists are paged (`PAGE` objects per response).
 pub async fn read(
     client: &Client,
     kinds: &[CamelKind],

@@ -4,7 +4,7 @@
 //! Contract: only `apiVersion`, `kind`, `metadata.{name,namespace,labels,
 //! annotations,ownerReferences}` and `status.phase` are read; other fields
 //! are skipped unread. Each item becomes a [`Resource`] as a metadata list
-//! item does ([`Resource::from_metadata`]). Items of kinds that are not Camel K kinds are an error naming
+//! item does (`Resource::from_metadata`). Items of kinds that are not Camel K kinds are an error naming
 //! the item, never silently dropped.
 
 use std::collections::BTreeMap;
@@ -19,18 +19,31 @@ use crate::camel_k::{CamelKind, GROUP};
 /// Why an inventory file cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum InventoryFileError {
+    /// The file could not be read.
     #[error("cannot read inventory {file}: {source}")]
     Read {
+        /// The file's path.
         file: String,
+        /// The file system's error.
         #[source]
         source: std::io::Error,
     },
+    /// The file is neither a JSON nor a YAML Kubernetes `List`.
     #[error("inventory {file} is not a Kubernetes List in JSON or YAML: {message}")]
-    Format { file: String, message: String },
+    Format {
+        /// The file's path.
+        file: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// One item of the list is not a Camel K resource this tool can read.
     #[error("inventory {file}, item {index}: {message}")]
     Item {
+        /// The file's path.
         file: String,
+        /// The item's position in `items`, from 0.
         index: usize,
+        /// What is wrong with it.
         message: String,
     },
 }

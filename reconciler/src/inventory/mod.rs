@@ -1,11 +1,11 @@
 //! Actual state: the Camel K resources that exist, with their owner keys,
-//! labels and phase, read from an inventory file ([`file`]) or the live
+//! labels and phase, read from an inventory file ([`file`](mod@file)) or the live
 //! cluster ([`cluster`]); [`watch`] keeps what watches deliver (the caches
 //! of the operator loops, the handoff's progress and the sync).
 //!
 //! Contract: an [`Inventory`] is plain data; readers fill it, the plan engine
 //! only reads it. A resource's actual owner is the value of the
-//! `camel.apache.org/operator.id` label and annotation ([`Resource::owner`]).
+//! `camel.apache.org/operator.id` label and annotation (`Resource::owner`).
 
 pub mod cluster;
 pub mod file;
@@ -25,8 +25,11 @@ use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, owner_from_keys};
 /// the order of every list the plan prints.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct ResourceRef {
+    /// The resource's kind.
     pub kind: CamelKind,
+    /// The resource's namespace.
     pub namespace: String,
+    /// The resource's name.
     pub name: String,
 }
 
@@ -39,7 +42,9 @@ impl fmt::Display for ResourceRef {
 /// One resource as it is now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resource {
+    /// Which resource it is.
     pub id: ResourceRef,
+    /// Its `metadata.labels`.
     pub labels: BTreeMap<String, String>,
     /// Value of the owner annotation (the key upstream operators read).
     pub owner_annotation: Option<String>,
@@ -87,7 +92,11 @@ pub enum Owner {
 impl Resource {
     /// The resource an object's metadata describes (its owner annotation
     /// taken apart from the other annotations, which are not kept).
-    pub fn from_metadata(kind: CamelKind, meta: ObjectMeta, phase: Option<String>) -> Resource {
+    pub(crate) fn from_metadata(
+        kind: CamelKind,
+        meta: ObjectMeta,
+        phase: Option<String>,
+    ) -> Resource {
         let mut annotations = meta.annotations.unwrap_or_default();
         let namespace = meta.namespace.unwrap_or_default();
         let created_by = created_by(
@@ -112,7 +121,7 @@ impl Resource {
     /// Its owner by the one rule ([`crate::camel_k::owner_of`]): the label,
     /// else the annotation. Keys that name two operators are a conflict the
     /// sync sets right (the label's operator holds it meanwhile).
-    pub fn owner(&self) -> Owner {
+    pub(crate) fn owner(&self) -> Owner {
         let label = self.labels.get(OPERATOR_ID_KEY).map(String::as_str);
         let Some(read) = owner_from_keys(label, self.owner_annotation.as_deref()) else {
             return Owner::Nobody;
@@ -132,7 +141,7 @@ impl Resource {
 
     /// Whether its owner is named by the annotation alone (as `kamel`
     /// creates resources): the label is still to be added.
-    pub fn owned_by_annotation_only(&self) -> bool {
+    pub(crate) fn owned_by_annotation_only(&self) -> bool {
         let label = self.labels.get(OPERATOR_ID_KEY).map(String::as_str);
         owner_from_keys(label, self.owner_annotation.as_deref())
             .is_some_and(|o| o.key == OwnerKey::Annotation)
@@ -142,5 +151,6 @@ impl Resource {
 /// The resources of one read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Inventory {
+    /// Every resource read, in no particular order.
     pub resources: Vec<Resource>,
 }

@@ -1,5 +1,5 @@
 //! Watch caches: what a set of watches delivers, kept in kube-runtime's
-//! reflector stores ([`kube::runtime::reflector`]), one store per watch, read
+//! reflector stores ([`kube::runtime::reflector`](mod@kube::runtime::reflector)), one store per watch, read
 //! by kind. The scoped operator loops, the handoff's progress view and the
 //! sync's live owners all keep their watched objects here.
 //!
@@ -49,7 +49,9 @@ use kube::runtime::watcher::{self, Event};
 /// Which watch an event came from: a kind and the namespace it is limited to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Scope<K> {
+    /// The kind watched.
     pub kind: K,
+    /// The namespace the watch is limited to; none: all namespaces.
     pub namespace: Option<String>,
 }
 
@@ -94,7 +96,7 @@ impl Lookup for CachedObject {
 }
 
 /// The key of `namespace/name` in a store of `T`.
-pub fn key<T: Lookup<DynamicType = ()>>(namespace: &str, name: &str) -> ObjectRef<T> {
+pub(crate) fn key<T: Lookup<DynamicType = ()>>(namespace: &str, name: &str) -> ObjectRef<T> {
     let key = ObjectRef::new_with(name, ());
     if namespace.is_empty() {
         key
@@ -115,7 +117,7 @@ pub fn map_event<A, B>(event: Event<A>, f: impl FnOnce(A) -> B) -> Event<B> {
 }
 
 /// An event of one watch, with the scope it came from.
-pub type ScopedEvent<K, T> = (Scope<K>, watcher::Result<Event<T>>);
+pub(crate) type ScopedEvent<K, T> = (Scope<K>, watcher::Result<Event<T>>);
 
 /// The stores of a set of watches, by kind.
 pub struct WatchCache<K, T: Lookup<DynamicType = ()> + Clone + 'static> {

@@ -21,7 +21,7 @@ use super::{LeaseObserver, Liveness, LockTiming, lock_name};
 
 /// Whether this replica leads, as of now.
 #[derive(Clone, Debug)]
-pub struct Leadership {
+pub(crate) struct Leadership {
     last_renewed: Arc<Mutex<Option<Instant>>>,
     timing: LockTiming,
 }
@@ -29,7 +29,7 @@ pub struct Leadership {
 impl Leadership {
     /// True while the last successful acquire or renew was sent less than
     /// `renew_deadline` ago.
-    pub fn is_leading(&self) -> bool {
+    pub(crate) fn is_leading(&self) -> bool {
         self.last_renewed
             .lock()
             .expect("leadership mutex")
@@ -89,7 +89,7 @@ impl OperatorLock {
         }
     }
 
-    pub fn leadership(&self) -> Leadership {
+    pub(crate) fn leadership(&self) -> Leadership {
         self.leadership.clone()
     }
 
@@ -122,7 +122,7 @@ impl OperatorLock {
 
     /// One round: create, renew, or take over an expired Lease. Returns
     /// whether this replica holds the lock afterwards.
-    pub async fn try_acquire_or_renew(&mut self) -> Result<bool, LockError> {
+    pub(crate) async fn try_acquire_or_renew(&mut self) -> Result<bool, LockError> {
         // Each call must end well before the renew deadline.
         let budget = self.timing.renew_deadline / 2;
         let current = tokio::time::timeout(budget, self.api.get_opt(&self.name))

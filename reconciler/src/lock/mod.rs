@@ -7,31 +7,37 @@
 //! - a Lease is expired when *this process* has not seen it change for
 //!   `lease_duration`, measured on the local monotonic clock from the moment
 //!   the change was observed. Clocks of different machines are never
-//!   compared ([`observer`]);
+//!   compared (`observer`);
 //! - every write to the Lease is compare-and-swap on its resourceVersion, and
-//!   each API call times out before `renew_deadline` ([`election`]);
+//!   each API call times out before `renew_deadline` (`election`);
 //! - a leader that has not renewed for `renew_deadline` stops writing. Since
 //!   `renew_deadline < lease_duration`, it stops before any other replica or
 //!   coordinator can judge the Lease expired.
 
-pub mod election;
-pub mod observer;
+pub(crate) mod election;
+pub(crate) mod observer;
 
 use std::time::Duration;
 
-pub use election::{Leadership, OperatorLock};
-pub use observer::{LeaseObserver, Liveness};
+pub(crate) use election::Leadership;
+pub use election::OperatorLock;
+pub(crate) use observer::{LeaseObserver, Liveness};
 
 /// Name of the lock Lease of operator `id`.
-pub fn lock_name(id: &str) -> String {
+pub(crate) fn lock_name(id: &str) -> String {
     format!("{id}-lock")
 }
 
 /// The three durations of a lock, checked to be ordered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LockTiming {
+    /// How long a lock stays the holder's without a renewal.
     pub lease_duration: Duration,
+    /// How long the holder keeps trying to renew before it gives the lock up;
+    /// shorter than `lease_duration`.
     pub renew_deadline: Duration,
+    /// How long to wait between attempts to acquire or renew; shorter than
+    /// `renew_deadline`.
     pub retry_period: Duration,
 }
 
@@ -43,6 +49,8 @@ impl LockTiming {
         retry_period: Duration::from_secs(2),
     };
 
+    /// The three durations, if they keep the order client-go's leader election
+    /// requires: `lease_duration > renew_deadline > retry_period`.
     pub fn new(
         lease_duration: Duration,
         renew_deadline: Duration,

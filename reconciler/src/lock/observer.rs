@@ -12,7 +12,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 
 /// What the observer can say about a Lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Liveness {
+pub(crate) enum Liveness {
     /// Seen to change within the lease duration.
     Alive { holder: Option<String> },
     /// Not seen to change yet, and not watched for a whole lease duration.
@@ -30,18 +30,18 @@ struct Seen {
 
 /// Remembers Leases across observations; feed it every read with [`observe`](Self::observe).
 #[derive(Debug, Default)]
-pub struct LeaseObserver {
+pub(crate) struct LeaseObserver {
     seen: HashMap<(String, String), Seen>,
 }
 
 impl LeaseObserver {
-    pub fn new() -> LeaseObserver {
+    pub(crate) fn new() -> LeaseObserver {
         LeaseObserver::default()
     }
 
     /// Records a read of Lease `namespace/name` (`None`: it does not exist)
     /// at `now`, and judges it with `lease_duration`.
-    pub fn observe(
+    pub(crate) fn observe(
         &mut self,
         namespace: &str,
         name: &str,

@@ -21,21 +21,32 @@ use crate::inventory::Resource;
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "camelCase", tag = "by")]
 pub enum Reason {
+    /// A pin names the resource.
     Pin {
+        /// Position of the pin in `spec.pins`, from 0.
         index: usize,
     },
+    /// A rule matches the resource (the first that matches wins).
     Rule {
+        /// Position of the rule in `spec.rules`, from 0.
         index: usize,
+        /// The rule's name, if it has one.
         name: Option<String>,
     },
+    /// No pin or rule matches: `spec.defaultOperator` owns it.
     Default,
+    /// A staged move (`spec.stagedMoves`) takes the resource from the operator
+    /// pins, rules or the default give it.
     StagedMove {
+        /// Position of the staged move in `spec.stagedMoves`, from 0.
         index: usize,
     },
     /// An Integration created by a Pipe (or KameletBinding) goes where its
     /// Pipe goes, whatever the manifest says of the Integration itself.
     Follows {
+        /// The kind of the resource it follows (`Pipe` or `KameletBinding`).
         kind: CamelKind,
+        /// The name of that resource, in the same namespace.
         name: String,
     },
 }
@@ -59,7 +70,9 @@ impl std::fmt::Display for Reason {
 /// The owner a manifest wants for a resource, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
+    /// The operator that should own the resource.
     pub operator: OperatorId,
+    /// Which part of the manifest decided it.
     pub because: Reason,
 }
 
@@ -75,6 +88,7 @@ pub struct Desired<'a> {
 }
 
 impl<'a> Desired<'a> {
+    /// Compiles the spec's selectors and globs once, for many decisions.
     pub fn new(spec: &'a OperatorAssignmentSpec) -> Desired<'a> {
         let mut pins = HashMap::new();
         for (i, pin) in spec.pins.iter().enumerate() {
@@ -107,6 +121,7 @@ impl<'a> Desired<'a> {
         }
     }
 
+    /// Whether the spec's scope includes `kind` in `namespace`.
     pub fn in_scope(&self, kind: CamelKind, namespace: &str) -> bool {
         self.spec.scope.covers_kind(kind)
             && self

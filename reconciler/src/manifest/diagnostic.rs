@@ -5,20 +5,27 @@ use std::fmt;
 
 use super::tree::Location;
 
+/// How bad a diagnostic is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// The manifest cannot be used.
     Error,
+    /// The manifest can be used, but probably does not say what was meant.
     Warning,
 }
 
+/// One problem found in a manifest, at a position of its file.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Diagnostic {
+    /// Whether it stops the manifest from being used.
     pub severity: Severity,
     /// The file as the user named it.
     pub file: String,
+    /// Where in the file.
     #[serde(flatten)]
     pub at: Location,
+    /// What is wrong, for people.
     pub message: String,
 }
 
@@ -34,7 +41,7 @@ impl fmt::Display for Diagnostic {
 
 /// Closest of `candidates` to a misspelt `word`, when one is close enough to
 /// be a likely typo.
-pub fn did_you_mean<'a>(
+pub(crate) fn did_you_mean<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
@@ -56,7 +63,7 @@ pub fn did_you_mean<'a>(
 }
 
 /// `"; did you mean `x`?"` or nothing.
-pub fn hint<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+pub(crate) fn hint<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
     did_you_mean(word, candidates)
         .map(|c| format!("; did you mean `{c}`?"))
         .unwrap_or_default()

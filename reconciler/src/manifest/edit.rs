@@ -12,7 +12,7 @@
 //!   surprise); otherwise the edit fails and nothing is returned.
 //! - Edits are pure: they never touch the file system.
 //! - Pin edits (`assign`, `unassign`) first try the splice of
-//!   [`super::splice`], which writes the same bytes without a second parse of
+//!   `super::splice`, which writes the same bytes without a second parse of
 //!   the whole file, and checks the changed part against the expected pins;
 //!   the `yaml-edit` path above is the general one for every other shape.
 
@@ -30,27 +30,44 @@ use crate::inventory::ResourceRef;
 /// Why an edit was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum EditError {
+    /// The edit names an operator the manifest does not declare.
     #[error("unknown operator `{id}`{hint}; declared operators: {declared}")]
     UnknownOperator {
+        /// The id given.
         id: String,
+        /// A suggestion of a declared id close to it, or empty.
         hint: String,
+        /// The declared operator ids, comma-separated.
         declared: String,
     },
+    /// An unassign of a resource that has no pin (the resource, the file).
     #[error("{0} is not pinned in {1}; nothing to unassign")]
     NotPinned(ResourceRef, String),
+    /// The manifest's shape is not one the editor can change safely.
     #[error("cannot edit {file}: {message}")]
-    Structure { file: String, message: String },
+    Structure {
+        /// The manifest's file.
+        file: String,
+        /// What shape it found.
+        message: String,
+    },
+    /// The edited manifest would not validate; nothing is written.
     #[error(
         "the manifest after this edit would be invalid (positions are in the edited text; nothing was written):\n{0}"
     )]
     Invalid(#[source] ManifestError),
+    /// The edit changed lines it should not have; nothing is written.
     #[error("internal error: the edit of {file} changed more than intended; nothing was written")]
-    Guard { file: String },
+    Guard {
+        /// The manifest's file.
+        file: String,
+    },
 }
 
 /// What one edit did, in words for the commit message.
 #[derive(Clone, Debug)]
 pub struct Edited {
+    /// The whole manifest text after the edit.
     pub text: String,
     /// The edited manifest, already validated (no need to parse it again).
     pub manifest: Manifest,
@@ -65,7 +82,7 @@ pub struct Edited {
 pub enum EditPath {
     /// Nothing to change: the text is the manifest's.
     Unchanged,
-    /// Spliced into the pin list at known byte ranges ([`super::splice`]).
+    /// Spliced into the pin list at known byte ranges (`super::splice`).
     Splice,
     /// Through the lossless `yaml-edit` tree, then parsed again in full.
     General,

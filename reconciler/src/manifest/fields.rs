@@ -14,12 +14,12 @@ use super::diagnostic::hint;
 use super::tree::{FieldPath, Location, Node, Value};
 
 /// An unknown key: where it is and the message.
-pub struct UnknownField {
-    pub at: Location,
-    pub message: String,
+pub(crate) struct UnknownField {
+    pub(crate) at: Location,
+    pub(crate) message: String,
 }
 
-pub fn check(root: &Node, schema: &JSONSchemaProps) -> Vec<UnknownField> {
+pub(crate) fn check(root: &Node, schema: &JSONSchemaProps) -> Vec<UnknownField> {
     let mut found = Vec::new();
     walk(root, schema, &FieldPath::root(), &mut found);
     found

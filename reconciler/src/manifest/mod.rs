@@ -2,9 +2,9 @@
 //! validation, and format-preserving edits.
 //!
 //! Flow of [`Manifest::parse`]:
-//! 1. YAML syntax ([`tree`]), one document;
+//! 1. YAML syntax (`tree`), one document;
 //! 2. `apiVersion` and `kind`;
-//! 3. unknown fields against the generated CRD schema ([`fields`]), each with
+//! 3. unknown fields against the generated CRD schema (`fields`), each with
 //!    a "did you mean";
 //! 4. typed deserialization (wrong types, invalid operator ids, bad steps),
 //!    from the tree of stage 1 when that is unambiguous ([`typed`]), else
@@ -16,13 +16,13 @@
 //! kept on it). Stages 1, 2 and 4 stop at their first error; stages 3 and 5
 //! report everything they find.
 
-pub mod desired;
-pub mod diagnostic;
+pub(crate) mod desired;
+pub(crate) mod diagnostic;
 pub mod edit;
-pub mod fields;
+pub(crate) mod fields;
 mod splice;
 pub mod template;
-pub mod tree;
+pub(crate) mod tree;
 pub mod typed;
 pub mod validate;
 
@@ -41,21 +41,29 @@ use crate::api::{self, OperatorAssignment};
 pub struct Manifest {
     /// The file as the user named it, for messages.
     pub file: String,
+    /// The text as read.
     pub text: String,
+    /// Its YAML tree, with positions for messages.
     pub tree: Tree,
+    /// The typed manifest.
     pub assignment: OperatorAssignment,
+    /// Warnings validation found (no errors: then there is no `Manifest`).
     pub warnings: Vec<Diagnostic>,
 }
 
 /// Why a manifest could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
+    /// The file could not be read.
     #[error("cannot read {file}: {source}")]
     Read {
+        /// The file's path.
         file: String,
+        /// The file system's error.
         #[source]
         source: std::io::Error,
     },
+    /// The manifest is not valid; every error and warning found, in file order.
     #[error("{}", render(.0))]
     Invalid(Vec<Diagnostic>),
 }

@@ -19,7 +19,9 @@ use serde_saphyr::granit_parser::{
 /// A position in the file; both numbers start at 1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub struct Location {
+    /// Line, from 1.
     pub line: usize,
+    /// Column, from 1, in characters.
     pub column: usize,
 }
 
@@ -50,24 +52,27 @@ pub enum Segment {
 pub struct FieldPath(pub Vec<Segment>);
 
 impl FieldPath {
-    pub fn root() -> FieldPath {
+    /// The document root.
+    pub(crate) fn root() -> FieldPath {
         FieldPath(Vec::new())
     }
 
-    pub fn key(&self, key: &str) -> FieldPath {
+    /// The path to `key` of the mapping at this path.
+    pub(crate) fn key(&self, key: &str) -> FieldPath {
         let mut path = self.clone();
         path.0.push(Segment::Key(key.to_string()));
         path
     }
 
-    pub fn index(&self, index: usize) -> FieldPath {
+    /// The path to item `index` (from 0) of the sequence at this path.
+    pub(crate) fn index(&self, index: usize) -> FieldPath {
         let mut path = self.clone();
         path.0.push(Segment::Index(index));
         path
     }
 
     /// Builds a path from `spec.rules[2].operator` notation.
-    pub fn parse(text: &str) -> FieldPath {
+    pub(crate) fn parse(text: &str) -> FieldPath {
         let mut segments = Vec::new();
         for part in text.split('.').filter(|p| !p.is_empty()) {
             let (name, indices) = part.split_once('[').map_or((part, ""), |(n, i)| (n, i));
@@ -140,7 +145,7 @@ pub enum Value {
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub key: String,
-    pub key_at: Location,
+    pub(crate) key_at: Location,
     pub value: Node,
 }
 
@@ -154,6 +159,7 @@ pub struct SyntaxError {
 /// A whole document.
 #[derive(Clone, Debug)]
 pub struct Tree {
+    /// The top-level node.
     pub root: Node,
     /// Whether the document has no tags, anchors or aliases (its nodes are
     /// then all there is to know).
@@ -190,6 +196,7 @@ fn collection_end(opened: &Opened, span: &Span, last_child_end: Option<usize>) -
 }
 
 impl Tree {
+    /// Parses one YAML document, keeping every node's position.
     pub fn parse(text: &str) -> Result<Tree, SyntaxError> {
         let mut stack: Vec<Opened> = Vec::new();
         let mut root: Option<Node> = None;
@@ -311,7 +318,7 @@ impl Tree {
     }
 
     /// The node at `path`, if it exists.
-    pub fn get(&self, path: &FieldPath) -> Option<&Node> {
+    pub(crate) fn get(&self, path: &FieldPath) -> Option<&Node> {
         let mut node = &self.root;
         for segment in &path.0 {
             node = child(node, segment)?;
@@ -320,7 +327,7 @@ impl Tree {
     }
 
     /// Position of `path`'s value, or of its deepest existing ancestor.
-    pub fn locate(&self, path: &FieldPath) -> Location {
+    pub(crate) fn locate(&self, path: &FieldPath) -> Location {
         let mut node = &self.root;
         for segment in &path.0 {
             match child(node, segment) {
@@ -333,7 +340,7 @@ impl Tree {
 
     /// Position of the key of the entry at `path` (for unknown fields), or
     /// of its value when it is not a mapping entry.
-    pub fn locate_key(&self, path: &FieldPath) -> Location {
+    pub(crate) fn locate_key(&self, path: &FieldPath) -> Location {
         let Some((Segment::Key(key), parent)) = path.0.split_last() else {
             return self.locate(path);
         };

@@ -1,6 +1,6 @@
 //! Checks of a parsed `OperatorAssignment` that types cannot express.
 //!
-//! Contract: [`validate`] is pure; it returns every finding, each with the
+//! Contract: `validate` is pure; it returns every finding, each with the
 //! path of the offending value, so the caller can point at `line:column`.
 //! Errors make a manifest unusable; warnings (a rule that can never match, a
 //! setting that has no effect) do not.
@@ -19,9 +19,12 @@ use crate::camel_k::CamelKind;
 /// One problem, at a path of the manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
-    pub severity: Severity,
-    pub path: FieldPath,
-    pub message: String,
+    /// Whether it stops the manifest from being used.
+    pub(crate) severity: Severity,
+    /// Where it is in the document.
+    pub(crate) path: FieldPath,
+    /// What is wrong, for people.
+    pub(crate) message: String,
 }
 
 struct Findings(Vec<Finding>);
@@ -45,7 +48,7 @@ impl Findings {
 }
 
 /// Every finding about `spec`, in document order of the checks.
-pub fn validate(spec: &OperatorAssignmentSpec) -> Vec<Finding> {
+pub(crate) fn validate(spec: &OperatorAssignmentSpec) -> Vec<Finding> {
     let root = FieldPath::root().key("spec");
     let mut out = Findings(Vec::new());
 

@@ -27,9 +27,15 @@ use crate::camel_k::status::{kit_name, phase};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
     /// Create the IntegrationKit `name` for the Integration.
-    CreateKit { name: String },
+    CreateKit {
+        /// The kit's name.
+        name: String,
+    },
     /// Create the Build `name` for the kit.
-    CreateBuild { name: String },
+    CreateBuild {
+        /// The build's name.
+        name: String,
+    },
     /// Create or update the Integration's Deployment.
     ApplyDeployment,
     /// Create the Integration of a Pipe.
@@ -41,31 +47,36 @@ pub enum Effect {
 /// What to do next with one resource: an optional effect, then status fields to set.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Step {
+    /// What to do before the status changes, if anything.
     pub effect: Option<Effect>,
+    /// `status` fields to merge into the resource.
     pub status: Map<String, Value>,
 }
 
 /// What the lifecycle may look at besides the resource itself.
 pub struct Context<'a> {
-    pub operator_id: &'a str,
-    pub version: &'a str,
-    pub build_time: Duration,
+    /// The id of the operator running the lifecycle.
+    pub(crate) operator_id: &'a str,
+    /// The operator's version, written into `status.version`.
+    pub(crate) version: &'a str,
+    /// How long a build takes in this reference lifecycle.
+    pub(crate) build_time: Duration,
     /// Phase of a kit this operator owns, by name, in the resource's namespace.
-    pub kit_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
+    pub(crate) kit_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
     /// Phase of a Build this operator owns, by name.
-    pub build_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
+    pub(crate) build_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
     /// Phase of an Integration this operator owns, by name.
-    pub integration_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
+    pub(crate) integration_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
     /// The IntegrationPlatform this operator owns in the resource's namespace:
     /// the only one it uses, even when others share the namespace.
-    pub platform: Option<&'a str>,
+    pub(crate) platform: Option<&'a str>,
     /// How long a Build has been seen running by this process.
-    pub build_running_for: &'a dyn Fn(&str) -> Option<Duration>,
-    pub now_rfc3339: &'a str,
+    pub(crate) build_running_for: &'a dyn Fn(&str) -> Option<Duration>,
+    pub(crate) now_rfc3339: &'a str,
 }
 
 /// Name of the kit operator `id` builds for Integration `integration`.
-pub fn kit_name_for(integration: &str, id: &str) -> String {
+pub(crate) fn kit_name_for(integration: &str, id: &str) -> String {
     format!("{integration}-kit-{id}")
 }
 
@@ -77,7 +88,7 @@ fn step(effect: Option<Effect>, status: Value) -> Option<Step> {
 }
 
 /// The next step for a resource this operator owns, or `None` when it is settled.
-pub fn next_step(kind: CamelKind, object: &DynamicObject, cx: &Context<'_>) -> Option<Step> {
+pub(crate) fn next_step(kind: CamelKind, object: &DynamicObject, cx: &Context<'_>) -> Option<Step> {
     let name = object.metadata.name.as_deref().unwrap_or_default();
     let p = phase(object).unwrap_or("");
     match kind {

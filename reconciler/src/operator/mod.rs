@@ -8,7 +8,7 @@
 //!    received or cached. Handoff requests addressed to it come through a
 //!    watch of Leases labelled `camelk.dev/handoff-from=<id>`.
 //! 2. On every event and every resync tick, while it leads, it first releases
-//!    what it may ([`crate::camel_k::release::owner_may_release`]), then moves
+//!    what it may (`crate::camel_k::release::owner_may_release`), then moves
 //!    each owned resource one step along the reference lifecycle
 //!    ([`lifecycle`]), through fenced writes ([`writer`]).
 //!
@@ -48,7 +48,7 @@ use lifecycle::{Context, next_step};
 use writer::{WriteOutcome, Writer};
 
 /// Kinds the operator reconciles.
-pub const RECONCILED: [CamelKind; 6] = [
+pub(crate) const RECONCILED: [CamelKind; 6] = [
     CamelKind::Integration,
     CamelKind::IntegrationKit,
     CamelKind::Build,
@@ -57,11 +57,12 @@ pub const RECONCILED: [CamelKind; 6] = [
     CamelKind::CamelCatalog,
 ];
 /// Kinds the operator only reads.
-pub const READ_ONLY: [CamelKind; 2] = [CamelKind::Kamelet, CamelKind::IntegrationProfile];
+pub(crate) const READ_ONLY: [CamelKind; 2] = [CamelKind::Kamelet, CamelKind::IntegrationProfile];
 
 /// Configuration of one operator replica.
 #[derive(Clone, Debug)]
 pub struct OperatorConfig {
+    /// The operator id this replica runs as (its lock and its owner-key value).
     pub id: OperatorId,
     /// Namespace of the operator's lock Lease.
     pub lock_namespace: String,
@@ -69,9 +70,11 @@ pub struct OperatorConfig {
     pub namespaces: Vec<String>,
     /// Identity of this replica in the lock.
     pub identity: String,
+    /// The operator version written into status and on the Deployments it creates.
     pub version: String,
     /// How long the reference lifecycle's builds take.
     pub build_time: Duration,
+    /// The durations of its lock.
     pub timing: LockTiming,
     /// Reconcile everything this often even without events.
     pub resync: Duration,
@@ -79,7 +82,7 @@ pub struct OperatorConfig {
 
 /// Source of a watch event: a Camel K kind, or the handoff requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Watched {
+pub(crate) enum Watched {
     Camel(CamelKind),
     Requests,
 }

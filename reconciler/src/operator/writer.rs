@@ -19,21 +19,27 @@ use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use crate::handoff::fence;
 
 /// Label linking secondary objects to their Integration, as upstream names it.
-pub const INTEGRATION_LABEL: &str = "camel.apache.org/integration";
+pub(crate) const INTEGRATION_LABEL: &str = "camel.apache.org/integration";
 /// Annotation recording which operator version deployed a workload.
-pub const OPERATOR_VERSION_ANNOTATION: &str = "camelk.dev/operator-version";
+pub(crate) const OPERATOR_VERSION_ANNOTATION: &str = "camelk.dev/operator-version";
 
 /// How a write ended, when it did not fail outright.
 #[derive(Debug, PartialEq, Eq)]
 pub enum WriteOutcome {
+    /// The write was applied.
     Written,
     /// The fence refused it: the owner or the object changed. Nothing written.
     Fenced,
 }
 
+/// Writes that the owner keys fence: each applies only while the resource is
+/// still this operator's, so a handoff in between cannot be overwritten.
 pub struct Writer {
+    /// The client it writes through.
     pub client: Client,
+    /// The operator id every write is fenced on.
     pub operator_id: String,
+    /// The operator version written on the Deployments it creates.
     pub version: String,
 }
 

@@ -2,13 +2,13 @@
 //! [`Inventory`]) gives a [`Plan`].
 //!
 //! Expected flow:
-//! 1. [`crate::manifest::desired`] decides each resource's desired owner (pin, first rule,
+//! 1. `crate::manifest::desired` decides each resource's desired owner (pin, first rule,
 //!    default, then staged moves);
-//! 2. its actual owner comes from its owner keys ([`Resource::owner`]);
+//! 2. its actual owner comes from its owner keys (`Resource::owner`);
 //! 3. equal owners count as unchanged (an owner named by the annotation
 //!    alone is also listed for adoption); a resource without an owner is a
 //!    first assignment; keys that disagree are an error; otherwise a move;
-//! 4. a move whose current owner is mid-work ([`phase`]) is blocked now;
+//! 4. a move whose current owner is mid-work ([`phase`](crate::camel_k::status::phase)) is blocked now;
 //! 5. the other moves are grouped by their rollout (a staged move's own steps,
 //!    or `spec.rollout.steps`) and split into batches ([`batch`]);
 //! 6. an Integration created by a Pipe in scope ([`Resource::created_by`])
@@ -23,7 +23,10 @@
 //! and will drive the reconciler's moves.
 
 pub mod batch;
-pub mod rollout;
+// Rollout positions, drift and reversal drive the sync loop (feature
+// `server`) only; the plugin builds the library without it.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) mod rollout;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -39,9 +42,13 @@ use crate::inventory::{Inventory, Owner, Resource, ResourceRef};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Move {
+    /// The resource that moves.
     pub resource: ResourceRef,
+    /// The operator that owns it now.
     pub from: OperatorId,
+    /// The operator that gets it.
     pub to: OperatorId,
+    /// Which part of the manifest wants it moved.
     pub because: Reason,
 }
 
@@ -52,6 +59,7 @@ pub struct Move {
 pub struct Batch {
     /// Step number, from 1.
     pub step: usize,
+    /// The moves of the step, in resource order.
     pub moves: Vec<Move>,
 }
 
@@ -59,8 +67,11 @@ pub struct Batch {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Assignment {
+    /// The resource without an owner.
     pub resource: ResourceRef,
+    /// The operator it gets.
     pub to: OperatorId,
+    /// Which part of the manifest decided it.
     pub because: Reason,
 }
 
@@ -68,8 +79,10 @@ pub struct Assignment {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Blocked {
+    /// The move that waits.
     #[serde(rename = "move")]
     pub change: Move,
+    /// Why it cannot start now.
     pub why: BlockReason,
 }
 
@@ -77,7 +90,9 @@ pub struct Blocked {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceError {
+    /// The resource.
     pub resource: ResourceRef,
+    /// Why no owner could be decided.
     pub message: String,
 }
 
@@ -85,7 +100,9 @@ pub struct ResourceError {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Unchanged {
+    /// How many resources stay with their owner.
     pub total: usize,
+    /// How many stay with each operator.
     pub by_operator: BTreeMap<OperatorId, usize>,
     /// Resources outside the manifest's scope (never touched).
     pub out_of_scope: usize,
@@ -95,9 +112,13 @@ pub struct Unchanged {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
+    /// The moves, in rollout steps; one batch without a rollout.
     pub batches: Vec<Batch>,
+    /// Resources that get their first owner (no handoff needed).
     pub first_assignments: Vec<Assignment>,
+    /// Moves that cannot start now, with the reason.
     pub blocked: Vec<Blocked>,
+    /// Resources the plan cannot decide about.
     pub errors: Vec<ResourceError>,
     /// Unchanged resources (counted there too) whose owner is named by the
     /// annotation alone, as `kamel` creates them: the sync adds the label
@@ -107,14 +128,17 @@ pub struct Plan {
     /// Things worth knowing that change nothing (a pin to a resource that
     /// does not exist, ...).
     pub notes: Vec<String>,
+    /// Resources that stay where they are.
     pub unchanged: Unchanged,
 }
 
 impl Plan {
+    /// Every move of every batch, in order.
     pub fn moves(&self) -> impl Iterator<Item = &Move> {
         self.batches.iter().flat_map(|b| &b.moves)
     }
 
+    /// How many moves the plan has, over all batches.
     pub fn move_count(&self) -> usize {
         self.batches.iter().map(|b| b.moves.len()).sum()
     }

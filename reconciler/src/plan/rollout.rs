@@ -31,7 +31,7 @@ use crate::inventory::{Inventory, Owner, Resource, ResourceRef};
 use crate::plan::{self, Actual, Batch, Desired, Move, Plan, ResourceError};
 
 /// The rollout plan of `head` from `base` (see the module doc).
-pub fn plan(
+pub(crate) fn plan(
     head: &OperatorAssignmentSpec,
     base: Option<&OperatorAssignmentSpec>,
     inventory: &Inventory,
@@ -59,7 +59,7 @@ pub fn plan(
 
 /// A planned move, as the cluster shows it now.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum MoveState {
+pub(crate) enum MoveState {
     /// The live owner is the move's target.
     Done,
     /// The live owner is the move's source: the handoff is still to do.
@@ -73,10 +73,10 @@ pub enum MoveState {
 }
 
 /// Live owners by resource.
-pub struct LiveOwners(HashMap<ResourceRef, Owner>);
+pub(crate) struct LiveOwners(HashMap<ResourceRef, Owner>);
 
 impl LiveOwners {
-    pub fn new(inventory: &Inventory) -> LiveOwners {
+    pub(crate) fn new(inventory: &Inventory) -> LiveOwners {
         LiveOwners(
             inventory
                 .resources
@@ -86,7 +86,7 @@ impl LiveOwners {
         )
     }
 
-    pub fn state(&self, m: &Move) -> MoveState {
+    pub(crate) fn state(&self, m: &Move) -> MoveState {
         match self.0.get(&m.resource) {
             None => MoveState::Gone,
             Some(Owner::Nobody) => MoveState::Unowned,
@@ -98,7 +98,7 @@ impl LiveOwners {
     }
 
     /// Resources per current owner, of those `spec` governs.
-    pub fn counts(&self, spec: &OperatorAssignmentSpec) -> BTreeMap<String, u64> {
+    pub(crate) fn counts(&self, spec: &OperatorAssignmentSpec) -> BTreeMap<String, u64> {
         let scope = Desired::new(spec);
         let mut counts = BTreeMap::new();
         for (id, owner) in &self.0 {
@@ -118,22 +118,22 @@ impl LiveOwners {
 
 /// Where a rollout stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Position {
+pub(crate) struct Position {
     /// Leading batches with no pending move.
-    pub done: usize,
+    pub(crate) done: usize,
     /// Batches in the plan.
-    pub total: usize,
+    pub(crate) total: usize,
 }
 
 impl Position {
-    pub fn is_complete(&self) -> bool {
+    pub(crate) fn is_complete(&self) -> bool {
         self.done == self.total
     }
 }
 
 /// The first batch with a pending move (all batches after it are counted
 /// as not done even if some of their moves happen to be).
-pub fn position(plan: &Plan, live: &LiveOwners) -> Position {
+pub(crate) fn position(plan: &Plan, live: &LiveOwners) -> Position {
     let done = plan
         .batches
         .iter()
@@ -148,11 +148,11 @@ pub fn position(plan: &Plan, live: &LiveOwners) -> Position {
 /// Resources of one namespace to hand from one operator to another: one
 /// handoff request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Handover {
-    pub namespace: String,
-    pub from: OperatorId,
-    pub to: OperatorId,
-    pub resources: Vec<(CamelKind, String)>,
+pub(crate) struct Handover {
+    pub(crate) namespace: String,
+    pub(crate) from: OperatorId,
+    pub(crate) to: OperatorId,
+    pub(crate) resources: Vec<(CamelKind, String)>,
 }
 
 /// Groups `moves` into handovers, ordered by namespace, source and target.
@@ -177,7 +177,7 @@ fn handovers<'a>(moves: impl Iterator<Item = &'a Move>) -> Vec<Handover> {
 }
 
 /// The pending moves of `batch`, one handoff per namespace, source and target.
-pub fn handoffs(batch: &Batch, live: &LiveOwners) -> Vec<Handover> {
+pub(crate) fn handoffs(batch: &Batch, live: &LiveOwners) -> Vec<Handover> {
     handovers(
         batch
             .moves
@@ -188,7 +188,7 @@ pub fn handoffs(batch: &Batch, live: &LiveOwners) -> Vec<Handover> {
 
 /// The namespaces, sources and targets `plan` hands resources between: where
 /// a handoff request an earlier process left may wait.
-pub fn pairs(plan: &Plan) -> BTreeSet<(String, OperatorId, OperatorId)> {
+pub(crate) fn pairs(plan: &Plan) -> BTreeSet<(String, OperatorId, OperatorId)> {
     plan.moves()
         .map(|m| (m.resource.namespace.clone(), m.from.clone(), m.to.clone()))
         .collect()
@@ -197,7 +197,7 @@ pub fn pairs(plan: &Plan) -> BTreeSet<(String, OperatorId, OperatorId)> {
 /// Whether, on this inventory, the plan of `head` from `base` has nothing
 /// left to do: no resource waits for its first owner or its adoption, and no
 /// move is pending.
-pub fn settled(
+pub(crate) fn settled(
     head: &OperatorAssignmentSpec,
     base: Option<&OperatorAssignmentSpec>,
     inventory: &Inventory,
@@ -213,26 +213,26 @@ pub fn settled(
 /// How the cluster differs from an applied revision, each difference
 /// described for people.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Drift {
+pub(crate) struct Drift {
     /// Owners changed by hand: the rollout moves them back (under
     /// `driftPolicy: revert`).
-    pub moved: Vec<String>,
+    pub(crate) moved: Vec<String>,
     /// Owner keys that disagree: set right by [`key_repairs`].
-    pub conflicts: Vec<String>,
+    pub(crate) conflicts: Vec<String>,
 }
 
 impl Drift {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.moved.is_empty() && self.conflicts.is_empty()
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.moved.len() + self.conflicts.len()
     }
 }
 
 /// Drift in the plan of an applied revision (see [`Drift`]).
-pub fn drift(plan: &Plan, live: &LiveOwners) -> Drift {
+pub(crate) fn drift(plan: &Plan, live: &LiveOwners) -> Drift {
     Drift {
         moved: plan
             .moves()
@@ -249,7 +249,7 @@ pub fn drift(plan: &Plan, live: &LiveOwners) -> Drift {
 
 /// The moves of `steps` handed back, as one batch numbered `step`: a
 /// rollback after a failed health gate.
-pub fn reversal(steps: &[Batch], step: usize) -> Batch {
+pub(crate) fn reversal(steps: &[Batch], step: usize) -> Batch {
     Batch {
         step,
         moves: steps
@@ -266,20 +266,20 @@ pub fn reversal(steps: &[Batch], step: usize) -> Batch {
 
 /// How owner keys that disagree are set right.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct KeyRepairs {
+pub(crate) struct KeyRepairs {
     /// The label already names the desired owner: only the annotation is
     /// set to match (fenced on the label).
-    pub annotations: Vec<(ResourceRef, OperatorId)>,
+    pub(crate) annotations: Vec<(ResourceRef, OperatorId)>,
     /// The label names another operator, which holds the resource now: it
     /// is handed to the desired owner, whose flip sets both keys.
-    pub handovers: Vec<Handover>,
+    pub(crate) handovers: Vec<Handover>,
 }
 
 /// Key repairs for `errors` under `head` (`driftPolicy: revert`). The label
 /// is what operators select by, so it names who holds the resource now. A
 /// label that is no valid id, a resource out of scope and one that no longer
 /// exists are left for a person or a later round.
-pub fn key_repairs(
+pub(crate) fn key_repairs(
     head: &OperatorAssignmentSpec,
     errors: &[ResourceError],
     inventory: &Inventory,

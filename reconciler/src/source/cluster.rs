@@ -31,7 +31,7 @@
 //!
 //! # Guarantees
 //! - Nothing but that ConfigMap is written; never the object (the sync must
-//!   not apply it either: [`super::Source::is_the_object`]).
+//!   not apply it either: `super::Source::is_the_object`).
 //! - Writes replace the ConfigMap at the resourceVersion read, so two
 //!   replicas cannot lose each other's snapshot; a conflict fails the fetch,
 //!   retried at the next round.
@@ -56,7 +56,7 @@ use crate::api::{self, OperatorAssignment};
 pub const KEEP: usize = 5;
 
 /// Prefix of a revision id.
-pub const REVISION_PREFIX: &str = "generation-";
+pub(crate) const REVISION_PREFIX: &str = "generation-";
 
 /// `app.kubernetes.io/managed-by` of the snapshot ConfigMap.
 const MANAGED_BY: &str = "camelk-reconciler";
@@ -76,6 +76,7 @@ pub struct ClusterSource {
 }
 
 impl ClusterSource {
+    /// Follows `OperatorAssignment` `namespace/name` through `client`.
     pub fn new(client: Client, namespace: &str, name: &str) -> ClusterSource {
         ClusterSource {
             client,
@@ -92,7 +93,7 @@ impl ClusterSource {
     }
 
     /// Name of the snapshot ConfigMap.
-    pub fn snapshot_name(&self) -> String {
+    pub(crate) fn snapshot_name(&self) -> String {
         format!("{}-revisions", self.name)
     }
 
@@ -244,7 +245,7 @@ fn owner_uid(config_map: &ConfigMap) -> Option<&str> {
 }
 
 /// `generation-<N>`.
-pub fn revision_of(object: &DynamicObject) -> String {
+pub(crate) fn revision_of(object: &DynamicObject) -> String {
     format!(
         "{REVISION_PREFIX}{}",
         object.metadata.generation.unwrap_or(0)
@@ -253,7 +254,7 @@ pub fn revision_of(object: &DynamicObject) -> String {
 
 /// The object as a manifest a person would write: what the API server adds
 /// (uid, resourceVersion, managedFields, status, ...) left out.
-pub fn render(object: &DynamicObject) -> String {
+pub(crate) fn render(object: &DynamicObject) -> String {
     let mut metadata = serde_json::Map::new();
     metadata.insert("name".into(), json!(object.name_any()));
     if let Some(namespace) = &object.metadata.namespace {

@@ -7,7 +7,7 @@
 //!   `--known-hosts-file`), as a mounted Secret volume provides them;
 //! - or a Kubernetes Secret (`--credentials-secret NAMESPACE/NAME`) read
 //!   through the API at each fetch, its keys as
-//!   [`crate::git::transport::credentials::from_secret_data`] reads them.
+//!   `crate::git::transport::credentials::from_secret_data` reads them.
 //!
 //! Whatever is not given falls back to the ambient credentials the source
 //! always used: the token in [`crate::git::TOKEN_ENV`], Git's credential
@@ -29,18 +29,27 @@ use crate::git::transport::known_hosts::KnownHosts;
 pub struct CredentialConfig {
     /// Username for the token (`--username`); the Secret's `username` wins.
     pub username: Option<String>,
+    /// File holding an HTTPS token (`--token-file`), read at every fetch so a
+    /// rotated token is picked up.
     pub token_file: Option<PathBuf>,
+    /// File holding the SSH private key (`--ssh-key-file`).
     pub ssh_key_file: Option<PathBuf>,
+    /// File holding the SSH key's passphrase, if it has one.
     pub ssh_passphrase_file: Option<PathBuf>,
+    /// known_hosts file used to check the SSH server's host key.
     pub known_hosts_file: Option<PathBuf>,
+    /// A Secret to read the credentials from instead of files.
     pub secret: Option<SecretRef>,
 }
 
 /// A Secret holding Git credentials.
 #[derive(Clone)]
 pub struct SecretRef {
+    /// Client to read the Secret with.
     pub client: Client,
+    /// The Secret's namespace.
     pub namespace: String,
+    /// The Secret's name.
     pub name: String,
 }
 
@@ -61,7 +70,7 @@ impl CredentialConfig {
     }
 
     /// Reads the files or the Secret now.
-    pub async fn resolve(&self) -> Result<GitCredentials, SourceError> {
+    pub(crate) async fn resolve(&self) -> Result<GitCredentials, SourceError> {
         let mut creds = GitCredentials {
             username: self.username.clone(),
             token: read_file("token", &self.token_file)?,

@@ -69,6 +69,7 @@ impl GitSource {
         &self.url
     }
 
+    /// The manifest's path in the repository.
     pub fn path(&self) -> &str {
         &self.path
     }

@@ -8,19 +8,19 @@
 //! - [`git::GitSource`] fetches the tracked branch into a cache clone owned by
 //!   the reconciler; the remote's head is the truth, so a branch that was
 //!   rewound or force-pushed is followed, and reported as such
-//!   ([`Revision::rewound`]). Its credentials are read at every fetch
+//!   (`Revision::rewound`). Its credentials are read at every fetch
 //!   ([`credentials`]).
 //! - [`cluster::ClusterSource`] is the `OperatorAssignment` object in the
 //!   cluster itself, as Argo CD or Flux applied it: the revision is its
 //!   `metadata.generation`, and the sync must not apply it
-//!   ([`Source::is_the_object`]).
+//!   (`Source::is_the_object`).
 //! - Any earlier revision a source handed out can be read again
 //!   ([`Source::read_at`]): the reconciler keeps no local state and re-reads
 //!   the last applied revision's manifest from its id in status.
 
 pub mod cluster;
 pub mod credentials;
-pub mod git;
+pub(crate) mod git;
 
 use std::path::PathBuf;
 
@@ -40,7 +40,7 @@ pub struct Revision {
     pub file: String,
     /// The previous head fetched by this source is not an ancestor of this
     /// one: the branch was rewound or force-pushed.
-    pub rewound: bool,
+    pub(crate) rewound: bool,
 }
 
 impl Revision {
@@ -103,7 +103,9 @@ impl Source {
 
     /// Whether the source is the `OperatorAssignment` object itself: then
     /// the sync never applies it (it only writes its status).
-    pub fn is_the_object(&self) -> bool {
+    // Only the sync loop (feature `server`) calls this; the plugin builds without it.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn is_the_object(&self) -> bool {
         matches!(self, Source::Cluster(_))
     }
 }
@@ -124,89 +126,149 @@ impl From<ClusterSource> for Source {
 /// credential value.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// The cache directory of the clone could not be created.
     #[error("creating the cache directory {path}: {source}")]
     CacheDir {
+        /// The directory that could not be created.
         path: PathBuf,
+        /// The file system's error.
         #[source]
         source: std::io::Error,
     },
+    /// The cached clone exists but could not be opened.
     #[error("opening the cache clone {path}: {source}")]
     Cache {
+        /// Where the cached clone lives.
         path: PathBuf,
+        /// libgit2's error.
         #[source]
         source: git2::Error,
     },
+    /// Fetching the branch failed (network, authentication, missing repository).
     #[error("fetching branch `{branch}` from {url}: {source}")]
     Fetch {
+        /// Remote URL, without a password.
         url: String,
+        /// The branch that was fetched.
         branch: String,
+        /// libgit2's error.
         #[source]
         source: git2::Error,
     },
+    /// The remote's TLS certificate is not signed by a CA trusted here.
     #[error(
         "fetching branch `{branch}` from {url}: the remote's TLS certificate is not trusted \
          here ({message}); if a private CA signed it, mount that CA's PEM file and name it in \
          SSL_CERT_FILE"
     )]
     UntrustedCertificate {
+        /// Remote URL, without a password.
         url: String,
+        /// The branch that was fetched.
         branch: String,
+        /// libgit2's description of the certificate failure.
         message: String,
     },
+    /// The remote has no such branch.
     #[error("branch `{branch}` not found at {url}")]
-    NoBranch { url: String, branch: String },
+    NoBranch {
+        /// Remote URL, without a password.
+        url: String,
+        /// The branch asked for.
+        branch: String,
+    },
+    /// A fetched commit could not be read.
     #[error("commit {sha}: {source}")]
     Commit {
+        /// The commit's SHA.
         sha: String,
+        /// libgit2's error.
         #[source]
         source: git2::Error,
     },
+    /// The manifest file does not exist at the fetched commit.
     #[error("{path} does not exist at commit {sha}")]
-    MissingFile { path: String, sha: String },
+    MissingFile {
+        /// The manifest's path in the repository.
+        path: String,
+        /// The commit that lacks it.
+        sha: String,
+    },
+    /// A credential file (token, SSH key, passphrase) could not be read.
     #[error("reading the {what} file {path}: {source}")]
     CredentialFile {
+        /// Which credential the file holds (`token`, `SSH key`, `known_hosts`, ...).
         what: &'static str,
+        /// The file's path.
         path: PathBuf,
+        /// The file system's error.
         #[source]
         source: std::io::Error,
     },
+    /// The Secret holding the Git credentials could not be read.
     #[error("reading the Git credentials Secret {namespace}/{name}: {source}")]
     CredentialSecret {
+        /// The Secret's namespace.
         namespace: String,
+        /// The Secret's name.
         name: String,
+        /// The API server's error.
         #[source]
         source: Box<kube::Error>,
     },
+    /// The known_hosts entries could not be read or parsed.
     #[error("known_hosts from {from}: {source}")]
     KnownHosts {
+        /// Where they came from: a file path or `Secret namespace/name`.
         from: String,
+        /// What was wrong with them.
         #[source]
         source: crate::git::transport::known_hosts::KnownHostsError,
     },
+    /// Reading the `OperatorAssignment` object failed.
     #[error("reading OperatorAssignment {namespace}/{name}: {source}")]
     Object {
+        /// The object's namespace.
         namespace: String,
+        /// The object's name.
         name: String,
+        /// The API server's error.
         #[source]
         source: Box<kube::Error>,
     },
+    /// The `OperatorAssignment` object the source follows does not exist.
     #[error("OperatorAssignment {namespace}/{name} does not exist")]
-    NoObject { namespace: String, name: String },
+    NoObject {
+        /// The object's namespace.
+        namespace: String,
+        /// The object's name.
+        name: String,
+    },
+    /// Keeping a revision's manifest text in the snapshot ConfigMap failed.
     #[error("keeping revision {revision} in ConfigMap {namespace}/{name}: {source}")]
     Snapshot {
+        /// The revision id (`generation-<N>`).
         revision: String,
+        /// The ConfigMap's namespace.
         namespace: String,
+        /// The ConfigMap's name.
         name: String,
+        /// The API server's error.
         #[source]
         source: Box<kube::Error>,
     },
+    /// An earlier revision was asked for that the snapshot ConfigMap no longer keeps.
     #[error(
         "revision {revision} is not kept in ConfigMap {namespace}/{name} (it keeps the last {keep} and the last applied one)"
     )]
     UnknownRevision {
+        /// The revision id asked for.
         revision: String,
+        /// The ConfigMap's namespace.
         namespace: String,
+        /// The ConfigMap's name.
         name: String,
+        /// How many recent revisions the ConfigMap keeps.
         keep: usize,
     },
 }

@@ -35,7 +35,7 @@ use crate::plan::{self, Batch};
 /// How the hand-overs of a step (or of a repair) ended. Resources moved are
 /// named `(namespace, "Kind/name")`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StepOutcome {
+pub(crate) enum StepOutcome {
     /// Everything pending moved; these were moved now.
     Moved(BTreeSet<(String, String)>),
     /// A hand-over could not finish: the rollout pauses with `reason`. What
@@ -48,14 +48,14 @@ pub enum StepOutcome {
 
 impl StepOutcome {
     /// What moved, finished or not.
-    pub fn moved(&self) -> &BTreeSet<(String, String)> {
+    pub(crate) fn moved(&self) -> &BTreeSet<(String, String)> {
         match self {
             StepOutcome::Moved(moved) | StepOutcome::Stalled { moved, .. } => moved,
         }
     }
 
     /// Why it stalled, if it did.
-    pub fn stalled(&self) -> Option<&str> {
+    pub(crate) fn stalled(&self) -> Option<&str> {
         match self {
             StepOutcome::Moved(_) => None,
             StepOutcome::Stalled { reason, .. } => Some(reason),

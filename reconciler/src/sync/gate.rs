@@ -25,10 +25,10 @@ use crate::plan::rollout::{self, LiveOwners};
 
 /// The steps a gate judges, on the object that records them.
 pub(super) struct Gate<'a> {
-    pub object: &'a OperatorAssignment,
-    pub head: &'a OperatorAssignmentSpec,
+    pub(crate) object: &'a OperatorAssignment,
+    pub(crate) head: &'a OperatorAssignmentSpec,
     /// Steps whose moves are done.
-    pub steps: &'a [Batch],
+    pub(crate) steps: &'a [Batch],
 }
 
 impl Syncer {

@@ -37,16 +37,16 @@ use crate::inventory::ResourceRef;
 
 /// One moved resource the gate watches.
 #[derive(Clone, Debug)]
-pub struct Watch {
-    pub resource: ResourceRef,
-    pub owner: OperatorId,
+pub(crate) struct Watch {
+    pub(crate) resource: ResourceRef,
+    pub(crate) owner: OperatorId,
     /// When the step that moved it first started; `None` when unknown.
-    pub since: Option<Timestamp>,
+    pub(crate) since: Option<Timestamp>,
 }
 
 /// Why the gate could not pass.
 #[derive(Debug, thiserror::Error)]
-pub enum GateError {
+pub(crate) enum GateError {
     #[error("reading {resource}: {source}")]
     Read {
         resource: ResourceRef,
@@ -58,7 +58,7 @@ pub enum GateError {
 }
 
 /// Whether `object` is healthy under `owner`, or why not.
-pub fn judge(
+pub(crate) fn judge(
     kind: CamelKind,
     object: &DynamicObject,
     owner: &OperatorId,
@@ -153,7 +153,7 @@ async fn runs_on_kit_of(
 
 /// Waits until every watched resource is healthy, up to `timeout`. Returns
 /// the failing resources, each with its reason (empty: the gate passed).
-pub async fn wait(
+pub(crate) async fn wait(
     client: &Client,
     watches: &[Watch],
     require_ready: bool,

@@ -2,7 +2,7 @@
 //! by one watch per kind, and the `OperatorAssignment` objects themselves.
 //!
 //! Contract:
-//! - [`LiveCache::start`] opens one cluster-wide watch per Camel K kind a
+//! - `LiveCache::start` opens one cluster-wide watch per Camel K kind a
 //!   manifest governs, when a round first asks for it. In
 //!   [`LiveCacheMode::Metadata`] (the default) they are metadata-only watches
 //!   and the cache keeps per resource only what ownership needs (its labels
@@ -17,10 +17,10 @@
 //!   empty and is retried with back-off.
 //! - Every change of a resource's ownership inputs (created, deleted, labels
 //!   or owner annotation changed) wakes the sync loop; status-only updates do
-//!   not. [`watch_assignments`] wakes it when an `OperatorAssignment`'s spec
+//!   not. `watch_assignments` wakes it when an `OperatorAssignment`'s spec
 //!   or annotations change (suspend, resume, `kubectl camelk sync`), not on
 //!   its status.
-//! - [`LiveCache::snapshot`] answers only once every kind asked for is synced
+//! - `LiveCache::snapshot` answers only once every kind asked for is synced
 //!   (a round waits a bounded time for that); the sync decides from it
 //!   whether there is anything to do, and reads authoritatively (a metadata
 //!   list) only when it is about to act after having written owner keys
@@ -111,7 +111,7 @@ impl Lookup for Entry {
 
 /// Live ownership of the Camel K kinds asked for, kept by watches.
 #[derive(Clone)]
-pub struct LiveCache {
+pub(crate) struct LiveCache {
     /// One cluster-wide store per kind, present once its watch was started.
     stores: Arc<Mutex<WatchCache<CamelKind, Entry>>>,
     watches: Option<Arc<Watches>>,
@@ -129,7 +129,7 @@ impl LiveCache {
     /// A cache whose watches start when a kind is first asked for (only the
     /// kinds a manifest governs are watched); each change of ownership
     /// inputs notifies `wake`. The watches stop with `shutdown`.
-    pub fn start(
+    pub(crate) fn start(
         client: &Client,
         mode: LiveCacheMode,
         wake: Arc<Notify>,
@@ -328,7 +328,7 @@ impl Feed {
 /// Wakes `wake` whenever an `OperatorAssignment` in `namespace` changes its
 /// spec (generation) or annotations, until `shutdown`. A new object is found
 /// by the next interval's round.
-pub fn watch_assignments(
+pub(crate) fn watch_assignments(
     client: Client,
     namespace: &str,
     wake: Arc<Notify>,

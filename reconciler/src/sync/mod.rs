@@ -12,9 +12,9 @@
 //! - `report.rs`: the status writes and Events; `progress.rs` decides,
 //!   without I/O, what the status says.
 //! - The moves themselves are decided by the plan engine
-//!   ([`crate::plan::rollout`]).
+//!   (`crate::plan::rollout`).
 //!
-//! # Expected flow of one round ([`Syncer::round`])
+//! # Expected flow of one round (`Syncer::round`)
 //! 1. **fetch** the tracked branch ([`crate::source`]).
 //! 2. **validate** the manifest ([`crate::manifest`]). An invalid revision is
 //!    never acted on: the status names it as last attempted, with every
@@ -25,15 +25,15 @@
 //!    a suspended object ends the round here.
 //! 4. **first assignments**: read live ownership ([`crate::inventory::cluster`],
 //!    metadata only), give unowned resources their owner (fenced first
-//!    assignment, [`crate::handoff::fence::assign`]) and adopt those the
+//!    assignment, `crate::handoff::fence::assign`) and adopt those the
 //!    annotation alone names (the label added, fenced on the annotation).
 //! 5. **plan** the revision against the last applied one
-//!    ([`crate::plan::rollout::plan`], the plan a pull request shows), drive
+//!    (`crate::plan::rollout::plan`, the plan a pull request shows), drive
 //!    to their end requests an earlier process left, find the first step not
-//!    done ([`crate::plan::rollout::position`]) and the drift.
+//!    done (`crate::plan::rollout::position`) and the drift.
 //! 6. **steps**, one by one: hand the step's pending moves over through
-//!    [`Coordinator`](crate::handoff::Coordinator) (one request per namespace,
-//!    source and target), then the health gate ([`health`]), then the
+//!    [`Coordinator`] (one request per namespace,
+//!    source and target), then the health gate (`health`), then the
 //!    manifest's `pause`. A gate that fails, a stalled handoff or a dead
 //!    target pauses the rollout with the reason; the next round retries from
 //!    the same position.
@@ -64,14 +64,14 @@
 
 mod execute;
 mod gate;
-pub mod health;
+pub(crate) mod health;
 pub mod live;
 mod progress;
 mod report;
 mod round;
 mod run;
-pub mod server;
-pub mod status;
+pub(crate) mod server;
+pub(crate) mod status;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -99,7 +99,7 @@ pub use crate::api::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, is_suspen
 const CACHE_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Operator id of the reconciler's own lock: its Lease is `camelk-reconciler-lock`.
-pub const LOCK_ID: &str = "camelk-reconciler";
+pub(crate) const LOCK_ID: &str = "camelk-reconciler";
 
 /// How the sync runs (the manifest decides everything about the rollout).
 #[derive(Clone, Debug)]
@@ -124,7 +124,7 @@ pub struct SyncConfig {
 
 /// Why a round failed (it is retried at the next interval).
 #[derive(Debug, thiserror::Error)]
-pub enum SyncError {
+pub(crate) enum SyncError {
     #[error(transparent)]
     Source(#[from] SourceError),
     #[error("applying OperatorAssignment {name}: {source}")]
@@ -166,7 +166,7 @@ pub enum SyncError {
 impl SyncError {
     /// Whether the round stopped because it was cancelled, not because
     /// something failed.
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         matches!(
             self,
             SyncError::Cancelled | SyncError::Gate(health::GateError::Cancelled)
@@ -174,7 +174,7 @@ impl SyncError {
     }
 
     /// The step that failed, for the errors metric.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             SyncError::Source(_) => "source",
             SyncError::Apply { .. } => "apply",
@@ -190,7 +190,7 @@ impl SyncError {
 }
 
 /// One sync loop's working parts; it keeps no rollout state between rounds.
-pub struct Syncer {
+pub(crate) struct Syncer {
     client: Client,
     source: Source,
     cfg: SyncConfig,
@@ -211,7 +211,7 @@ pub struct Syncer {
 }
 
 impl Syncer {
-    pub fn new(
+    pub(crate) fn new(
         client: Client,
         source: Source,
         cfg: SyncConfig,
@@ -241,7 +241,7 @@ impl Syncer {
 
     /// Decides from `cache` whether a round has anything to do, so that a
     /// round in steady state lists nothing.
-    pub fn with_live_cache(mut self, cache: live::LiveCache) -> Syncer {
+    pub(crate) fn with_live_cache(mut self, cache: live::LiveCache) -> Syncer {
         self.live = Some(cache);
         self
     }

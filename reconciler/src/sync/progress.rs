@@ -22,10 +22,14 @@ use crate::plan::rollout::Drift;
 use super::status::{self, DRIFTED, READY, RECONCILING, STALLED, SUSPENDED, set_condition};
 
 /// Reason of the conditions of a round that applied its revision.
-pub const SUCCEEDED: &str = "ReconciliationSucceeded";
+pub(crate) const SUCCEEDED: &str = "ReconciliationSucceeded";
 
 /// A step's handoffs run: Reconciling, not Ready, not Stalled.
-pub fn progressing(status: &mut OperatorAssignmentStatus, message: &str, generation: Option<i64>) {
+pub(crate) fn progressing(
+    status: &mut OperatorAssignmentStatus,
+    message: &str,
+    generation: Option<i64>,
+) {
     set_condition(
         status,
         RECONCILING,
@@ -40,7 +44,7 @@ pub fn progressing(status: &mut OperatorAssignmentStatus, message: &str, generat
 
 /// The round cannot go on by itself: not Ready, not Reconciling, Stalled,
 /// all three with `reason` and `message`.
-pub fn stalled(
+pub(crate) fn stalled(
     status: &mut OperatorAssignmentStatus,
     reason: &str,
     message: &str,
@@ -52,19 +56,27 @@ pub fn stalled(
 }
 
 /// The revision is applied: Ready, neither Reconciling nor Stalled.
-pub fn succeeded(status: &mut OperatorAssignmentStatus, message: &str, generation: Option<i64>) {
+pub(crate) fn succeeded(
+    status: &mut OperatorAssignmentStatus,
+    message: &str,
+    generation: Option<i64>,
+) {
     set_condition(status, READY, true, SUCCEEDED, message, generation);
     set_condition(status, RECONCILING, false, SUCCEEDED, message, generation);
     set_condition(status, STALLED, false, SUCCEEDED, "", generation);
 }
 
 /// The source could not be read; the rest of the status stays as it was.
-pub fn fetch_failed(status: &mut OperatorAssignmentStatus, message: &str, generation: Option<i64>) {
+pub(crate) fn fetch_failed(
+    status: &mut OperatorAssignmentStatus,
+    message: &str,
+    generation: Option<i64>,
+) {
     set_condition(status, READY, false, "FetchFailed", message, generation);
 }
 
 /// Records `Suspended=True`; whether it was not already.
-pub fn suspend(
+pub(crate) fn suspend(
     status: &mut OperatorAssignmentStatus,
     message: &str,
     generation: Option<i64>,
@@ -77,13 +89,13 @@ pub fn suspend(
 }
 
 /// The round acts again: `Suspended=False`.
-pub fn resumed(status: &mut OperatorAssignmentStatus, generation: Option<i64>) {
+pub(crate) fn resumed(status: &mut OperatorAssignmentStatus, generation: Option<i64>) {
     set_condition(status, SUSPENDED, false, "Resumed", "", generation);
 }
 
 /// What drift a round found, for people: how many, against which
 /// revision, what the policy does, and the first 20 of them.
-pub fn drift_message(drift: &Drift, short: &str, report_only: bool) -> String {
+pub(crate) fn drift_message(drift: &Drift, short: &str, report_only: bool) -> String {
     let all: Vec<&str> = drift
         .moved
         .iter()
@@ -104,7 +116,7 @@ pub fn drift_message(drift: &Drift, short: &str, report_only: bool) -> String {
 }
 
 /// `Drifted=True` with `message`.
-pub fn drift_detected(
+pub(crate) fn drift_detected(
     status: &mut OperatorAssignmentStatus,
     message: &str,
     generation: Option<i64>,
@@ -116,7 +128,7 @@ pub fn drift_detected(
 /// was set right, `NoDrift` when there was none; unchanged while some is
 /// left (reported only, or a repair still to finish). A `False` condition
 /// keeps its reason, so `DriftReverted` stays readable.
-pub fn drift_settled(
+pub(crate) fn drift_settled(
     status: &mut OperatorAssignmentStatus,
     drift: &Drift,
     repaired: usize,
@@ -144,21 +156,21 @@ pub fn drift_settled(
 
 /// The rollout a round works on, as [`open_rollout`] finds it.
 #[derive(Debug, PartialEq)]
-pub struct Opened {
+pub(crate) struct Opened {
     /// What this round updates.
-    pub rollout: RolloutStatus,
+    pub(crate) rollout: RolloutStatus,
     /// The rollout status recorded before: kept as it ended once the
     /// revision is applied and nothing moves.
-    pub recorded: RolloutStatus,
+    pub(crate) recorded: RolloutStatus,
     /// Whether a new revision's rollout started here.
-    pub started: bool,
+    pub(crate) started: bool,
 }
 
 /// The rollout of revision `sha` on `status` (taken out of it), or a new
 /// one with its history row (the unfinished row before it superseded).
 /// Once `sha` is applied (`steady`), the recorded rollout stays as it ended
 /// and moving drift back is a small rollout of its own.
-pub fn open_rollout(
+pub(crate) fn open_rollout(
     status: &mut OperatorAssignmentStatus,
     sha: &str,
     plan: &Plan,
@@ -211,7 +223,7 @@ fn new_rollout(sha: &str) -> RolloutStatus {
 }
 
 /// Steps up to `done` passed their gate.
-pub fn step_healthy(ro: &mut RolloutStatus, done: usize) {
+pub(crate) fn step_healthy(ro: &mut RolloutStatus, done: usize) {
     ro.completed_steps = done as u32;
     ro.step_completed_at = Some(status::now());
     ro.step_started_at = None;
@@ -221,7 +233,7 @@ pub fn step_healthy(ro: &mut RolloutStatus, done: usize) {
 
 /// Sets the result of the unfinished history row of `revision`; a result
 /// that ends the migration ends the row.
-pub fn history_result(
+pub(crate) fn history_result(
     status: &mut OperatorAssignmentStatus,
     revision: &str,
     result: MigrationResult,
@@ -240,7 +252,7 @@ pub fn history_result(
 
 /// The revision `sha` is applied: its rollout `Complete` (or, when a
 /// steady round moved nothing, as `recorded`), its history row `Succeeded`.
-pub fn applied(
+pub(crate) fn applied(
     status: &mut OperatorAssignmentStatus,
     sha: &str,
     short: &str,

@@ -34,19 +34,19 @@ use crate::source::{Revision, SourceError};
 /// A rollout that stops: what its status and Event say.
 pub(super) struct Pause {
     /// The rollout's message.
-    pub summary: String,
+    pub(crate) summary: String,
     /// The conditions' message and the Event's note.
-    pub message: String,
+    pub(crate) message: String,
     /// The conditions' reason and the Event's.
-    pub reason: &'static str,
+    pub(crate) reason: &'static str,
     /// `Paused` (a later round retries) or `RolledBack` (it waits for a new
     /// revision).
-    pub state: RolloutState,
+    pub(crate) state: RolloutState,
 }
 
 impl Pause {
     /// A handoff that could not finish: the step waits, paused.
-    pub fn handoff(ro: &RolloutStatus, reason: &str) -> Pause {
+    pub(crate) fn handoff(ro: &RolloutStatus, reason: &str) -> Pause {
         let summary = format!("step {} of {}: {reason}", ro.current_step, ro.total_steps);
         Pause {
             message: summary.clone(),

@@ -78,7 +78,7 @@ impl Syncer {
     /// One round (see the module doc).
     /// With `fetch` false, the revision fetched last is planned again (a
     /// change in the cluster woke the loop).
-    pub async fn round(
+    pub(crate) async fn round(
         &mut self,
         leading: &Leadership,
         cancel: &CancellationToken,

@@ -27,7 +27,7 @@ use crate::source::Source;
 
 /// Runs the sync until `shutdown`: leader election, then a round every
 /// interval or at once when a valid webhook arrives. With a `listener`, the
-/// HTTP endpoints of [`server`] are served on it.
+/// HTTP endpoints of `server` are served on it.
 pub async fn run(
     client: Client,
     source: Source,

@@ -36,29 +36,29 @@ use tokio_util::sync::CancellationToken;
 use crate::lock::Leadership;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OperatorLabel {
-    pub operator: String,
+pub(crate) struct OperatorLabel {
+    pub(crate) operator: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabel {
-    pub kind: String,
+pub(crate) struct KindLabel {
+    pub(crate) kind: String,
 }
 
 /// The sync's Prometheus metrics.
-pub struct Telemetry {
+pub(crate) struct Telemetry {
     registry: Registry,
     /// `camelk_resources{operator}`: governed resources per current owner.
-    pub resources: Family<OperatorLabel, Gauge>,
+    pub(crate) resources: Family<OperatorLabel, Gauge>,
     /// `camelk_handoffs_in_progress`: handoffs (one per namespace, source and
     /// target) being driven now.
-    pub handoffs_in_progress: Gauge,
+    pub(crate) handoffs_in_progress: Gauge,
     /// `camelk_handoff_duration_seconds`: from request to the last flip.
-    pub handoff_duration: Histogram,
+    pub(crate) handoff_duration: Histogram,
     /// `camelk_sync_duration_seconds`: one round, fetch to record.
-    pub sync_duration: Histogram,
+    pub(crate) sync_duration: Histogram,
     /// `camelk_sync_errors_total{kind}`: failed rounds by the step that failed.
-    pub errors: Family<KindLabel, Counter>,
+    pub(crate) errors: Family<KindLabel, Counter>,
 }
 
 impl Default for Telemetry {
@@ -107,7 +107,7 @@ impl Default for Telemetry {
 
 impl Telemetry {
     /// The Prometheus text exposition.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
@@ -117,7 +117,7 @@ impl Telemetry {
 
 /// Why a webhook request is refused.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SignatureError {
+pub(crate) enum SignatureError {
     #[error("no X-Hub-Signature-256 or X-Gitea-Signature header")]
     Missing,
     #[error("the signature header is not `sha256=<hex>` or `<hex>`")]
@@ -128,7 +128,7 @@ pub enum SignatureError {
 
 /// Checks the HMAC-SHA256 signature of `body` under `secret` in GitHub's or
 /// Gitea's header.
-pub fn verify_signature(
+pub(crate) fn verify_signature(
     secret: &[u8],
     headers: &HeaderMap,
     body: &[u8],
@@ -150,16 +150,16 @@ pub fn verify_signature(
 
 /// What the endpoints share with the sync loop.
 #[derive(Clone)]
-pub struct Endpoints {
-    pub telemetry: Arc<Telemetry>,
+pub(crate) struct Endpoints {
+    pub(crate) telemetry: Arc<Telemetry>,
     /// Notified by a valid webhook: the loop fetches at once.
-    pub trigger: Arc<Notify>,
-    pub webhook_secret: Option<Arc<Vec<u8>>>,
-    pub leadership: Leadership,
+    pub(crate) trigger: Arc<Notify>,
+    pub(crate) webhook_secret: Option<Arc<Vec<u8>>>,
+    pub(crate) leadership: Leadership,
 }
 
 /// Serves the endpoints on `listener` until `shutdown`.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     endpoints: Endpoints,
     shutdown: CancellationToken,

@@ -19,19 +19,19 @@ use serde_json::json;
 use crate::api::{MigrationRecord, OperatorAssignment, OperatorAssignmentStatus};
 
 /// Field manager of every write the sync makes.
-pub const FIELD_MANAGER: &str = "camelk-reconciler";
+pub(crate) const FIELD_MANAGER: &str = "camelk-reconciler";
 /// Migrations kept in `status.history`.
-pub const HISTORY_LIMIT: usize = 10;
+pub(crate) const HISTORY_LIMIT: usize = 10;
 
-pub const READY: &str = "Ready";
-pub const RECONCILING: &str = "Reconciling";
-pub const STALLED: &str = "Stalled";
-pub const SUSPENDED: &str = "Suspended";
-pub const DRIFTED: &str = "Drifted";
+pub(crate) const READY: &str = "Ready";
+pub(crate) const RECONCILING: &str = "Reconciling";
+pub(crate) const STALLED: &str = "Stalled";
+pub(crate) const SUSPENDED: &str = "Suspended";
+pub(crate) const DRIFTED: &str = "Drifted";
 
 /// Sets condition `type_` on `status`, keeping its transition time when its
 /// status is unchanged.
-pub fn set_condition(
+pub(crate) fn set_condition(
     status: &mut OperatorAssignmentStatus,
     type_: &str,
     value: bool,
@@ -62,32 +62,32 @@ pub fn set_condition(
 }
 
 /// Whether condition `type_` is `True`.
-pub fn is_true(status: &OperatorAssignmentStatus, type_: &str) -> bool {
+pub(crate) fn is_true(status: &OperatorAssignmentStatus, type_: &str) -> bool {
     status
         .conditions
         .iter()
         .any(|c| c.type_ == type_ && c.status == "True")
 }
 
-pub fn has_condition(status: &OperatorAssignmentStatus, type_: &str) -> bool {
+pub(crate) fn has_condition(status: &OperatorAssignmentStatus, type_: &str) -> bool {
     status.conditions.iter().any(|c| c.type_ == type_)
 }
 
 /// Inserts or replaces the record of `record.revision`, newest first.
-pub fn record_history(status: &mut OperatorAssignmentStatus, record: MigrationRecord) {
+pub(crate) fn record_history(status: &mut OperatorAssignmentStatus, record: MigrationRecord) {
     status.history.retain(|r| r.revision != record.revision);
     status.history.insert(0, record);
     status.history.truncate(HISTORY_LIMIT);
 }
 
 /// Now, in RFC 3339.
-pub fn now() -> String {
+pub(crate) fn now() -> String {
     Timestamp::now().to_string()
 }
 
 /// Time since `stamp` (RFC 3339, as [`now`] writes it); zero when there is
 /// none, it does not parse, or it lies ahead of this clock.
-pub fn elapsed_since(stamp: Option<&str>) -> std::time::Duration {
+pub(crate) fn elapsed_since(stamp: Option<&str>) -> std::time::Duration {
     stamp
         .and_then(|t| t.parse::<Timestamp>().ok())
         .and_then(|t| std::time::Duration::try_from(Timestamp::now().duration_since(t)).ok())
@@ -95,7 +95,7 @@ pub fn elapsed_since(stamp: Option<&str>) -> std::time::Duration {
 }
 
 /// Applies `status` to the object `namespace/name`.
-pub async fn write(
+pub(crate) async fn write(
     client: &Client,
     namespace: &str,
     name: &str,

@@ -24,18 +24,18 @@ use super::known_hosts::{KnownHosts, KnownHostsError};
 
 /// Username for HTTPS tokens when none is given (GitHub, Gitea and GitLab
 /// accept any username with a token; GitHub documents this one).
-pub const DEFAULT_TOKEN_USERNAME: &str = "x-access-token";
+pub(crate) const DEFAULT_TOKEN_USERNAME: &str = "x-access-token";
 
 /// A credential value; never printed.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub(crate) struct Secret(String);
 
 impl Secret {
-    pub fn new(value: impl Into<String>) -> Secret {
+    pub(crate) fn new(value: impl Into<String>) -> Secret {
         Secret(value.into())
     }
     /// The value, for libgit2.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -48,23 +48,26 @@ impl std::fmt::Debug for Secret {
 
 /// The credentials of one fetch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct GitCredentials {
-    pub username: Option<String>,
-    pub token: Option<Secret>,
-    pub ssh_key: Option<Secret>,
-    pub ssh_passphrase: Option<Secret>,
-    pub known_hosts: Option<KnownHosts>,
+pub(crate) struct GitCredentials {
+    pub(crate) username: Option<String>,
+    pub(crate) token: Option<Secret>,
+    pub(crate) ssh_key: Option<Secret>,
+    pub(crate) ssh_passphrase: Option<Secret>,
+    pub(crate) known_hosts: Option<KnownHosts>,
 }
 
 impl GitCredentials {
     /// Replaces every credential value in `message` by `***`.
-    pub fn scrub(&self, message: &str) -> String {
+    pub(crate) fn scrub(&self, message: &str) -> String {
         scrub(message, [&self.token, &self.ssh_key, &self.ssh_passphrase])
     }
 }
 
 /// Replaces each of `values` in `message` by `***`.
-pub fn scrub<'a>(message: &str, values: impl IntoIterator<Item = &'a Option<Secret>>) -> String {
+pub(crate) fn scrub<'a>(
+    message: &str,
+    values: impl IntoIterator<Item = &'a Option<Secret>>,
+) -> String {
     let mut out = message.to_string();
     for value in values.into_iter().flatten() {
         let value = value.expose().trim();
@@ -84,7 +87,7 @@ pub(crate) fn non_empty(text: &str, trim: bool) -> Option<Secret> {
 
 /// The credentials in a Secret's (decoded) data; see the module doc for
 /// the keys.
-pub fn from_secret_data(
+pub(crate) fn from_secret_data(
     data: &BTreeMap<String, String>,
 ) -> Result<GitCredentials, KnownHostsError> {
     let get = |keys: &[&str], trim: bool| {

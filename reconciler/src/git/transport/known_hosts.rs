@@ -24,7 +24,7 @@ use crate::api::NameGlob;
 
 /// A parsed `known_hosts` file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct KnownHosts {
+pub(crate) struct KnownHosts {
     entries: Vec<Entry>,
     /// Lines skipped because this checker cannot match them
     /// (`@cert-authority`).
@@ -50,7 +50,7 @@ enum Hosts {
 /// Why a presented host key is refused. Host keys are public: the messages
 /// name the host and the key's SHA-256 fingerprint.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum HostKeyError {
+pub(crate) enum HostKeyError {
     #[error(
         "host key verification failed: {host} is not in known_hosts (it presented {fingerprint}){}",
         if *.unsupported_lines > 0 {
@@ -80,13 +80,13 @@ pub enum HostKeyError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("known_hosts line {line}: {message}")]
 pub struct KnownHostsError {
-    pub line: usize,
-    pub message: String,
+    pub(crate) line: usize,
+    pub(crate) message: String,
 }
 
 impl KnownHosts {
     /// Parses the text of a `known_hosts` file.
-    pub fn parse(text: &str) -> Result<KnownHosts, KnownHostsError> {
+    pub(crate) fn parse(text: &str) -> Result<KnownHosts, KnownHostsError> {
         let mut out = KnownHosts::default();
         for (i, raw) in text.lines().enumerate() {
             let line = raw.trim();
@@ -154,7 +154,7 @@ impl KnownHosts {
 
     /// Whether `key` (the SSH wire encoding of a public key, as libgit2
     /// gives it) is the listed, unrevoked key of `host` on `port`.
-    pub fn check(&self, host: &str, port: u16, key: &[u8]) -> Result<(), HostKeyError> {
+    pub(crate) fn check(&self, host: &str, port: u16, key: &[u8]) -> Result<(), HostKeyError> {
         let name = if port == 22 {
             host.to_ascii_lowercase()
         } else {
@@ -216,7 +216,7 @@ impl Hosts {
 }
 
 /// `SHA256:<base64 without padding>`, as `ssh-keygen -l` prints it.
-pub fn fingerprint(key: &[u8]) -> String {
+pub(crate) fn fingerprint(key: &[u8]) -> String {
     format!("SHA256:{}", STANDARD_NO_PAD.encode(Sha256::digest(key)))
 }
 

@@ -27,8 +27,8 @@
 //!
 //! This module imports nothing above it: sources and the plugin use it.
 
-pub mod credentials;
-pub mod known_hosts;
+pub(crate) mod credentials;
+pub(crate) mod known_hosts;
 
 use git2::{CertificateCheckStatus, Cred, CredentialType, RemoteCallbacks};
 
@@ -42,7 +42,7 @@ pub const TOKEN_ENV: &str = "CAMELK_GIT_TOKEN";
 /// libgit2's callbacks: credentials as the remote asks for them, and the
 /// host key check when a known_hosts is given. Fetches and the plugin's
 /// pushes ([`crate::git::Checkout::push`]) offer credentials the same way.
-pub fn callbacks<'a>(
+pub(crate) fn callbacks<'a>(
     credentials: &'a GitCredentials,
     config: Option<&'a git2::Config>,
     port: u16,
@@ -139,12 +139,12 @@ fn offer(
 
 /// Whether `e` is TLS refusing the remote's certificate (not an SSH host
 /// key, which libgit2 reports with the same code).
-pub fn is_untrusted_certificate(e: &git2::Error) -> bool {
+pub(crate) fn is_untrusted_certificate(e: &git2::Error) -> bool {
     e.class() == git2::ErrorClass::Ssl && e.code() == git2::ErrorCode::Certificate
 }
 
 /// `url` with the password of its `user:password@` part replaced by `***`.
-pub fn redact_url(url: &str) -> String {
+pub(crate) fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
@@ -166,7 +166,7 @@ pub fn redact_url(url: &str) -> String {
 
 /// The port of an SSH remote URL: `ssh://[user@]host[:port]/path` (also
 /// `ssh+git://`, `git+ssh://`), or 22 (also for `user@host:path`).
-pub fn ssh_port(url: &str) -> u16 {
+pub(crate) fn ssh_port(url: &str) -> u16 {
     let Some((_, rest)) = url.split_once("://") else {
         return 22;
     };
