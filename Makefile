@@ -16,6 +16,8 @@ build:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
+	# The library as the plugin links it: without the sync's server.
+	cargo clippy -p camelk-reconciler --no-default-features --all-targets --locked -- -D warnings
 
 ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK (the
 ## simulated node) from upstream Go modules (cached).

@@ -14,7 +14,7 @@ use camelk_reconciler::handoff::{
     Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,
 };
 use camelk_reconciler::lock::LockTiming;
-use camelk_reconciler::plan::rollout;
+use camelk_reconciler::plan;
 use camelk_reconciler::preflight::{self, Crd};
 use kube::api::{Api, DynamicObject};
 use serde_json::json;
@@ -44,15 +44,15 @@ pub async fn move_(cli: &Cli, args: &MoveArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("reading {kind} {ns}/{name}"))?
             .with_context(|| format!("{kind} {ns}/{name} not found"))?;
-        named.push(rollout::Named {
+        named.push(plan::Named {
             kind: *kind,
             name: name.clone(),
             owner: owner_id(&obj.metadata),
         });
     }
     // One handover (one request Lease) per current owner.
-    let handovers = rollout::by_hand(&ns, &to, named).map_err(|e| match e {
-        rollout::ByHandError::Unowned { .. } => {
+    let handovers = plan::by_hand(&ns, &to, named).map_err(|e| match e {
+        plan::ByHandError::Unowned { .. } => {
             anyhow::anyhow!("{e}; assign it in Git (kubectl camelk assign)")
         }
         other => other.into(),
@@ -86,7 +86,7 @@ pub async fn move_(cli: &Cli, args: &MoveArgs) -> anyhow::Result<ExitCode> {
     .map_err(anyhow::Error::msg)?;
     let mut coordinator = Coordinator::new(client.clone());
     let mut failed = false;
-    for rollout::Handover {
+    for plan::Handover {
         from,
         resources: items,
         ..

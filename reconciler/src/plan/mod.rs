@@ -34,6 +34,7 @@ use serde::Serialize;
 
 pub use crate::camel_k::release::BlockReason;
 pub use crate::manifest::desired::{Decision, Desired, Reason};
+pub use rollout::{ByHandError, Handover, Named, by_hand};
 
 use crate::api::{OperatorAssignmentSpec, OperatorId, Step};
 use crate::inventory::{Inventory, Owner, Resource, ResourceRef};

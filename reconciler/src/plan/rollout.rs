@@ -148,11 +148,15 @@ pub(crate) fn position(plan: &Plan, live: &LiveOwners) -> Position {
 /// Resources of one namespace to hand from one operator to another: one
 /// handoff request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Handover {
-    pub(crate) namespace: String,
-    pub(crate) from: OperatorId,
-    pub(crate) to: OperatorId,
-    pub(crate) resources: Vec<(CamelKind, String)>,
+pub struct Handover {
+    /// Namespace of every resource of the request.
+    pub namespace: String,
+    /// The operator that owns them now.
+    pub from: OperatorId,
+    /// The operator they go to.
+    pub to: OperatorId,
+    /// Kind and name of each resource, in the order they were named or planned.
+    pub resources: Vec<(CamelKind, String)>,
 }
 
 /// Groups `moves` into handovers, ordered by namespace, source and target.
@@ -320,7 +324,9 @@ pub(crate) fn key_repairs(
 /// A resource named in a move asked for by hand.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Named {
+    /// Its Camel K kind.
     pub kind: CamelKind,
+    /// Its name, in the move's namespace.
     pub name: String,
     /// Its live owner, by the one owner rule (label, else annotation).
     pub owner: Option<String>,
@@ -329,18 +335,29 @@ pub struct Named {
 /// Why a move asked for by hand cannot be planned.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ByHandError {
+    /// The resource carries no owner key: it needs its first assignment,
+    /// which comes from Git.
     #[error("{kind} {namespace}/{name} has no owner yet")]
     Unowned {
+        /// Kind of the resource.
         kind: CamelKind,
+        /// Its namespace.
         namespace: String,
+        /// Its name.
         name: String,
     },
+    /// The owner key holds something that is not an operator id.
     #[error("{kind} {namespace}/{name} names an invalid owner `{owner}`: {reason}")]
     InvalidOwner {
+        /// Kind of the resource.
         kind: CamelKind,
+        /// Its namespace.
         namespace: String,
+        /// Its name.
         name: String,
+        /// The owner key's value.
         owner: String,
+        /// Why it is not a valid operator id.
         reason: String,
     },
 }
