@@ -75,6 +75,7 @@ async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
     let admin = cluster.admin().await;
     install_crd(&admin).await;
     let ns = cluster.namespace("plugin-sync").await;
+    cluster.grant_sync_namespace(&ns.name).await;
     let stop = CancellationToken::new();
     for id in ["operator-1", "operator-2"] {
         start_operator(cluster.client_as(id).await, id, &ns.name, &stop);

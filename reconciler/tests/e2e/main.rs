@@ -5,7 +5,8 @@
 //! ([`camelk_testkit::TestCluster::namespace`]); what is cluster-wide is only
 //! ever added, the same for every test, and idempotently: the Camel K and
 //! `OperatorAssignment` CRDs (server-side apply of one definition), the
-//! operator and coordinator ClusterRoles and their bindings
+//! operator ClusterRole and the reconciler's shipped one
+//! (`examples/deploy/reconciler/rbac.yaml`), with their bindings
 //! ([`camelk_testkit::TestCluster::grant_camelk_roles`]), and the shipped
 //! admission policy, whose bindings name one test namespace each
 //! ([`camelk_testkit::admission`]). No test deletes or changes any of these.

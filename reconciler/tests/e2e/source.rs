@@ -280,6 +280,7 @@ async fn reconciler_sync_with_credentials_secret_reports_fetch_failed_then_recov
     let cluster = camelk_testkit::shared();
     let ns = cluster.namespace("source-sync-secret").await;
     grant_rbac(cluster).await;
+    cluster.grant_sync_namespace(&ns.name).await;
     install_assignment_crd(cluster).await;
     grant_source_access(cluster, &ns.name).await;
     let admin = cluster.admin().await;
@@ -381,6 +382,7 @@ async fn a_git_host_with_a_private_ca_is_followed_once_ssl_cert_file_names_that_
     let cluster = camelk_testkit::shared();
     let ns = cluster.namespace("source-tls").await;
     grant_rbac(cluster).await;
+    cluster.grant_sync_namespace(&ns.name).await;
     install_assignment_crd(cluster).await;
     let admin = cluster.admin().await;
     let git = GitRemote::new();
@@ -453,6 +455,7 @@ async fn the_in_cluster_object_is_the_source_of_moves_and_is_never_applied() {
     let cluster = camelk_testkit::shared();
     let ns = cluster.namespace("source-cluster").await;
     grant_rbac(cluster).await;
+    cluster.grant_sync_namespace(&ns.name).await;
     install_assignment_crd(cluster).await;
     grant_source_access(cluster, &ns.name).await;
     let admin = cluster.admin().await;

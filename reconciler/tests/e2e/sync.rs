@@ -50,18 +50,38 @@ fn condition<'a>(
         .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
 }
 
+/// Where a test's objects live: the Integrations and the operators' locks in
+/// `tenant`; the sync's object, lock and namespaced Role in `system` (the same
+/// namespace unless a test says otherwise).
+#[derive(Clone, Copy)]
+struct Namespaces<'a> {
+    tenant: &'a str,
+    system: &'a str,
+}
+
+impl<'a> From<&'a String> for Namespaces<'a> {
+    fn from(ns: &'a String) -> Self {
+        Namespaces {
+            tenant: ns,
+            system: ns,
+        }
+    }
+}
+
 /// Starts operators 1 and 2, creates `names` under operator-1, waits until
 /// they run, and applies a first revision without moves.
-async fn setup(
+async fn setup<'a>(
     cluster: &'static camelk_testkit::TestCluster,
-    ns: &str,
+    namespaces: impl Into<Namespaces<'a>>,
     names: &[String],
     op2_build_time: &str,
     git: &GitRemote,
     (gate_timeout, pause): (&str, &str),
     sync_args: &[&str],
 ) -> (OperatorProcess, OperatorProcess, OperatorProcess, String) {
+    let Namespaces { tenant: ns, system } = namespaces.into();
     grant_rbac(cluster).await;
+    cluster.grant_sync_namespace(system).await;
     install_assignment_crd(cluster).await;
     let admin = cluster.admin().await;
     let op1 = start_operator(cluster, "operator-1", ns, "op1", "1s");
@@ -84,7 +104,7 @@ async fn setup(
     let rev1 = git.push(&manifest(ns, None, gate_timeout, pause), "operators");
     let sync = start_sync_with(
         cluster,
-        ns,
+        system,
         &git.url(),
         "sync-a",
         &git.cache("sync-a"),
@@ -92,7 +112,7 @@ async fn setup(
     );
     wait_status(
         &admin,
-        ns,
+        system,
         NAME,
         Duration::from_secs(60),
         "applied",
@@ -147,10 +167,17 @@ fn integration_moves(
 async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
     let cluster = camelk_testkit::shared();
     let ns = cluster.namespace("sync-push").await;
+    // The sync lives apart from the resources it moves, as in a real cluster,
+    // so its Events on them are written where its namespaced Role does not reach.
+    let system = cluster.namespace("sync-push-system").await;
     let git = GitRemote::new();
     let all = names(10);
+    let namespaces = Namespaces {
+        tenant: &ns.name,
+        system: &system.name,
+    };
     let (_op1, _op2, sync, rev1) =
-        setup(cluster, &ns.name, &all, "1s", &git, ("90s", "0s"), &[]).await;
+        setup(cluster, namespaces, &all, "1s", &git, ("90s", "0s"), &[]).await;
     let admin = cluster.admin().await;
 
     // What `kubectl camelk plan --base rev1 --head rev2` shows for the push.
@@ -188,7 +215,7 @@ async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
     let rev2 = git.push(&head_text, "rollout operator-1 -> operator-2");
     let status = wait_status(
         &admin,
-        &ns.name,
+        &system.name,
         NAME,
         Duration::from_secs(180),
         "applied",
@@ -271,15 +298,17 @@ async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
         (10, "Succeeded")
     );
     assert_eq!(status.history[1].revision, rev1);
-    let object = assignment(&admin, &ns.name, NAME).await.unwrap();
+    let object = assignment(&admin, &system.name, NAME).await.unwrap();
     assert_eq!(status.observed_generation, object.metadata.generation);
     assert_eq!(
         object.spec.staged_moves.len(),
         1,
         "the object carries the revision's spec"
     );
-    let reasons: BTreeMap<String, i32> =
-        event_reasons(&admin, &ns.name).await.into_iter().collect();
+    let reasons: BTreeMap<String, i32> = event_reasons(&admin, &system.name)
+        .await
+        .into_iter()
+        .collect();
     for reason in ["RolloutStarted", "ReconciliationSucceeded"] {
         assert!(reasons.contains_key(reason), "{reason} in {reasons:?}");
     }
@@ -288,7 +317,7 @@ async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
         Some(&3),
         "one Event per step: {reasons:?}"
     );
-    // And one per move, on the moved resource, naming both owners.
+    // And one per move, on the moved resource in its own namespace, naming both owners.
     let mut moved: Vec<String> =
         kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(admin.clone(), &ns.name)
             .list(&Default::default())
@@ -307,10 +336,13 @@ async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
     moved.sort();
     assert_eq!(moved, all, "one Moved Event per resource");
     // Steady state: rounds go on (every second), writing nothing but the lock.
-    let seen = cluster.audit_log().events_in(&ns.name).unwrap().len();
+    let spaces = [&ns.name, &system.name];
+    let seen = spaces.map(|n| cluster.audit_log().events_in(n).unwrap().len());
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let writes: Vec<String> = cluster.audit_log().events_in(&ns.name).unwrap()[seen..]
+    let writes: Vec<String> = spaces
         .iter()
+        .zip(seen)
+        .flat_map(|(n, seen)| cluster.audit_log().events_in(n).unwrap().split_off(seen))
         .filter(|e| e.user.username == "reconciler" && e.is_successful_write())
         .filter(|e| {
             e.object_ref.as_ref().and_then(|o| o.name.as_deref()) != Some("camelk-reconciler-lock")

@@ -22,7 +22,8 @@ pub const OPERATORS: [&str; 3] = ["operator-1", "operator-2", "operator-3"];
 /// Short lock timing so expiry-driven tests take seconds.
 pub const LEASE: Duration = Duration::from_secs(4);
 
-/// Grants operator-1..3 the operator role and `reconciler` the coordinator role.
+/// Grants operator-1..3 the operator role and `reconciler` the cluster-wide
+/// half of its shipped RBAC (a sync also needs `grant_sync_namespace`).
 pub async fn grant_rbac(cluster: &TestCluster) {
     cluster.grant_camelk_roles().await;
 }

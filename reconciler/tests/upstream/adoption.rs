@@ -36,6 +36,7 @@ async fn setup(prefix: &str) -> (&'static TestCluster, camelk_testkit::TestNames
     install_assignment_crd(cluster).await;
     shared_operators(cluster).await;
     let ns = cluster.namespace(prefix).await;
+    cluster.grant_sync_namespace(&ns.name).await;
     let admin = cluster.admin().await;
     camelk_testkit::admission::enforce_in(&admin, &ns.name, &["reconciler"], &OPERATORS)
         .await

@@ -29,6 +29,7 @@ async fn an_unowned_resource_leaves_its_handler_through_the_release_rule() {
     grant_rbac(cluster).await;
     install_assignment_crd(cluster).await;
     let ns = cluster.namespace("up-unowned").await;
+    cluster.grant_sync_namespace(&ns.name).await;
     let admin = cluster.admin().await;
     camelk_testkit::admission::enforce_with_unowned_handler(
         &admin,

@@ -29,7 +29,7 @@ use crate::audit::AuditLog;
 use crate::binaries::control_plane_bin_dir;
 use crate::cluster::{self, ClusterDir, StartOptions};
 use crate::crds::{self, CrdSource};
-use crate::identity::{ADMIN, random_hex};
+use crate::identity::{ADMIN, RECONCILER, random_hex};
 
 pub const REUSE_ENV: &str = "CAMELK_TEST_KUBECONFIG";
 const KEEP_ENV: &str = "CAMELK_TEST_KEEP";
@@ -220,37 +220,39 @@ impl TestCluster {
             .unwrap_or_else(|e| panic!("creating RoleBinding {ns}/{name}: {e}"));
     }
 
-    /// Grants the operator identities (`operator-1..3`) the operator role and
-    /// `reconciler` the coordinator role, cluster-wide (idempotent).
+    /// Grants the operator identities (`operator-1..3`) the operator role, and
+    /// `reconciler` the cluster-wide half of the reconciler's shipped RBAC
+    /// ([`crate::reconciler_rbac`]); idempotent. A `reconciler sync` also needs
+    /// [`grant_sync_namespace`](Self::grant_sync_namespace) where its object lives.
     pub async fn grant_camelk_roles(&self) {
-        use camelk_reconciler::operator::rbac::{coordinator_cluster_role, operator_cluster_role};
+        use camelk_reconciler::operator::rbac::operator_cluster_role;
         use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
         let admin = self.admin().await;
+        crate::reconciler_rbac::apply_cluster_wide(&admin, RECONCILER)
+            .await
+            .unwrap_or_else(|e| panic!("the reconciler's shipped RBAC: {e:#}"));
         let roles: Api<ClusterRole> = Api::all(admin.clone());
-        for role in [
-            operator_cluster_role("camelk-operator"),
-            coordinator_cluster_role("camelk-coordinator"),
-        ] {
-            create_or_keep(&roles, &role).await;
-        }
+        create_or_keep(&roles, &operator_cluster_role("camelk-operator")).await;
         let bindings: Api<ClusterRoleBinding> = Api::all(admin);
-        let pairs = [
-            ("operator-1", "camelk-operator"),
-            ("operator-2", "camelk-operator"),
-            ("operator-3", "camelk-operator"),
-            ("reconciler", "camelk-coordinator"),
-        ];
-        for (user, role) in pairs {
+        for user in ["operator-1", "operator-2", "operator-3"] {
             let binding = ClusterRoleBinding {
                 metadata: ObjectMeta {
-                    name: Some(format!("{role}-{user}")),
+                    name: Some(format!("camelk-operator-{user}")),
                     ..Default::default()
                 },
-                role_ref: role_ref("ClusterRole", role),
+                role_ref: role_ref("ClusterRole", "camelk-operator"),
                 subjects: Some(vec![user_subject(user)]),
             };
             create_or_keep(&bindings, &binding).await;
         }
+    }
+
+    /// Grants `reconciler` the namespaced half of its shipped RBAC in `ns`, the
+    /// namespace of a `reconciler sync`'s object and lock.
+    pub async fn grant_sync_namespace(&self, ns: &str) {
+        crate::reconciler_rbac::apply_in(&self.admin().await, RECONCILER, ns)
+            .await
+            .unwrap_or_else(|e| panic!("the reconciler's shipped Role in {ns}: {e:#}"));
     }
 
     /// Starts a real upstream Camel K operator `id` (`operator-1`..`operator-3`)

@@ -15,10 +15,13 @@ pub struct Identity {
 /// Name of the privileged identity, also the kubeconfig's current context.
 pub const ADMIN: &str = "admin";
 
+/// Name of the identity that runs `reconciler sync` and the handoff coordinator.
+pub const RECONCILER: &str = "reconciler";
+
 /// Users every local control plane has. The operators and the reconciler get
 /// identities of their own so the audit log can tell who wrote what.
 pub const UNPRIVILEGED: [&str; 6] = [
-    "reconciler",
+    RECONCILER,
     "operator-1",
     "operator-2",
     "operator-3",

@@ -32,6 +32,7 @@ pub mod identity;
 pub mod layers;
 pub mod manifest;
 pub mod pki;
+pub mod reconciler_rbac;
 pub mod upstream;
 
 use std::path::PathBuf;

@@ -1034,6 +1034,9 @@ async fn service_accounts_may_make_the_calls_the_code_makes_and_no_others() {
         access("patch", "operatorassignments/status.camelk.dev", system),
         access("create", "events.events.k8s.io", system),
         access("patch", "events.events.k8s.io", system),
+        // `Moved` on each moved resource, in its own namespace.
+        access("create", "events.events.k8s.io", elsewhere),
+        access("patch", "events.events.k8s.io", elsewhere),
     ];
     let must_not = [
         access("delete", "integrations.camel.apache.org", elsewhere),
@@ -1047,7 +1050,7 @@ async fn service_accounts_may_make_the_calls_the_code_makes_and_no_others() {
         access("update", "leases.coordination.k8s.io", elsewhere),
         access("patch", "operatorassignments.camelk.dev", elsewhere),
         access("delete", "operatorassignments.camelk.dev", system),
-        access("create", "events.events.k8s.io", elsewhere),
+        access("delete", "events.events.k8s.io", elsewhere),
         access("create", "deployments.apps", system),
         access("escalate", "clusterroles.rbac.authorization.k8s.io", None),
     ];

@@ -167,6 +167,7 @@ impl Demo {
         for ns in [CONTROL, APPS] {
             create_namespace(&admin, ns).await?;
         }
+        cluster.grant_sync_namespace(CONTROL).await;
         camelk_testkit::admission::enforce_in(&admin, APPS, &["reconciler"], &OPERATORS).await?;
         println!(
             "admission policy {} enforced in {APPS}: only the reconciler changes an owner; \
