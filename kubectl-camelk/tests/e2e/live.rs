@@ -548,6 +548,49 @@ async fn the_generated_crd_is_accepted_and_serves_manifests() {
         .unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["items"][0]["status"]["rollout"]["currentStep"], 2);
+
+    // Plain kubectl shows the same state through the CRD's printer columns, as Flux's do.
+    let out = std::process::Command::new("kubectl")
+        .args(["--kubeconfig", kubeconfig, "-n", &ns.name])
+        .args(["get", "operatorassignments", "-o", "wide"])
+        .output()
+        .expect("kubectl (installed by .ci/run)");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        rows[0],
+        ["NAME", "READY", "STATUS", "REVISION", "DEFAULT", "AGE"],
+        "{table}"
+    );
+    assert_eq!(
+        rows[1][..5],
+        [
+            name.as_str(),
+            "False",
+            "Integration shop/orders is not Ready under operator-2",
+            "0123456789abcdef0123",
+            manifest
+                .assignment
+                .spec
+                .default_operator
+                .to_string()
+                .as_str(),
+        ],
+        "{table}"
+    );
     assert_eq!(
         json["items"][0]["status"]["conditions"][0]["reason"],
         "HealthCheckFailed"

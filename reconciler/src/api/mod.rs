@@ -56,8 +56,11 @@ pub(crate) const KIND: &str = "OperatorAssignment";
     status = "OperatorAssignmentStatus",
     shortname = "opa",
     category = "camelk",
-    printcolumn = r#"{"name":"Default","type":"string","jsonPath":".spec.defaultOperator"}"#,
-    printcolumn = r#"{"name":"Revision","type":"string","jsonPath":".status.lastAppliedRevision"}"#
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#,
+    printcolumn = r#"{"name":"Revision","type":"string","jsonPath":".status.lastAppliedRevision"}"#,
+    printcolumn = r#"{"name":"Default","type":"string","priority":1,"jsonPath":".spec.defaultOperator"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct OperatorAssignmentSpec {
