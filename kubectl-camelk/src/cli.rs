@@ -99,6 +99,10 @@ pub enum Command {
     Suspend(StatusArgs),
     /// Let the reconciler act on a suspended OperatorAssignment again.
     Resume(StatusArgs),
+    /// Check the installation, as `flux check`: CRDs, the reconciler and each
+    /// operator renewing its lock, the admission policy and its identities,
+    /// operators installed by OLM. Exit 0 when all hold, 1 otherwise.
+    Check(CheckArgs),
     /// Print a shell completion script.
     Completion {
         #[arg(value_enum)]
@@ -125,7 +129,8 @@ impl Command {
             | Command::Status(_)
             | Command::Sync(_)
             | Command::Suspend(_)
-            | Command::Resume(_) => true,
+            | Command::Resume(_)
+            | Command::Check(_) => true,
         }
     }
 }
@@ -281,6 +286,13 @@ pub struct GetArgs {
 pub struct OperatorsArgs {
     /// How long to watch the locks for renewals.
     #[arg(long, value_parser = duration, default_value = "3s")]
+    pub observe: Duration,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// How long to watch the locks for renewals (a holder renews every few seconds).
+    #[arg(long, value_parser = duration, default_value = "5s")]
     pub observe: Duration,
 }
 

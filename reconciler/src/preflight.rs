@@ -86,7 +86,7 @@ impl Crd {
     }
 
     /// How to install it, as a sentence for people.
-    pub(crate) fn install_hint(self) -> String {
+    pub fn install_hint(self) -> String {
         match self {
             Crd::OperatorAssignment => format!(
                 "install {} with `reconciler crds | kubectl apply --server-side -f -` \

@@ -17,11 +17,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::common::{MANIFEST, git, live_camelk, repo_with, start_operator, wait_running};
 
-const NAME: &str = "fleet";
+pub(crate) const NAME: &str = "fleet";
 
 /// Operators 1 and 2 locked in `ns`, the Integrations of `ns`, operator-1
 /// by default; `staged` adds a move of everything to operator-2 in those steps.
-fn manifest(ns: &str, staged: Option<&[&str]>) -> String {
+pub(crate) fn manifest(ns: &str, staged: Option<&[&str]>) -> String {
     let assignment = Assignment::new(NAME)
         .operator("operator-1", ns)
         .operator("operator-2", ns)
@@ -37,7 +37,7 @@ fn manifest(ns: &str, staged: Option<&[&str]>) -> String {
         .render()
 }
 
-async fn install_crd(admin: &kube::Client) {
+pub(crate) async fn install_crd(admin: &kube::Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
     let crd = camelk_reconciler::api::crd();
     crds.patch(
@@ -55,7 +55,55 @@ async fn install_crd(admin: &kube::Client) {
     }
 }
 
-async fn wait_applied(api: &Api<OperatorAssignment>, sha: &str) {
+/// Runs a `reconciler sync` loop as `reconciler` until `stop`, its object and
+/// lock in `ns`, following branch `main` of `repo`; it fetches once an hour,
+/// so only a sync request makes it look sooner.
+pub(crate) async fn start_sync(
+    cluster: &camelk_testkit::TestCluster,
+    ns: &str,
+    repo: &std::path::Path,
+    cache: &std::path::Path,
+    stop: &CancellationToken,
+) -> std::thread::JoinHandle<()> {
+    let timing = LockTiming::new(
+        Duration::from_secs(4),
+        Duration::from_secs(3),
+        Duration::from_secs(1),
+    )
+    .unwrap();
+    let cfg = SyncConfig {
+        namespace: ns.into(),
+        identity: "plugin-sync-test".into(),
+        lock_namespace: ns.into(),
+        lock_timing: timing,
+        operator_lock_timing: timing,
+        interval: Duration::from_secs(3600),
+        poll: Duration::from_millis(300),
+        live_cache: Default::default(),
+    };
+    let source = GitSource::new(
+        &repo.display().to_string(),
+        "main",
+        MANIFEST,
+        &cache.join("clone"),
+    );
+    // The sync loop's future is not Send (handoff progress callbacks): it
+    // gets a runtime of its own, as in the `reconciler` binary.
+    let client = cluster.client_as("reconciler").await;
+    let stop = stop.clone();
+    std::thread::spawn(move || {
+        tokio::runtime::Runtime::new().unwrap().block_on(sync::run(
+            client,
+            source.into(),
+            cfg,
+            None,
+            None,
+            stop,
+        ))
+    })
+}
+
+pub(crate) async fn wait_applied(api: &Api<OperatorAssignment>, sha: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok(object) = api.get(NAME).await
@@ -103,42 +151,7 @@ async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
     // The reconciler fetches once an hour: only a sync request makes it look sooner.
     let repo = repo_with(&manifest(&ns.name, None));
     let cache = tempfile::tempdir().unwrap();
-    let timing = LockTiming::new(
-        Duration::from_secs(4),
-        Duration::from_secs(3),
-        Duration::from_secs(1),
-    )
-    .unwrap();
-    let cfg = SyncConfig {
-        namespace: ns.name.clone(),
-        identity: "plugin-sync-test".into(),
-        lock_namespace: ns.name.clone(),
-        lock_timing: timing,
-        operator_lock_timing: timing,
-        interval: Duration::from_secs(3600),
-        poll: Duration::from_millis(300),
-        live_cache: Default::default(),
-    };
-    let source = GitSource::new(
-        &repo.path().display().to_string(),
-        "main",
-        MANIFEST,
-        &cache.path().join("clone"),
-    );
-    // The sync loop's future is not Send (handoff progress callbacks): it
-    // gets a runtime of its own, as in the `reconciler` binary.
-    let client = cluster.client_as("reconciler").await;
-    let sync_stop = stop.clone();
-    let sync_thread = std::thread::spawn(move || {
-        tokio::runtime::Runtime::new().unwrap().block_on(sync::run(
-            client,
-            source.into(),
-            cfg,
-            None,
-            None,
-            sync_stop,
-        ))
-    });
+    let sync_thread = start_sync(cluster, &ns.name, repo.path(), cache.path(), &stop).await;
     let assignments: Api<OperatorAssignment> = Api::namespaced(admin.clone(), &ns.name);
     wait_applied(
         &assignments,

@@ -19,6 +19,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod check;
 mod live;
 mod live_move;
 mod live_sync;

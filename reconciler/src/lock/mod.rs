@@ -23,6 +23,10 @@ pub(crate) use election::Leadership;
 pub use election::OperatorLock;
 pub(crate) use observer::{LeaseObserver, Liveness};
 
+/// The id under which `reconciler sync` holds its own lock: its replicas elect
+/// a leader on the Lease `camelk-reconciler-lock`.
+pub const RECONCILER_ID: &str = "camelk-reconciler";
+
 /// Name of the lock Lease of operator `id`.
 pub(crate) fn lock_name(id: &str) -> String {
     format!("{id}-lock")

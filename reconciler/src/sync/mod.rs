@@ -99,7 +99,7 @@ pub use crate::api::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, is_suspen
 const CACHE_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Operator id of the reconciler's own lock: its Lease is `camelk-reconciler-lock`.
-pub(crate) const LOCK_ID: &str = "camelk-reconciler";
+pub(crate) const LOCK_ID: &str = crate::lock::RECONCILER_ID;
 
 /// How the sync runs (the manifest decides everything about the rollout).
 #[derive(Clone, Debug)]
