@@ -4,10 +4,10 @@ CAMELK_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/camelk-gitops
 export CAMELK_CACHE
 export CARGO_TARGET_DIR ?= $(CAMELK_CACHE)/cargo-target
 
-.PHONY: build test lint control-plane camel-k camel-k-previous local-cluster local-cluster-down local-cluster-status
+.PHONY: build test lint control-plane camel-k camel-k-previous helm local-cluster local-cluster-down local-cluster-status
 
 ## Everything CI checks: formatting, lints, and every test (end-to-end included).
-test: lint control-plane camel-k
+test: lint control-plane camel-k helm
 	cargo test --workspace --locked
 
 build:
@@ -29,6 +29,11 @@ control-plane:
 ## release the tests run, and copy its CRDs (cached).
 camel-k:
 	bash tests/camel-k/build.sh v2.10.1 >/dev/null
+
+## Helm, built from its Go module at the version tests/helm/go.mod pins (cached), for
+## the chart's tests (helm lint, helm template).
+helm:
+	bash tests/helm/build.sh >/dev/null
 
 ## The older release the demo upgrades from.
 camel-k-previous:

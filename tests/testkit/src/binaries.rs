@@ -1,6 +1,7 @@
 //! Where the Go binaries come from: the control plane (`CAMELK_CONTROL_PLANE_BIN`
 //! when set, otherwise `tests/control-plane/build.sh`), KWOK (`CAMELK_KWOK_BIN`,
-//! otherwise `tests/kwok/build.sh`) and upstream Camel K (`tests/camel-k/build.sh`).
+//! otherwise `tests/kwok/build.sh`), upstream Camel K (`tests/camel-k/build.sh`)
+//! and Helm (`tests/helm/build.sh`).
 //! Each script builds from the Go module proxy once per pinned version and
 //! prints the cached directory.
 
@@ -29,6 +30,12 @@ pub fn kwok_bin_dir() -> Result<PathBuf, Error> {
         return Ok(PathBuf::from(dir));
     }
     run_build_script("tests/kwok/build.sh", &[])
+}
+
+/// Directory holding `helm` (pinned in `tests/helm/go.mod`), which lints and
+/// renders the chart in `charts/`.
+pub fn helm_bin_dir() -> Result<PathBuf, Error> {
+    run_build_script("tests/helm/build.sh", &[])
 }
 
 /// The upstream Camel K release tests run (`tests/camel-k/<version>/go.mod`).

@@ -6,6 +6,7 @@
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::Value;
@@ -62,6 +63,21 @@ fn user(name: &str) -> Vec<Subject> {
     }]
 }
 
+/// Binds `identity` instead of the shipped subject, under a name of its own
+/// (`<shipped name>-<identity>`): the shipped name stays free for tests that
+/// install examples/deploy as it is. Returns the name.
+fn bind(
+    metadata: &mut ObjectMeta,
+    subjects: &mut Option<Vec<Subject>>,
+    identity: &str,
+) -> anyhow::Result<String> {
+    let shipped = metadata.name.as_deref().context("a named binding")?;
+    let name = format!("{shipped}-{identity}");
+    metadata.name = Some(name.clone());
+    *subjects = Some(user(identity));
+    Ok(name)
+}
+
 fn apply_params() -> PatchParams {
     PatchParams::apply("camelk-testkit").force()
 }
@@ -83,12 +99,11 @@ pub async fn apply_cluster_wide(admin: &Client, identity: &str) -> anyhow::Resul
         .patch(&name, &apply_params(), &Patch::Apply(&cluster_role))
         .await
         .with_context(|| format!("applying ClusterRole {name}"))?;
-    cluster_binding.subjects = Some(user(identity));
-    let name = cluster_binding
-        .metadata
-        .name
-        .clone()
-        .context("a named binding")?;
+    let name = bind(
+        &mut cluster_binding.metadata,
+        &mut cluster_binding.subjects,
+        identity,
+    )?;
     Api::<ClusterRoleBinding>::all(admin.clone())
         .patch(&name, &apply_params(), &Patch::Apply(&cluster_binding))
         .await
@@ -97,7 +112,7 @@ pub async fn apply_cluster_wide(admin: &Client, identity: &str) -> anyhow::Resul
 }
 
 /// The half of the sync's own namespace, in `ns` and bound to `identity`: its
-/// `OperatorAssignment` and status, Events on it, and its lock.
+/// `OperatorAssignment` and its status, and its lock.
 pub async fn apply_in(admin: &Client, identity: &str, ns: &str) -> anyhow::Result<()> {
     let Shipped {
         mut role,
@@ -106,7 +121,7 @@ pub async fn apply_in(admin: &Client, identity: &str, ns: &str) -> anyhow::Resul
     } = shipped()?;
     role.metadata.namespace = Some(ns.into());
     binding.metadata.namespace = Some(ns.into());
-    binding.subjects = Some(user(identity));
+    bind(&mut binding.metadata, &mut binding.subjects, identity)?;
     let name = role.metadata.name.clone().context("a named Role")?;
     Api::<Role>::namespaced(admin.clone(), ns)
         .patch(&name, &apply_params(), &Patch::Apply(&role))

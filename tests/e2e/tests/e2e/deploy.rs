@@ -39,7 +39,7 @@ const RECONCILER_SA: &str = "system:serviceaccount:camelk-system:camelk-reconcil
 const OPERATOR_SA: &str = "system:serviceaccount:camelk-system:camelk-operator-1";
 const FIELD_MANAGER: &str = "camelk-e2e-deploy";
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     camelk_testkit::workspace_root()
         .canonicalize()
         .expect("workspace root")
@@ -64,7 +64,7 @@ fn yaml_file(path: &Path) -> Value {
     serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"))
 }
 
-fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+pub(crate) fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer)
         .and_then(Value::as_str)
         .unwrap_or_else(|| panic!("{pointer} is missing or not a string"))
@@ -460,7 +460,7 @@ fn tempfile_dir(prefix: &str) -> PathBuf {
 
 // ---------------------------------------------------------------- examples/deploy
 
-fn rendered_deploy() -> Vec<Value> {
+pub(crate) fn rendered_deploy() -> Vec<Value> {
     let out = run(Command::new("kubectl")
         .arg("kustomize")
         .arg(root().join("examples/deploy")));
@@ -470,7 +470,7 @@ fn rendered_deploy() -> Vec<Value> {
     docs
 }
 
-fn id(obj: &Value) -> String {
+pub(crate) fn id(obj: &Value) -> String {
     let ns = obj
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
@@ -483,7 +483,7 @@ fn id(obj: &Value) -> String {
     )
 }
 
-fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+pub(crate) fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
     objects
         .iter()
         .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
@@ -491,15 +491,17 @@ fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
 }
 
 #[test]
-fn committed_crd_is_what_reconciler_crds_prints() {
-    let path = root().join("examples/deploy/crds/operatorassignments.camelk.dev.yaml");
-    let committed = std::fs::read_to_string(&path).unwrap();
-    assert!(
-        committed == camelk_reconciler::api::crd_yaml(),
-        "{} is stale: regenerate it with `cargo run -p camelk-reconciler --bin reconciler -- crds > {}`",
-        path.display(),
-        path.display()
-    );
+fn committed_crds_are_what_reconciler_crds_prints() {
+    for file in [
+        "examples/deploy/crds/operatorassignments.camelk.dev.yaml",
+        "charts/camelk-reconciler/crds/operatorassignments.camelk.dev.yaml",
+    ] {
+        let committed = std::fs::read_to_string(root().join(file)).unwrap();
+        assert!(
+            committed == camelk_reconciler::api::crd_yaml(),
+            "{file} is stale: regenerate it with `cargo run -p camelk-reconciler --bin reconciler -- crds > {file}`"
+        );
+    }
 }
 
 #[test]
@@ -816,7 +818,11 @@ async fn api_for(client: &Client, obj: &Value) -> Api<DynamicObject> {
 
 /// Server-side apply of `obj`, strict field validation (an unknown or
 /// misspelt field is an error, not a warning), for real or as a dry run.
-async fn apply(client: &Client, obj: &Value, dry_run: bool) -> Result<DynamicObject, kube::Error> {
+pub(crate) async fn apply(
+    client: &Client,
+    obj: &Value,
+    dry_run: bool,
+) -> Result<DynamicObject, kube::Error> {
     let api = api_for(client, obj).await;
     let mut params = PatchParams::apply(FIELD_MANAGER)
         .force()
@@ -826,6 +832,16 @@ async fn apply(client: &Client, obj: &Value, dry_run: bool) -> Result<DynamicObj
     }
     api.patch(str_at(obj, "/metadata/name"), &params, &Patch::Apply(obj))
         .await
+}
+
+/// Namespace `name`, for real (kept when it exists).
+pub(crate) async fn create_namespace(client: &Client, name: &str) {
+    let ns = serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name }
+    });
+    apply(client, &ns, false)
+        .await
+        .unwrap_or_else(|e| panic!("namespace {name}: {e}"));
 }
 
 /// The Namespaces, for real: a namespaced object cannot be dry-run into a
