@@ -35,6 +35,16 @@ pub struct Cli {
     /// Output format.
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
     pub output: Output,
+    /// User to impersonate for every request to the cluster (as kubectl's --as).
+    #[arg(long = "as", global = true, value_name = "USER")]
+    pub as_user: Option<String>,
+    /// Group to impersonate, repeatable (as kubectl's --as-group).
+    #[arg(long = "as-group", global = true, value_name = "GROUP")]
+    pub as_groups: Vec<String>,
+    /// How long to wait for each request to the cluster, watches included
+    /// (e.g. 30s; 0: no limit), as kubectl's --request-timeout.
+    #[arg(long, global = true, value_parser = duration, value_name = "DURATION")]
+    pub request_timeout: Option<Duration>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -103,6 +113,9 @@ pub enum Command {
     /// operator renewing its lock, the admission policy and its identities,
     /// operators installed by OLM. Exit 0 when all hold, 1 otherwise.
     Check(CheckArgs),
+    /// Show the Events the reconciler recorded (as `flux events`): on
+    /// OperatorAssignments, and `Moved` on each moved resource; -w to follow.
+    Events(EventsArgs),
     /// Print a shell completion script.
     Completion {
         #[arg(value_enum)]
@@ -130,7 +143,8 @@ impl Command {
             | Command::Sync(_)
             | Command::Suspend(_)
             | Command::Resume(_)
-            | Command::Check(_) => true,
+            | Command::Check(_)
+            | Command::Events(_) => true,
         }
     }
 }
@@ -287,6 +301,16 @@ pub struct OperatorsArgs {
     /// How long to watch the locks for renewals.
     #[arg(long, value_parser = duration, default_value = "3s")]
     pub observe: Duration,
+}
+
+#[derive(Args, Debug)]
+pub struct EventsArgs {
+    /// After the list, print each new Event as it is recorded, until interrupted.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    /// Only the Events about this object (KIND/NAME, e.g. integration/orders).
+    #[arg(long = "for", value_name = "KIND/NAME")]
+    pub for_: Option<String>,
 }
 
 #[derive(Args, Debug)]

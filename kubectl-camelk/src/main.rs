@@ -133,6 +133,7 @@ async fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => commands::live::status(cli, args).await?,
         Command::Sync(args) => return commands::sync::run(cli, args).await,
         Command::Check(args) => return commands::check::run(cli, args).await,
+        Command::Events(args) => commands::events::run(cli, args).await?,
         Command::Suspend(args) => commands::live::suspend(cli, args, true).await?,
         Command::Resume(args) => commands::live::suspend(cli, args, false).await?,
         Command::Completion { shell } => {

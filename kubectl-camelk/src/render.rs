@@ -102,6 +102,25 @@ fn prefixed(side: &str, path: &str) -> String {
     }
 }
 
+/// How long ago, as kubectl prints ages: `45s`, `2m30s`, `17m`, `5h10m`, `30h`, `3d4h`, `40d`, `3y`.
+pub fn age(seconds: u64) -> String {
+    let (minutes, hours, days) = (seconds / 60, seconds / 3600, seconds / 86_400);
+    let pair = |big: u64, big_unit: &str, small: u64, small_unit: &str| match small {
+        0 => format!("{big}{big_unit}"),
+        _ => format!("{big}{big_unit}{small}{small_unit}"),
+    };
+    match () {
+        _ if seconds < 120 => format!("{seconds}s"),
+        _ if minutes < 10 => pair(minutes, "m", seconds % 60, "s"),
+        _ if minutes < 180 => format!("{minutes}m"),
+        _ if hours < 8 => pair(hours, "h", minutes % 60, "m"),
+        _ if hours < 48 => format!("{hours}h"),
+        _ if hours < 192 => pair(days, "d", hours % 24, "h"),
+        _ if days < 365 * 2 => format!("{days}d"),
+        _ => format!("{}y", days / 365),
+    }
+}
+
 /// Columns padded to their widest cell, three spaces apart, as kubectl prints.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();

@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod edit;
+pub mod events;
 pub mod live;
 pub mod plan;
 pub mod sync;
@@ -117,7 +118,23 @@ pub const ASSIGNMENT_CRDS: [Crd; 2] = [Crd::OperatorAssignment, Crd::INTEGRATION
 
 async fn kube_config(cli: &Cli) -> Result<kube::Config, ConnectError> {
     // --kubeconfig wins over $KUBECONFIG (a merged list), which wins over ~/.kube/config.
-    camelk_reconciler::connect::config(cli.kubeconfig.as_deref(), cli.context.as_deref()).await
+    let mut config =
+        camelk_reconciler::connect::config(cli.kubeconfig.as_deref(), cli.context.as_deref())
+            .await?;
+    if let Some(user) = &cli.as_user {
+        config.auth_info.impersonate = Some(user.clone());
+    }
+    if !cli.as_groups.is_empty() {
+        config.auth_info.impersonate_groups = Some(cli.as_groups.clone());
+    }
+    if let Some(timeout) = cli.request_timeout {
+        // Zero is kubectl's "no limit".
+        let limit = Some(timeout).filter(|t| !t.is_zero());
+        config.connect_timeout = limit;
+        config.read_timeout = limit;
+        config.write_timeout = limit;
+    }
+    Ok(config)
 }
 
 /// The namespace for resources named on the command line: `-n`, else the

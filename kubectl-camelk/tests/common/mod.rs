@@ -189,12 +189,19 @@ pub async fn wait_running(api: &Api<DynamicObject>, name: &str, owner: &str) {
 
 /// Runs the plugin against a live cluster as the `reconciler` identity in `ns`.
 pub fn live_camelk(kubeconfig: &Path, ns: &str, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_kubectl-camelk"))
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["--context", "reconciler", "-n", ns])
+    live_camelk_as("reconciler", kubeconfig, ns)
         .args(args)
-        .env("NO_COLOR", "1")
         .output()
         .unwrap()
+}
+
+/// The plugin against a live cluster as `context` (a user of the test
+/// kubeconfig) in `ns`, without colours; add the command's arguments.
+pub fn live_camelk_as(context: &str, kubeconfig: &Path, ns: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubectl-camelk"));
+    cmd.arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--context", context, "-n", ns])
+        .env("NO_COLOR", "1");
+    cmd
 }

@@ -434,6 +434,18 @@ async fn kubeconfig_flags_follow_kubectl() {
         stderr.contains("listing Integration resources") && stderr.contains("forbidden"),
         "{stderr}"
     );
+    // The same refusal for the admin impersonating that user, as kubectl --as.
+    let output = camelk(repo.path())
+        .args(["diff", "--kubeconfig", kubeconfig.to_str().unwrap()])
+        .args(["--context", "admin", "--as", "viewer", "-A"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("forbidden") && stderr.contains("\"viewer\""),
+        "{stderr}"
+    );
     // An unknown context is an error too.
     camelk(repo.path())
         .args([
@@ -445,6 +457,50 @@ async fn kubeconfig_flags_follow_kubectl() {
         ])
         .assert()
         .code(1);
+}
+
+#[test]
+fn request_timeout_gives_up_on_a_server_that_never_answers() {
+    // Accepts connections and never writes a byte.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for stream in listener.incoming().take(8) {
+            open.push(stream);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: mute\n\
+             clusters: [{{name: mute, cluster: {{server: \"http://127.0.0.1:{port}\"}}}}]\n\
+             users: [{{name: u, user: {{token: t}}}}]\n\
+             contexts: [{{name: mute, context: {{cluster: mute, user: u}}}}]\n"
+        ),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let output = camelk(dir.path())
+        .args(["operators", "--kubeconfig", config.to_str().unwrap()])
+        .args(["--request-timeout", "1s"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.to_lowercase().contains("timed out") || stderr.contains("timeout"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "gave up after {:?}",
+        started.elapsed()
+    );
+    drop(held);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -15,7 +15,9 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{MANIFEST, git, live_camelk, repo_with, start_operator, wait_running};
+use crate::common::{
+    MANIFEST, git, live_camelk, live_camelk_as, repo_with, start_operator, wait_running,
+};
 
 pub(crate) const NAME: &str = "fleet";
 
@@ -200,6 +202,64 @@ async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
         );
     }
 
+    // The reconciler's Events, as a cluster admin reads them: one Moved on
+    // each moved Integration, and those of the rollout on the object.
+    let out = live_camelk_as("admin", &kubeconfig, &ns.name)
+        .arg("events")
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(table.starts_with("LAST SEEN"), "{table}");
+    for name in names {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.contains("Moved") && l.contains(&format!("integration/{name} "))),
+            "no Moved Event for {name}:\n{table}"
+        );
+    }
+    assert!(
+        table.contains("StepMoved") && table.contains(&format!("operatorassignment/{NAME}")),
+        "{table}"
+    );
+    let out = live_camelk_as("admin", &kubeconfig, &ns.name)
+        .args(["events", "--for", "integration/a", "-o", "json"])
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reasons: Vec<&str> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            assert_eq!(e["regarding"]["name"], "a", "{e}");
+            e["reason"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(reasons, ["Moved"], "{listed:#}");
+    // -w follows: the Event of the suspension below arrives while it runs.
+    let mut follow = live_camelk_as("admin", &kubeconfig, &ns.name)
+        .args(["events", "-w"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = {
+        use std::io::BufRead;
+        let stdout = std::io::BufReader::new(follow.stdout.take().unwrap());
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                let _ = send.send(line);
+            }
+        });
+        lines
+    };
+
     // A suspended object does not sync: --wait says so and exits 1.
     let out = live_camelk(&kubeconfig, &ns.name, &["suspend", NAME]);
     assert!(out.status.success());
@@ -216,6 +276,17 @@ async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
     );
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result[0]["outcome"], "suspended", "{result}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.contains("Suspended")) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("events -w printed no Suspended Event: {seen:#?}"),
+        }
+    }
+    let _ = follow.kill();
+    let _ = follow.wait();
 
     // Without a reconciler to answer, --wait gives up at its timeout.
     stop.cancel();
