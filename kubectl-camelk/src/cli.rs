@@ -121,8 +121,9 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the version of this plugin.
-    Version,
+    /// Print the versions of this plugin, of the cluster's API server, and of
+    /// the reconciler that last wrote each OperatorAssignment's status.
+    Version(VersionArgs),
 }
 
 impl Command {
@@ -130,7 +131,8 @@ impl Command {
     /// or to the Git remote for `--push`.
     pub fn connects(&self) -> bool {
         match self {
-            Command::Validate(_) | Command::Completion { .. } | Command::Version => false,
+            Command::Validate(_) | Command::Completion { .. } => false,
+            Command::Version(args) => !args.client,
             Command::Init(InitArgs { edit, .. })
             | Command::Assign(AssignArgs { edit, .. })
             | Command::Unassign(UnassignArgs { edit, .. })
@@ -311,6 +313,13 @@ pub struct EventsArgs {
     /// Only the Events about this object (KIND/NAME, e.g. integration/orders).
     #[arg(long = "for", value_name = "KIND/NAME")]
     pub for_: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct VersionArgs {
+    /// Only this plugin's version; do not connect to the cluster.
+    #[arg(long)]
+    pub client: bool,
 }
 
 #[derive(Args, Debug)]

@@ -144,7 +144,7 @@ async fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 &mut std::io::stdout(),
             );
         }
-        Command::Version => println!("kubectl-camelk {}", env!("CARGO_PKG_VERSION")),
+        Command::Version(args) => commands::version::run(cli, args).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

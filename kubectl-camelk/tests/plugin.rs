@@ -45,7 +45,7 @@ fn kubectl_plugin_list_finds_the_binary_and_runs_it() {
         String::from_utf8_lossy(&list.stderr)
     );
 
-    let version = kubectl(&path, dir.path(), &["camelk", "version"]);
+    let version = kubectl(&path, dir.path(), &["camelk", "version", "--client"]);
     assert!(
         version.status.success(),
         "{}",
@@ -53,7 +53,10 @@ fn kubectl_plugin_list_finds_the_binary_and_runs_it() {
     );
     assert_eq!(
         String::from_utf8_lossy(&version.stdout),
-        format!("kubectl-camelk {}\n", env!("CARGO_PKG_VERSION"))
+        format!(
+            "Client Version: kubectl-camelk {}\n",
+            env!("CARGO_PKG_VERSION")
+        )
     );
 }
 

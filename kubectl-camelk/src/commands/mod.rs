@@ -8,6 +8,7 @@ pub mod live;
 pub mod plan;
 pub mod sync;
 pub mod validate;
+pub mod version;
 
 use std::path::{Path, PathBuf};
 

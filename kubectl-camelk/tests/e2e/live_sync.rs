@@ -242,6 +242,22 @@ async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
         })
         .collect();
     assert_eq!(reasons, ["Moved"], "{listed:#}");
+    // The running reconciler's version, from the status it wrote, beside the server's.
+    let out = live_camelk(&kubeconfig, &ns.name, &["version"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected = format!(
+        "Client Version: kubectl-camelk {v}\nServer Version: {server}\n\
+         Reconciler Version: {v} ({ns}/{NAME})\n",
+        v = env!("CARGO_PKG_VERSION"),
+        server = camelk_testkit::binaries::pinned_kube_version(),
+        ns = ns.name,
+    );
+    assert_eq!(text, expected);
     // -w follows: the Event of the suspension below arrives while it runs.
     let mut follow = live_camelk_as("admin", &kubeconfig, &ns.name)
         .args(["events", "-w"])

@@ -405,6 +405,10 @@ pub struct OperatorAssignmentStatus {
     /// `metadata.generation` of the spec this status was written for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Version of the `reconciler` that wrote this status (what
+    /// `kubectl camelk version` reports as the running reconciler's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconciler_version: Option<String>,
     /// The revision whose rollout finished last (a commit SHA or `generation-<N>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_revision: Option<String>,

@@ -65,7 +65,7 @@ impl Syncer {
         status: &OperatorAssignmentStatus,
     ) -> Result<(), SyncError> {
         self.wrote.store(true, Ordering::Relaxed);
-        status::write(&self.client, &self.cfg.namespace, name, status)
+        status::write(&self.client, &self.cfg.namespace, name, &stamped(status))
             .await
             .map_err(|source| SyncError::Status {
                 name: name.to_string(),
@@ -80,7 +80,7 @@ impl Syncer {
         before: Option<&OperatorAssignmentStatus>,
         status: &OperatorAssignmentStatus,
     ) -> Result<(), SyncError> {
-        if before == Some(status) {
+        if before == Some(&stamped(status)) {
             return Ok(());
         }
         self.write(name, status).await
@@ -315,6 +315,14 @@ pub(super) fn handled(object: &OperatorAssignment, status: &mut OperatorAssignme
     }
     status.last_handled_reconcile_at = requested.cloned();
     true
+}
+
+/// `status` as this reconciler writes it: with its own version.
+fn stamped(status: &OperatorAssignmentStatus) -> OperatorAssignmentStatus {
+    OperatorAssignmentStatus {
+        reconciler_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+        ..status.clone()
+    }
 }
 
 #[cfg(test)]
