@@ -62,6 +62,13 @@ demo: control-plane camel-k
 ## Release archives for krew in dist/ (kubectl-camelk and reconciler, each with its
 ## .sha256) and krew-manifest.yaml rendered with their checksums. DIST_TARGETS names
 ## Rust target triples (default: the host's); see scripts/dist/package.sh.
+## Container images of reconciler and kubectl-camelk in an OCI layout (dist/oci), built
+## without a daemon or root by umoci; IMAGE_PUSH=<registry>/<prefix> pushes them with
+## skopeo. See scripts/image/build.sh.
+.PHONY: image
+image:
+	bash scripts/image/build.sh
+
 .PHONY: dist
 dist:
 	DIST_TARGETS="$(DIST_TARGETS)" bash scripts/dist/package.sh

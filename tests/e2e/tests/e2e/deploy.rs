@@ -45,7 +45,7 @@ pub(crate) fn root() -> PathBuf {
         .expect("workspace root")
 }
 
-fn run(cmd: &mut Command) -> Output {
+pub(crate) fn run(cmd: &mut Command) -> Output {
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
@@ -623,14 +623,19 @@ fn deployments_run_unprivileged_with_resources_and_the_probes_they_serve() {
 /// The `reconciler` binary of this workspace, built by cargo (a no-op when
 /// `cargo test --workspace` already built it).
 fn reconciler_binary() -> PathBuf {
+    workspace_binary("camelk-reconciler", "reconciler")
+}
+
+/// Binary `bin` of workspace package `package`, built by cargo (debug).
+pub(crate) fn workspace_binary(package: &str, bin: &str) -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = run(Command::new(cargo).current_dir(root()).args([
         "build",
         "--quiet",
         "-p",
-        "camelk-reconciler",
+        package,
         "--bin",
-        "reconciler",
+        bin,
         "--message-format=json",
     ]));
     String::from_utf8(out.stdout)
@@ -638,7 +643,7 @@ fn reconciler_binary() -> PathBuf {
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .expect("cargo reports the reconciler executable")
+        .unwrap_or_else(|| panic!("cargo reports no executable {bin}"))
 }
 
 /// A Deployment with a misspelt flag is accepted by the API server and then

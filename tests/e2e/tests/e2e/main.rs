@@ -15,4 +15,5 @@
 mod chart;
 mod control_plane;
 mod deploy;
+mod image;
 mod workloads;
