@@ -33,13 +33,8 @@ die() {
     exit 1
 }
 
-# `key = "value"` of the [workspace.package] table of the workspace Cargo.toml.
-workspace_field() {
-    awk -v key="$1" '
-        /^\[/ { in_table = ($0 == "[workspace.package]"); next }
-        in_table && $1 == key && $2 == "=" { gsub(/"/, "", $3); print $3; exit }
-    ' Cargo.toml
-}
+# workspace_field KEY: a field of [workspace.package] in Cargo.toml.
+source "$root/scripts/workspace.sh"
 
 version=$(workspace_field version)
 repository=$(workspace_field repository)

@@ -33,12 +33,8 @@ for tool in umoci skopeo ldd; do
     command -v "$tool" >/dev/null || die "$tool is required (apt-get install umoci skopeo)"
 done
 
-workspace_field() {
-    awk -v key="$1" '
-        /^\[/ { in_table = ($0 == "[workspace.package]"); next }
-        in_table && $1 == key && $2 == "=" { gsub(/"/, "", $3); print $3; exit }
-    ' Cargo.toml
-}
+# workspace_field KEY: a field of [workspace.package] in Cargo.toml.
+source "$root/scripts/workspace.sh"
 version=$(workspace_field version)
 source=$(workspace_field repository)
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
