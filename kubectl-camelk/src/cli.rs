@@ -60,6 +60,10 @@ pub enum Output {
     Github,
     /// validate: a GitLab Code Quality report (JSON).
     Gitlab,
+    /// get, status: one `kind.group/name` per line, as kubectl -o name.
+    Name,
+    /// get, operators: the table with more columns.
+    Wide,
 }
 
 impl Output {
@@ -127,6 +131,16 @@ pub enum Command {
 }
 
 impl Command {
+    /// Whether the command prints `output`: `-o name` and `-o wide` belong to
+    /// the commands that list objects; every other format to every command.
+    pub fn prints(&self, output: Output) -> bool {
+        match output {
+            Output::Name => matches!(self, Command::Get(_) | Command::Status(_)),
+            Output::Wide => matches!(self, Command::Get(_) | Command::Operators(_)),
+            _ => true,
+        }
+    }
+
     /// Whether the command may open a network connection: to the cluster,
     /// or to the Git remote for `--push`.
     pub fn connects(&self) -> bool {

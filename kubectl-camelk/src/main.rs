@@ -110,6 +110,14 @@ fn skip_ca_bundle() {
 }
 
 async fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
+    if !cli.command.prints(cli.output) {
+        let format =
+            clap::ValueEnum::to_possible_value(&cli.output).map(|v| v.get_name().to_string());
+        anyhow::bail!(
+            "-o {} is for get and status (name) or get and operators (wide)",
+            format.unwrap_or_default()
+        );
+    }
     match &cli.command {
         Command::Validate(args) => commands::validate::run(args, cli.output)?,
         Command::Init(args) => commands::edit::init(cli, args).await?,

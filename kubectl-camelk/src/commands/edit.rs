@@ -254,7 +254,7 @@ async fn record(
             planned.notes.clear();
         }
         match cli.output {
-            Output::Table | Output::Github | Output::Gitlab => {
+            Output::Table | Output::Github | Output::Gitlab | Output::Name | Output::Wide => {
                 render::print_styled(&format!("\n{}\n", render::plan_table(&planned)))
             }
             Output::Markdown => println!("\n{}", render::plan_markdown(&planned)),

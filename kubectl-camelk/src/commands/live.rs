@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use camelk_reconciler::api::OperatorId;
-use camelk_reconciler::camel_k::{CamelKind, owner_id};
+use camelk_reconciler::camel_k::{CamelKind, GROUP, owner_id};
 use camelk_reconciler::fleet::{self, Renewal};
 use camelk_reconciler::handoff::executor::{Progress, Requested};
 use camelk_reconciler::handoff::{
@@ -293,29 +293,51 @@ pub async fn get(cli: &Cli, args: &GetArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let mut table = vec![vec![
+    if cli.output == Output::Name {
+        for r in &rows {
+            println!("{}/{}", object_kind(r.kind.kind(), GROUP), r.name);
+        }
+        return Ok(());
+    }
+    let wide = cli.output == Output::Wide;
+    let mut header = vec![
         "NAMESPACE".to_string(),
         "KIND".into(),
         "NAME".into(),
         "OPERATOR".into(),
         "PHASE".into(),
-    ]];
+    ];
+    if wide {
+        // The two keys upstream and this project read, each as it is.
+        header.extend(["LABEL".into(), "ANNOTATION".into()]);
+    }
+    let mut table = vec![header];
     for r in &rows {
         let owner = match (r.owner(), &r.annotation) {
             (Some(o), Some(a)) if &o != a => format!("{o} (annotation: {a})"),
             (Some(o), _) => o,
             (None, _) => "<none>".into(),
         };
-        table.push(vec![
+        let mut row = vec![
             r.namespace.clone(),
             r.kind.to_string(),
             r.name.clone(),
             owner,
             r.phase.clone().unwrap_or_default(),
-        ]);
+        ];
+        if wide {
+            let key = |k: &Option<String>| k.clone().unwrap_or_else(|| "<none>".into());
+            row.extend([key(&r.label), key(&r.annotation)]);
+        }
+        table.push(row);
     }
     print_table(&table);
     Ok(())
+}
+
+/// `kind.group` as kubectl -o name prints it: the kind in lower case.
+fn object_kind(kind: &str, group: &str) -> String {
+    format!("{}.{group}", kind.to_lowercase())
 }
 
 pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
@@ -338,28 +360,40 @@ pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let mut table = vec![vec![
+    let wide = cli.output == Output::Wide;
+    let mut header = vec![
         "OPERATOR".to_string(),
         "NAMESPACE".into(),
         "HOLDER".into(),
         "LAST RENEWAL".into(),
         "ALIVE".into(),
         "OWNS".into(),
-    ]];
+    ];
+    if wide {
+        header.push("LEASE DURATION".into());
+    }
+    let mut table = vec![header];
     for o in &ops {
         let alive = match o.renewal {
             Renewal::Seen => "yes".to_string(),
             Renewal::Released => "no (released)".to_string(),
             Renewal::NotSeen => format!("no renewal in {:?}", args.observe),
         };
-        table.push(vec![
+        let mut row = vec![
             o.id.clone(),
             o.namespace.clone(),
             o.holder.clone().unwrap_or_else(|| "<none>".into()),
             o.renew_time.clone().unwrap_or_default(),
             alive,
             o.owned.to_string(),
-        ]);
+        ];
+        if wide {
+            row.push(
+                o.lease_duration_seconds
+                    .map_or_else(String::new, |s| format!("{s}s")),
+            );
+        }
+        table.push(row);
     }
     print_table(&table);
     Ok(())
@@ -396,6 +430,16 @@ pub async fn status(cli: &Cli, args: &StatusArgs) -> anyhow::Result<()> {
             "{}",
             render::structured(&json!({ "items": out }), cli.output)
         );
+        return Ok(());
+    }
+    if cli.output == Output::Name {
+        let kind = object_kind(
+            Crd::OperatorAssignment.kind(),
+            Crd::OperatorAssignment.group(),
+        );
+        for a in &items {
+            println!("{kind}/{}", a.metadata.name.as_deref().unwrap_or_default());
+        }
         return Ok(());
     }
     if items.is_empty() {

@@ -132,7 +132,7 @@ pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
             }
         }
         Output::Json | Output::Yaml => print!("{}", render::structured(&planned, cli.output)),
-        Output::Table | Output::Github | Output::Gitlab => {
+        Output::Table | Output::Github | Output::Gitlab | Output::Name | Output::Wide => {
             render::print_styled(&render::plan_table(&planned))
         }
     }

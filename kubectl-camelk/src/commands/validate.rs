@@ -26,7 +26,7 @@ pub fn run(args: &ManifestArgs, output: Output) -> anyhow::Result<()> {
                     }
                     eprintln!("{} is valid", location.display);
                 }
-                Output::Table | Output::Markdown => {
+                Output::Table | Output::Markdown | Output::Name | Output::Wide => {
                     for warning in &manifest.warnings {
                         eprintln!("{warning}");
                     }

@@ -604,6 +604,22 @@ async fn the_generated_crd_is_accepted_and_serves_manifests() {
         .unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["items"][0]["status"]["rollout"]["currentStep"], 2);
+    let out = camelk(dir.path())
+        .args([
+            "--kubeconfig",
+            kubeconfig,
+            "-n",
+            &ns.name,
+            "status",
+            "-o",
+            "name",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("operatorassignment.camelk.dev/{name}\n")
+    );
 
     // Plain kubectl shows the same state through the CRD's printer columns, as Flux's do.
     let out = std::process::Command::new("kubectl")

@@ -100,6 +100,41 @@ async fn move_get_and_operators_on_a_live_cluster() {
         table.contains("orders") && !table.contains("billing"),
         "{table}"
     );
+    // As kubectl: -o name for scripts, -o wide with both owner keys as they are.
+    let out = live_camelk(&kubeconfig, &ns.name, &["get", "integration", "-o", "name"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "integration.camel.apache.org/billing\nintegration.camel.apache.org/orders\n"
+    );
+    let out = live_camelk(&kubeconfig, &ns.name, &["get", "integration", "-o", "wide"]);
+    let wide = String::from_utf8_lossy(&out.stdout);
+    let header: Vec<&str> = wide.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAMESPACE",
+            "KIND",
+            "NAME",
+            "OPERATOR",
+            "PHASE",
+            "LABEL",
+            "ANNOTATION"
+        ]
+    );
+    let orders: Vec<&str> = wide
+        .lines()
+        .find(|l| l.contains("orders"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(orders[5..], ["operator-2", "operator-2"], "{wide}");
+    let out = live_camelk(&kubeconfig, &ns.name, &["plan", "-o", "name"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("-o name is for get and status"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let out = live_camelk(
         &kubeconfig,
@@ -122,6 +157,24 @@ async fn move_get_and_operators_on_a_live_cluster() {
         assert_eq!(op["alive"], true, "{id} renews its lock");
         assert_eq!(op["holder"], format!("{id}-test"));
     }
+    let out = live_camelk(
+        &kubeconfig,
+        &ns.name,
+        &["operators", "--observe", "1s", "-o", "wide"],
+    );
+    let wide = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        wide.lines()
+            .next()
+            .unwrap()
+            .ends_with("OWNS   LEASE DURATION"),
+        "{wide}"
+    );
+    let row = wide
+        .lines()
+        .find(|l| l.starts_with("operator-1 ") && l.contains(&ns.name))
+        .unwrap_or_else(|| panic!("{wide}"));
+    assert!(row.ends_with(" 4s"), "the lock's duration: {row}");
 
     // Without --wait only the request is written; the owner releases by itself.
     let out = live_camelk(
