@@ -76,6 +76,49 @@ impl Output {
     pub fn is_ci(self) -> bool {
         matches!(self, Output::Github | Output::Gitlab)
     }
+
+    /// The commands a format belongs to, when not every one prints it.
+    fn only_for(self) -> Option<&'static [&'static str]> {
+        match self {
+            Output::Github | Output::Gitlab => Some(&["validate"]),
+            Output::Name => Some(&["get", "status"]),
+            Output::Wide => Some(&["get", "operators"]),
+            _ => None,
+        }
+    }
+
+    /// Whether the subcommand named `command` prints this format. One rule
+    /// for the check before a command runs and for shell completion.
+    pub fn is_for(self, command: &str) -> bool {
+        self.only_for()
+            .is_none_or(|commands| commands.contains(&command))
+    }
+
+    /// Why `command` refuses this format, naming the ones it prints.
+    pub fn refusal(self, command: &str) -> String {
+        let name = |o: Output| {
+            o.to_possible_value()
+                .map(|v| v.get_name().to_string())
+                .unwrap_or_default()
+        };
+        let users: Vec<String> = self
+            .only_for()
+            .unwrap_or_default()
+            .iter()
+            .map(|c| format!("`{c}`"))
+            .collect();
+        let printed: Vec<String> = Output::value_variants()
+            .iter()
+            .filter(|o| o.is_for(command))
+            .map(|o| name(*o))
+            .collect();
+        format!(
+            "-o {} is for {}; `{command}` prints {}",
+            name(self),
+            users.join(" and "),
+            printed.join(", ")
+        )
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -131,16 +174,6 @@ pub enum Command {
 }
 
 impl Command {
-    /// Whether the command prints `output`: `-o name` and `-o wide` belong to
-    /// the commands that list objects; every other format to every command.
-    pub fn prints(&self, output: Output) -> bool {
-        match output {
-            Output::Name => matches!(self, Command::Get(_) | Command::Status(_)),
-            Output::Wide => matches!(self, Command::Get(_) | Command::Operators(_)),
-            _ => true,
-        }
-    }
-
     /// Whether the command may open a network connection: to the cluster,
     /// or to the Git remote for `--push`.
     pub fn connects(&self) -> bool {

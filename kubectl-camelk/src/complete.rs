@@ -4,7 +4,9 @@
 //! the format kubectl's own completion reads: one candidate per line, then
 //! `:` and a directive.
 
-use clap::Command;
+use clap::{Command, ValueEnum};
+
+use crate::cli::Output;
 
 /// The file name kubectl looks for on PATH.
 pub const COMPLETER: &str = "kubectl_complete-camelk";
@@ -73,15 +75,15 @@ fn takes_value(command: &Command, word: &str) -> Option<Vec<String>> {
     )
 }
 
-/// `-o github` and `-o gitlab` are formats of `validate` alone: other
-/// commands refuse them or print a table, so they are not offered there.
+/// Only the formats the command prints ([`Output::is_for`]): `-o github`
+/// is offered to `validate` alone, `-o name` to `get` and `status`.
 fn only_where_taken(command: &Command, values: Vec<String>) -> Vec<String> {
-    if command.get_name() == "validate" {
-        return values;
-    }
     values
         .into_iter()
-        .filter(|v| v != "github" && v != "gitlab")
+        .filter(|v| {
+            Output::from_str(v, false).is_ok_and(|o| o.is_for(command.get_name()))
+                || Output::from_str(v, false).is_err()
+        })
         .collect()
 }
 

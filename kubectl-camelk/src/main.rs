@@ -33,7 +33,7 @@ mod sigpipe;
 use std::process::ExitCode;
 
 use camelk_reconciler::manifest::ManifestError;
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, FromArgMatches};
 
 use cli::{Cli, Command};
 use render::Reported;
@@ -45,7 +45,13 @@ fn main() -> ExitCode {
         print!("{}", complete::answer(&mut Cli::command(), &words));
         return ExitCode::SUCCESS;
     }
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let command = matches.subcommand_name().unwrap_or_default();
+    if !cli.output.is_for(command) {
+        eprintln!("error: {}", cli.output.refusal(command));
+        return ExitCode::from(if command == "diff" { 2 } else { 1 });
+    }
     if !cli.command.connects() {
         skip_ca_bundle();
     }
@@ -110,14 +116,6 @@ fn skip_ca_bundle() {
 }
 
 async fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
-    if !cli.command.prints(cli.output) {
-        let format =
-            clap::ValueEnum::to_possible_value(&cli.output).map(|v| v.get_name().to_string());
-        anyhow::bail!(
-            "-o {} is for get and status (name) or get and operators (wide)",
-            format.unwrap_or_default()
-        );
-    }
     match &cli.command {
         Command::Validate(args) => commands::validate::run(args, cli.output)?,
         Command::Init(args) => commands::edit::init(cli, args).await?,

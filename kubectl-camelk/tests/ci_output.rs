@@ -148,7 +148,9 @@ fn plan_refuses_the_formats_of_validate() {
             .assert()
             .code(1)
             .stdout("")
-            .stderr(predicate::str::contains("are for `validate`"));
+            .stderr(predicate::str::contains(format!(
+                "-o {format} is for `validate`; `plan` prints table, markdown, json, yaml"
+            )));
     }
 }
 

@@ -78,4 +78,14 @@ fn kubectl_completes_the_plugin_through_the_completer_link() {
         stdout.starts_with("table\nmarkdown\njson\nyaml\n:4\n"),
         "{stdout}"
     );
+    let out = kubectl(
+        &path,
+        dir.path(),
+        &["__complete", "camelk", "get", "-o", ""],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("table\nmarkdown\njson\nyaml\nname\nwide\n:4\n"),
+        "{stdout}"
+    );
 }

@@ -15,11 +15,6 @@ use crate::render;
 
 /// Computes and prints the plan; returns it for the exit code of `diff`.
 pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
-    if cli.output.is_ci() {
-        anyhow::bail!(
-            "-o github and -o gitlab are for `validate`; a plan prints as table, markdown, json or yaml"
-        );
-    }
     let need_repo = args.base.is_some() || args.head.is_some();
     let location = super::locate(&args.manifest, need_repo)?;
     let at_revision = |rev: &str| -> anyhow::Result<Manifest> {

@@ -131,7 +131,8 @@ async fn move_get_and_operators_on_a_live_cluster() {
     let out = live_camelk(&kubeconfig, &ns.name, &["plan", "-o", "name"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("-o name is for get and status"),
+        String::from_utf8_lossy(&out.stderr)
+            .contains("-o name is for `get` and `status`; `plan` prints"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
