@@ -153,9 +153,9 @@ pub enum Command {
     /// act), as `flux reconcile`; with --wait, follow it until it is done.
     Sync(SyncArgs),
     /// Stop the reconciler from acting on an OperatorAssignment (as `flux suspend`).
-    Suspend(StatusArgs),
+    Suspend(NameArgs),
     /// Let the reconciler act on a suspended OperatorAssignment again.
-    Resume(StatusArgs),
+    Resume(NameArgs),
     /// Check the installation, as `flux check`: CRDs, the reconciler and each
     /// operator renewing its lock, the admission policy and its identities,
     /// operators installed by OLM. Exit 0 when all hold, 1 otherwise.
@@ -378,6 +378,16 @@ pub struct CheckArgs {
 
 #[derive(Args, Debug)]
 pub struct StatusArgs {
+    /// The OperatorAssignment (default: every one in the namespace).
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// After the status, print it again each time it changes, until interrupted.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct NameArgs {
     /// The OperatorAssignment (default: every one in the namespace).
     #[arg(value_name = "NAME")]
     pub name: Option<String>,

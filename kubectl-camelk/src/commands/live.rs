@@ -19,7 +19,9 @@ use camelk_reconciler::preflight::{self, Crd};
 use kube::api::{Api, DynamicObject};
 use serde_json::json;
 
-use crate::cli::{Cli, GetArgs, MoveArgs, OperatorsArgs, Output, StatusArgs, parse_resource};
+use crate::cli::{
+    Cli, GetArgs, MoveArgs, NameArgs, OperatorsArgs, Output, StatusArgs, parse_resource,
+};
 use crate::render;
 
 pub async fn move_(cli: &Cli, args: &MoveArgs) -> anyhow::Result<ExitCode> {
@@ -446,94 +448,60 @@ pub async fn status(cli: &Cli, args: &StatusArgs) -> anyhow::Result<()> {
         println!("no OperatorAssignment found");
     }
     for a in &items {
-        let st = a.status.clone().unwrap_or_default();
-        let short = |r: &Option<String>| {
-            r.as_deref()
-                .map(|r| camelk_reconciler::source::short_sha(r).to_string())
-                .unwrap_or_else(|| "<none>".into())
-        };
-        println!(
-            "Name:              {}/{}",
-            a.metadata.namespace.as_deref().unwrap_or_default(),
-            a.metadata.name.as_deref().unwrap_or_default()
-        );
-        println!("Applied revision:  {}", short(&st.last_applied_revision));
-        println!("Attempted:         {}", short(&st.last_attempted_revision));
-        println!(
-            "Generation:        {} (observed {})",
-            a.metadata.generation.unwrap_or_default(),
-            st.observed_generation
-                .map_or("<none>".to_string(), |g| g.to_string())
-        );
-        if let Some(r) = &st.rollout {
-            println!(
-                "Rollout:           {} step {}/{} (completed {}){}",
-                r.state,
-                r.current_step,
-                r.total_steps,
-                r.completed_steps,
-                if r.message.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", r.message)
-                }
-            );
-            for f in &r.failing {
-                println!("  failing:         {f}");
-            }
+        print!("{}", render::assignment_status(a));
+    }
+    if args.watch {
+        follow_status(&api, args.name.as_deref(), &items).await?;
+    }
+    Ok(())
+}
+
+/// `status -w`: the status again each time an OperatorAssignment (the named
+/// one, or any in the namespace) changes, until interrupted.
+async fn follow_status(
+    api: &Api<camelk_reconciler::api::OperatorAssignment>,
+    name: Option<&str>,
+    shown: &[camelk_reconciler::api::OperatorAssignment],
+) -> anyhow::Result<()> {
+    use futures::TryStreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let mut config = watcher::Config::default();
+    if let Some(name) = name {
+        config = config.fields(&format!("metadata.name={name}"));
+    }
+    // What was printed last per object, so a relist prints nothing twice.
+    let mut printed: BTreeMap<String, Option<String>> = shown
+        .iter()
+        .map(|a| {
+            (
+                a.metadata.name.clone().unwrap_or_default(),
+                a.metadata.resource_version.clone(),
+            )
+        })
+        .collect();
+    let mut changes = std::pin::pin!(
+        watcher(api.clone(), config)
+            .default_backoff()
+            .applied_objects()
+    );
+    while let Some(a) = changes
+        .try_next()
+        .await
+        .context("watching OperatorAssignments")?
+    {
+        let key = a.metadata.name.clone().unwrap_or_default();
+        if printed.get(&key) == Some(&a.metadata.resource_version) {
+            continue;
         }
-        if !st.counts.is_empty() {
-            let owners: Vec<String> = st
-                .counts
-                .iter()
-                .map(|(id, n)| format!("{id}={n}"))
-                .collect();
-            println!("Owners:            {}", owners.join(", "));
-        }
-        let mut table = vec![vec![
-            "CONDITION".to_string(),
-            "STATUS".into(),
-            "REASON".into(),
-            "MESSAGE".into(),
-        ]];
-        for c in &st.conditions {
-            table.push(vec![
-                c.type_.clone(),
-                c.status.clone(),
-                c.reason.clone(),
-                c.message.clone(),
-            ]);
-        }
-        println!();
-        print_table(&table);
-        if !st.history.is_empty() {
-            println!();
-            let mut table = vec![vec![
-                "REVISION".to_string(),
-                "STARTED".into(),
-                "MOVES".into(),
-                "STEPS".into(),
-                "RESULT".into(),
-            ]];
-            for h in &st.history {
-                table.push(vec![
-                    camelk_reconciler::source::short_sha(&h.revision).to_string(),
-                    h.started_at.clone(),
-                    h.moves.to_string(),
-                    h.steps.to_string(),
-                    h.result.to_string(),
-                ]);
-            }
-            print_table(&table);
-        }
-        println!();
+        printed.insert(key, a.metadata.resource_version.clone());
+        print!("{}", render::assignment_status(&a));
     }
     Ok(())
 }
 
 /// Sets (or removes) the suspend annotation `reconciler sync` honours, on the
 /// named OperatorAssignment or on every one in the namespace.
-pub async fn suspend(cli: &Cli, args: &StatusArgs, suspended: bool) -> anyhow::Result<()> {
+pub async fn suspend(cli: &Cli, args: &NameArgs, suspended: bool) -> anyhow::Result<()> {
     use camelk_reconciler::api::OperatorAssignment;
     use camelk_reconciler::api::SUSPEND_ANNOTATION;
     use kube::api::{Patch, PatchParams};

@@ -105,6 +105,39 @@ pub(crate) async fn start_sync(
     })
 }
 
+/// Starts `cmd` with its stdout read line by line on a thread of its own.
+fn follow(
+    cmd: &mut std::process::Command,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            let _ = send.send(line);
+        }
+    });
+    (child, lines)
+}
+
+/// Waits up to 30 s for a line `what` prints that `wanted` accepts.
+fn wait_for_line(
+    lines: &std::sync::mpsc::Receiver<String>,
+    what: &str,
+    wanted: impl Fn(&str) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| wanted(l)) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("{what} printed no such line: {seen:#?}"),
+        }
+    }
+}
+
 pub(crate) async fn wait_applied(api: &Api<OperatorAssignment>, sha: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -258,23 +291,11 @@ async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
         ns = ns.name,
     );
     assert_eq!(text, expected);
-    // -w follows: the Event of the suspension below arrives while it runs.
-    let mut follow = live_camelk_as("admin", &kubeconfig, &ns.name)
-        .args(["events", "-w"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = {
-        use std::io::BufRead;
-        let stdout = std::io::BufReader::new(follow.stdout.take().unwrap());
-        let (send, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                let _ = send.send(line);
-            }
-        });
-        lines
-    };
+    // -w follows: the Event and the status of the suspension below arrive while they run.
+    let mut events = live_camelk_as("admin", &kubeconfig, &ns.name);
+    let (mut events, event_lines) = follow(events.args(["events", "-w"]));
+    let mut status = live_camelk_as("admin", &kubeconfig, &ns.name);
+    let (mut status, status_lines) = follow(status.args(["status", NAME, "-w"]));
 
     // A suspended object does not sync: --wait says so and exits 1.
     let out = live_camelk(&kubeconfig, &ns.name, &["suspend", NAME]);
@@ -292,17 +313,15 @@ async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
     );
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result[0]["outcome"], "suspended", "{result}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut seen = Vec::new();
-    while !seen.iter().any(|l: &String| l.contains("Suspended")) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(left) {
-            Ok(line) => seen.push(line),
-            Err(_) => panic!("events -w printed no Suspended Event: {seen:#?}"),
-        }
+    wait_for_line(&event_lines, "events -w", |l| l.contains("Suspended"));
+    // The condition row of the status printed again: `Suspended   True   Suspended   ...`.
+    wait_for_line(&status_lines, "status -w", |l| {
+        l.split_whitespace().take(2).eq(["Suspended", "True"])
+    });
+    for child in [&mut events, &mut status] {
+        let _ = child.kill();
+        let _ = child.wait();
     }
-    let _ = follow.kill();
-    let _ = follow.wait();
 
     // Without a reconciler to answer, --wait gives up at its timeout.
     stop.cancel();
