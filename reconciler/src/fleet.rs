@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
@@ -42,6 +43,68 @@ pub struct OperatorView {
     pub renewal: Renewal,
     /// Camel K resources whose owner label names it.
     pub owned: usize,
+}
+
+/// Whether `deployment` runs operator `id`: upstream Camel K reads its id from
+/// the environment variable `OPERATOR_ID` (as Helm, OLM and kustomize install
+/// it), `reconciler operator` from `--id`.
+pub fn runs_operator(deployment: &Deployment, id: &str) -> bool {
+    operator_image(deployment, id).is_some()
+}
+
+/// The image of the container of `deployment` that runs operator `id`.
+fn operator_image<'a>(deployment: &'a Deployment, id: &str) -> Option<&'a str> {
+    let pod = deployment.spec.template.spec.as_ref()?;
+    pod.containers
+        .iter()
+        .find(|c| {
+            let by_env = c
+                .env
+                .iter()
+                .flatten()
+                .any(|e| e.name == "OPERATOR_ID" && e.value.as_deref() == Some(id));
+            let args: Vec<&str> = c.args.iter().flatten().map(String::as_str).collect();
+            let by_flag = args.contains(&format!("--id={id}").as_str())
+                || args.windows(2).any(|w| w == ["--id", id]);
+            by_env || by_flag
+        })
+        .and_then(|c| c.image.as_deref())
+}
+
+/// The version an image reference names: its tag
+/// (`docker.io/apache/camel-k:2.10.1` gives `2.10.1`); none for an image
+/// pinned by digest only or without a tag.
+pub fn image_version(image: &str) -> Option<&str> {
+    let name = image.split('@').next().unwrap_or(image);
+    let last = name.rsplit('/').next().unwrap_or(name);
+    last.split_once(':').map(|(_, tag)| tag)
+}
+
+/// The version of each operator (id, lock namespace) whose Deployment in its
+/// lock namespace can be found, from that Deployment's image.
+pub async fn operator_versions(
+    client: &Client,
+    operators: &[(String, String)],
+) -> Result<BTreeMap<(String, String), String>, kube::Error> {
+    let mut versions = BTreeMap::new();
+    let namespaces: std::collections::BTreeSet<&str> =
+        operators.iter().map(|(_, ns)| ns.as_str()).collect();
+    for ns in namespaces {
+        let deployments = Api::<Deployment>::namespaced(client.clone(), ns)
+            .list(&ListParams::default())
+            .await?
+            .items;
+        for (id, _) in operators.iter().filter(|(_, at)| at == ns) {
+            let version = deployments
+                .iter()
+                .find_map(|d| operator_image(d, id))
+                .and_then(image_version);
+            if let Some(version) = version {
+                versions.insert((id.clone(), ns.to_string()), version.to_string());
+            }
+        }
+    }
+    Ok(versions)
 }
 
 /// Namespace of the lock of operator `id`, if one exists anywhere.
@@ -203,4 +266,47 @@ pub async fn resources(
     }
     rows.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
     Ok((rows, missing))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deployment(container: serde_json::Value) -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": { "name": "d", "namespace": "camel-k" },
+            "spec": { "selector": {}, "template": { "spec": { "containers": [container] } } }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_operator_is_found_by_its_environment_or_its_flag() {
+        let upstream = deployment(json!({ "name": "operator",
+            "image": "docker.io/apache/camel-k:2.10.1",
+            "env": [{ "name": "OPERATOR_ID", "value": "operator-1" }] }));
+        let reference = deployment(json!({ "name": "operator",
+            "image": "ghcr.io/camelk-gitops/reconciler:v0.1.0",
+            "args": ["operator", "--id", "operator-2"] }));
+        assert!(runs_operator(&upstream, "operator-1"));
+        assert!(!runs_operator(&upstream, "operator-2"));
+        assert!(runs_operator(&reference, "operator-2"));
+        assert_eq!(
+            operator_image(&upstream, "operator-1").and_then(image_version),
+            Some("2.10.1")
+        );
+    }
+
+    #[test]
+    fn the_version_is_the_images_tag() {
+        assert_eq!(
+            image_version("docker.io/apache/camel-k:2.10.1"),
+            Some("2.10.1")
+        );
+        assert_eq!(image_version("localhost:5000/camel-k:v2"), Some("v2"));
+        assert_eq!(image_version("localhost:5000/camel-k"), None);
+        assert_eq!(image_version("camel-k@sha256:abcd"), None);
+        assert_eq!(image_version("camel-k:2.9@sha256:abcd"), Some("2.9"));
+    }
 }

@@ -425,7 +425,7 @@ fn judge_olm(operators: &BTreeSet<(String, String)>, deployments: &[Deployment])
     for (id, ns) in operators {
         let Some(deployment) = deployments
             .iter()
-            .find(|d| d.metadata.namespace.as_deref() == Some(ns) && runs_operator(d, id))
+            .find(|d| d.metadata.namespace.as_deref() == Some(ns) && fleet::runs_operator(d, id))
         else {
             continue;
         };
@@ -457,22 +457,6 @@ fn judge_olm(operators: &BTreeSet<(String, String)>, deployments: &[Deployment])
         }
     }
     findings
-}
-
-/// Whether a container of `deployment` runs operator `id` (upstream reads
-/// its id from the environment variable `OPERATOR_ID`).
-fn runs_operator(deployment: &Deployment, id: &str) -> bool {
-    let containers = deployment
-        .spec
-        .template
-        .spec
-        .as_ref()
-        .map(|p| p.containers.as_slice())
-        .unwrap_or_default();
-    containers
-        .iter()
-        .flat_map(|c| c.env.iter().flatten())
-        .any(|e| e.name == "OPERATOR_ID" && e.value.as_deref() == Some(id))
 }
 
 #[cfg(test)]

@@ -348,11 +348,23 @@ pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
     let ops = fleet::operators(&client, args.observe)
         .await
         .context("reading operator locks")?;
+    // From each operator's Deployment; a user who may not list Deployments
+    // still gets the rest.
+    let located: Vec<(String, String)> = ops
+        .iter()
+        .map(|o| (o.id.clone(), o.namespace.clone()))
+        .collect();
+    let versions = match fleet::operator_versions(&client, &located).await {
+        Ok(versions) => versions,
+        Err(kube::Error::Api(status)) if status.code == 403 => BTreeMap::new(),
+        Err(e) => return Err(e).context("reading the operators' Deployments"),
+    };
+    let version_of = |o: &fleet::OperatorView| versions.get(&(o.id.clone(), o.namespace.clone()));
     if cli.output.is_structured() {
         let items: Vec<_> = ops
             .iter()
             .map(|o| {
-                json!({ "id": o.id, "namespace": o.namespace, "holder": o.holder,
+                json!({ "id": o.id, "namespace": o.namespace, "version": version_of(o), "holder": o.holder,
                 "renewTime": o.renew_time, "alive": o.renewal == Renewal::Seen, "owned": o.owned })
             })
             .collect();
@@ -366,6 +378,7 @@ pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
     let mut header = vec![
         "OPERATOR".to_string(),
         "NAMESPACE".into(),
+        "VERSION".into(),
         "HOLDER".into(),
         "LAST RENEWAL".into(),
         "ALIVE".into(),
@@ -384,6 +397,7 @@ pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
         let mut row = vec![
             o.id.clone(),
             o.namespace.clone(),
+            version_of(o).cloned().unwrap_or_else(|| "<unknown>".into()),
             o.holder.clone().unwrap_or_else(|| "<none>".into()),
             o.renew_time.clone().unwrap_or_default(),
             alive,

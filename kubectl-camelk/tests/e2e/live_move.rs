@@ -7,7 +7,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{live_camelk, start_operator, wait_running};
+use crate::common::{live_camelk, live_camelk_as, start_operator, wait_running};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn move_get_and_operators_on_a_live_cluster() {
@@ -158,6 +158,44 @@ async fn move_get_and_operators_on_a_live_cluster() {
         assert_eq!(op["alive"], true, "{id} renews its lock");
         assert_eq!(op["holder"], format!("{id}-test"));
     }
+    // An operator's version comes from its Deployment (upstream's reads its id
+    // from OPERATOR_ID), for whoever may list Deployments.
+    let deployment: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
+        "metadata": { "name": "camel-k-operator" },
+        "spec": {
+            "selector": { "matchLabels": { "app": "camel-k" } },
+            "template": {
+                "metadata": { "labels": { "app": "camel-k" } },
+                "spec": { "containers": [{ "name": "camel-k-operator",
+                    "image": "docker.io/apache/camel-k:2.10.1",
+                    "env": [{ "name": "OPERATOR_ID", "value": "operator-1" }] }] }
+            }
+        }
+    }))
+    .unwrap();
+    Api::namespaced(cluster.admin().await, &ns.name)
+        .create(&Default::default(), &deployment)
+        .await
+        .unwrap();
+    let out = live_camelk_as("admin", &kubeconfig, &ns.name)
+        .args(["operators", "--observe", "1s", "-o", "json"])
+        .output()
+        .unwrap();
+    let ops: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let version = |id: &str| {
+        ops["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["id"] == id && o["namespace"] == ns.name.as_str())
+            .map(|o| o["version"].clone())
+    };
+    assert_eq!(version("operator-1"), Some(json!("2.10.1")), "{ops:#}");
+    assert_eq!(
+        version("operator-2"),
+        Some(Value::Null),
+        "no Deployment runs it"
+    );
     let out = live_camelk(
         &kubeconfig,
         &ns.name,
@@ -176,6 +214,11 @@ async fn move_get_and_operators_on_a_live_cluster() {
         .find(|l| l.starts_with("operator-1 ") && l.contains(&ns.name))
         .unwrap_or_else(|| panic!("{wide}"));
     assert!(row.ends_with(" 4s"), "the lock's duration: {row}");
+    assert_eq!(
+        row.split_whitespace().nth(2),
+        Some("<unknown>"),
+        "the reconciler may not list Deployments, and still gets the rest: {row}"
+    );
 
     // Without --wait only the request is written; the owner releases by itself.
     let out = live_camelk(
