@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Container;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 
@@ -49,26 +50,27 @@ pub struct OperatorView {
 /// the environment variable `OPERATOR_ID` (as Helm, OLM and kustomize install
 /// it), `reconciler operator` from `--id`.
 pub fn runs_operator(deployment: &Deployment, id: &str) -> bool {
-    operator_image(deployment, id).is_some()
+    operator_container(deployment, id).is_some()
 }
 
 /// The image of the container of `deployment` that runs operator `id`.
 fn operator_image<'a>(deployment: &'a Deployment, id: &str) -> Option<&'a str> {
+    operator_container(deployment, id)?.image.as_deref()
+}
+
+fn operator_container<'a>(deployment: &'a Deployment, id: &str) -> Option<&'a Container> {
     let pod = deployment.spec.template.spec.as_ref()?;
-    pod.containers
-        .iter()
-        .find(|c| {
-            let by_env = c
-                .env
-                .iter()
-                .flatten()
-                .any(|e| e.name == "OPERATOR_ID" && e.value.as_deref() == Some(id));
-            let args: Vec<&str> = c.args.iter().flatten().map(String::as_str).collect();
-            let by_flag = args.contains(&format!("--id={id}").as_str())
-                || args.windows(2).any(|w| w == ["--id", id]);
-            by_env || by_flag
-        })
-        .and_then(|c| c.image.as_deref())
+    pod.containers.iter().find(|c| {
+        let by_env = c
+            .env
+            .iter()
+            .flatten()
+            .any(|e| e.name == "OPERATOR_ID" && e.value.as_deref() == Some(id));
+        let args: Vec<&str> = c.args.iter().flatten().map(String::as_str).collect();
+        let by_flag = args.contains(&format!("--id={id}").as_str())
+            || args.windows(2).any(|w| w == ["--id", id]);
+        by_env || by_flag
+    })
 }
 
 /// The version an image reference names: its tag
@@ -292,6 +294,13 @@ mod tests {
         assert!(runs_operator(&upstream, "operator-1"));
         assert!(!runs_operator(&upstream, "operator-2"));
         assert!(runs_operator(&reference, "operator-2"));
+        let no_image = deployment(json!({ "name": "operator",
+            "env": [{ "name": "OPERATOR_ID", "value": "operator-3" }] }));
+        assert!(
+            runs_operator(&no_image, "operator-3"),
+            "found without an image"
+        );
+        assert_eq!(operator_image(&no_image, "operator-3"), None);
         assert_eq!(
             operator_image(&upstream, "operator-1").and_then(image_version),
             Some("2.10.1")
