@@ -343,6 +343,9 @@ pub struct GetArgs {
     /// Only resources owned by this operator.
     #[arg(long, value_name = "ID")]
     pub operator: Option<String>,
+    /// After the list, a row each time a resource's owner or phase changes, until interrupted.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
 }
 
 #[derive(Args, Debug)]

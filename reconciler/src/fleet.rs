@@ -195,7 +195,7 @@ pub(crate) async fn owned_counts(client: &Client) -> Result<BTreeMap<String, usi
 const PAGE: u32 = 500;
 
 /// One Camel K resource and its owner keys.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResourceView {
     /// The resource's kind.
     pub kind: CamelKind,
@@ -209,6 +209,23 @@ pub struct ResourceView {
     pub annotation: Option<String>,
     /// `status.phase`, if any.
     pub phase: Option<String>,
+}
+
+impl ResourceView {
+    /// The row of `obj`, a resource of `kind`.
+    pub fn of(kind: CamelKind, obj: &DynamicObject) -> ResourceView {
+        let key = |m: &Option<BTreeMap<String, String>>| {
+            m.as_ref().and_then(|m| m.get(OPERATOR_ID_KEY)).cloned()
+        };
+        ResourceView {
+            kind,
+            namespace: obj.metadata.namespace.clone().unwrap_or_default(),
+            name: obj.metadata.name.clone().unwrap_or_default(),
+            label: key(&obj.metadata.labels),
+            annotation: key(&obj.metadata.annotations),
+            phase: phase(obj).map(str::to_string),
+        }
+    }
 }
 
 impl ResourceView {
@@ -248,17 +265,7 @@ pub async fn resources(
                 if operator.is_some() && owner_id(&obj.metadata).as_deref() != operator {
                     continue;
                 }
-                let get = |m: &Option<BTreeMap<String, String>>| {
-                    m.as_ref().and_then(|m| m.get(OPERATOR_ID_KEY)).cloned()
-                };
-                rows.push(ResourceView {
-                    kind: *kind,
-                    namespace: obj.metadata.namespace.clone().unwrap_or_default(),
-                    name: obj.metadata.name.clone().unwrap_or_default(),
-                    label: get(&obj.metadata.labels),
-                    annotation: get(&obj.metadata.annotations),
-                    phase: phase(&obj).map(str::to_string),
-                });
+                rows.push(ResourceView::of(*kind, &obj));
             }
             match page.metadata.continue_.filter(|c| !c.is_empty()) {
                 Some(token) => params = params.continue_token(&token),

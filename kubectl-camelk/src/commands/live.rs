@@ -302,38 +302,106 @@ pub async fn get(cli: &Cli, args: &GetArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let wide = cli.output == Output::Wide;
-    let mut header = vec![
-        "NAMESPACE".to_string(),
-        "KIND".into(),
-        "NAME".into(),
-        "OPERATOR".into(),
-        "PHASE".into(),
-    ];
+    let header = get_header(wide);
+    let table: Vec<Vec<String>> = rows.iter().map(|r| get_row(r, wide)).collect();
+    print!("{}", render::table(&header, &table));
+    if args.watch {
+        follow_resources(
+            &client,
+            &kinds,
+            namespace.as_deref(),
+            args.operator.as_deref(),
+            wide,
+            &rows,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+fn get_header(wide: bool) -> Vec<&'static str> {
+    let mut header = vec!["NAMESPACE", "KIND", "NAME", "OPERATOR", "PHASE"];
     if wide {
         // The two keys upstream and this project read, each as it is.
-        header.extend(["LABEL".into(), "ANNOTATION".into()]);
+        header.extend(["LABEL", "ANNOTATION"]);
     }
-    let mut table = vec![header];
-    for r in &rows {
-        let owner = match (r.owner(), &r.annotation) {
-            (Some(o), Some(a)) if &o != a => format!("{o} (annotation: {a})"),
-            (Some(o), _) => o,
-            (None, _) => "<none>".into(),
+    header
+}
+
+fn get_row(r: &fleet::ResourceView, wide: bool) -> Vec<String> {
+    let owner = match (r.owner(), &r.annotation) {
+        (Some(o), Some(a)) if &o != a => format!("{o} (annotation: {a})"),
+        (Some(o), _) => o,
+        (None, _) => "<none>".into(),
+    };
+    let mut row = vec![
+        r.namespace.clone(),
+        r.kind.to_string(),
+        r.name.clone(),
+        owner,
+        r.phase.clone().unwrap_or_default(),
+    ];
+    if wide {
+        let key = |k: &Option<String>| k.clone().unwrap_or_else(|| "<none>".into());
+        row.extend([key(&r.label), key(&r.annotation)]);
+    }
+    row
+}
+
+/// `get -w`: a row each time a listed kind's resource changes owner, owner
+/// keys or phase, until interrupted (as kubectl get -w).
+async fn follow_resources(
+    client: &kube::Client,
+    kinds: &[CamelKind],
+    namespace: Option<&str>,
+    operator: Option<&str>,
+    wide: bool,
+    shown: &[fleet::ResourceView],
+) -> anyhow::Result<()> {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::runtime::{WatchStreamExt, watcher};
+    let streams = kinds.iter().map(|kind| {
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &kind.api_resource()),
+            None => Api::all_with(client.clone(), &kind.api_resource()),
         };
-        let mut row = vec![
-            r.namespace.clone(),
-            r.kind.to_string(),
-            r.name.clone(),
-            owner,
-            r.phase.clone().unwrap_or_default(),
-        ];
-        if wide {
-            let key = |k: &Option<String>| k.clone().unwrap_or_else(|| "<none>".into());
-            row.extend([key(&r.label), key(&r.annotation)]);
+        let kind = *kind;
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+            .map_ok(move |obj| fleet::ResourceView::of(kind, &obj))
+            .boxed()
+    });
+    // What was printed last per resource: a relist or an unrelated change
+    // (a spec edit, a status field not shown) prints nothing.
+    let mut printed: BTreeMap<(CamelKind, String, String), fleet::ResourceView> = shown
+        .iter()
+        .map(|r| ((r.kind, r.namespace.clone(), r.name.clone()), r.clone()))
+        .collect();
+    let mut changes = futures::stream::select_all(streams);
+    let header = get_header(wide);
+    while let Some(view) = changes
+        .try_next()
+        .await
+        .context("watching Camel K resources")?
+    {
+        if operator.is_some() && view.owner().as_deref() != operator {
+            continue;
         }
-        table.push(row);
+        let key = (view.kind, view.namespace.clone(), view.name.clone());
+        if printed.get(&key) == Some(&view) {
+            continue;
+        }
+        let line = render::table(&header, &[get_row(&view, wide)]);
+        print!(
+            "{}",
+            line.lines()
+                .nth(1)
+                .map(|l| format!("{l}\n"))
+                .unwrap_or_default()
+        );
+        printed.insert(key, view);
     }
-    print_table(&table);
     Ok(())
 }
 

@@ -205,3 +205,36 @@ pub fn live_camelk_as(context: &str, kubeconfig: &Path, ns: &str) -> Command {
         .env("NO_COLOR", "1");
     cmd
 }
+
+/// Starts `cmd` with its stdout read line by line on a thread of its own.
+pub fn follow(
+    cmd: &mut std::process::Command,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            let _ = send.send(line);
+        }
+    });
+    (child, lines)
+}
+
+/// Waits up to 30 s for a line `what` prints that `wanted` accepts.
+pub fn wait_for_line(
+    lines: &std::sync::mpsc::Receiver<String>,
+    what: &str,
+    wanted: impl Fn(&str) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| wanted(l)) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("{what} printed no such line: {seen:#?}"),
+        }
+    }
+}

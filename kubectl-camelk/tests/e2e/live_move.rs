@@ -7,7 +7,9 @@ use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{live_camelk, live_camelk_as, start_operator, wait_running};
+use crate::common::{
+    follow, live_camelk, live_camelk_as, start_operator, wait_for_line, wait_running,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn move_get_and_operators_on_a_live_cluster() {
@@ -220,6 +222,13 @@ async fn move_get_and_operators_on_a_live_cluster() {
         "the reconciler may not list Deployments, and still gets the rest: {row}"
     );
 
+    // get -w prints the row again once billing's owner changes below.
+    let mut watch = live_camelk_as("reconciler", &kubeconfig, &ns.name);
+    let (mut watch, rows) = follow(watch.args(["get", "integration", "-w"]));
+    wait_for_line(&rows, "get -w", |l| {
+        l.contains("billing") && l.contains("operator-1")
+    });
+
     // Without --wait only the request is written; the owner releases by itself.
     let out = live_camelk(
         &kubeconfig,
@@ -241,6 +250,11 @@ async fn move_get_and_operators_on_a_live_cluster() {
         "{requested}"
     );
     wait_running(&api, "billing", "operator-2").await;
+    wait_for_line(&rows, "get -w", |l| {
+        l.split_whitespace().collect::<Vec<_>>()[2..] == ["billing", "operator-2", "Running"]
+    });
+    let _ = watch.kill();
+    let _ = watch.wait();
     let out = live_camelk(
         &kubeconfig,
         &ns.name,
