@@ -121,6 +121,16 @@ pub fn age(seconds: u64) -> String {
     }
 }
 
+/// One row as [`table`] would align it under `header`, without the header:
+/// what a watch prints under the table it printed first.
+pub fn table_row(header: &[&str], row: Vec<String>) -> String {
+    let rows = table(header, &[row]);
+    rows.lines()
+        .nth(1)
+        .map(|l| format!("{l}\n"))
+        .unwrap_or_default()
+}
+
 /// Columns padded to their widest cell, three spaces apart, as kubectl prints.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();

@@ -88,18 +88,9 @@ pub async fn run(cli: &Cli, args: &EventsArgs) -> anyhow::Result<()> {
             if cli.output.is_structured() {
                 println!("{}", serde_json::to_string(&e).context("an Event as JSON")?);
             } else {
-                let line = render::table(
-                    &header(cli.all_namespaces),
-                    &[row(&e, cli.all_namespaces, Timestamp::now())],
-                );
                 // The header was printed once, above the list.
-                print!(
-                    "{}",
-                    line.lines()
-                        .nth(1)
-                        .map(|l| format!("{l}\n"))
-                        .unwrap_or_default()
-                );
+                let row = row(&e, cli.all_namespaces, Timestamp::now());
+                print!("{}", render::table_row(&header(cli.all_namespaces), row));
             }
         }
     }

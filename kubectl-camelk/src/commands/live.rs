@@ -392,14 +392,7 @@ async fn follow_resources(
         if printed.get(&key) == Some(&view) {
             continue;
         }
-        let line = render::table(&header, &[get_row(&view, wide)]);
-        print!(
-            "{}",
-            line.lines()
-                .nth(1)
-                .map(|l| format!("{l}\n"))
-                .unwrap_or_default()
-        );
+        print!("{}", render::table_row(&header, get_row(&view, wide)));
         printed.insert(key, view);
     }
     Ok(())
