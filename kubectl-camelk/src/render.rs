@@ -258,7 +258,7 @@ pub fn assignment_status(a: &camelk_reconciler::api::OperatorAssignment) -> Stri
 }
 
 /// A table whose first row is its header.
-fn rows_table(rows: &[Vec<String>]) -> String {
+pub fn rows_table(rows: &[Vec<String>]) -> String {
     let header: Vec<&str> = rows[0].iter().map(String::as_str).collect();
     table(&header, &rows[1..])
 }

@@ -42,8 +42,6 @@ pub struct OperatorView {
     pub lease_duration_seconds: Option<i32>,
     /// Whether the holder was seen renewing during the observation.
     pub renewal: Renewal,
-    /// Camel K resources whose owner label names it.
-    pub owned: usize,
 }
 
 /// Whether `deployment` runs operator `id`: upstream Camel K reads its id from
@@ -119,11 +117,10 @@ pub async fn find_lock(client: &Client, id: &str) -> Result<Option<String>, kube
     Ok(list.items.into_iter().find_map(|l| l.metadata.namespace))
 }
 
-/// Every operator with a lock, watched for `observe` to see which renew.
-pub async fn operators(
-    client: &Client,
-    observe: Duration,
-) -> Result<Vec<OperatorView>, kube::Error> {
+/// Every operator with a lock, watched for `observe` to see which renew
+/// (what each owns is [`owned_counts`], a list of every Camel K resource:
+/// only the callers that show it pay for it).
+pub async fn locks(client: &Client, observe: Duration) -> Result<Vec<OperatorView>, kube::Error> {
     let leases: Api<Lease> = Api::all(client.clone());
     let locks = |list: Vec<Lease>| -> BTreeMap<(String, String), Lease> {
         list.into_iter()
@@ -137,7 +134,6 @@ pub async fn operators(
     let before = locks(leases.list(&ListParams::default()).await?.items);
     tokio::time::sleep(observe).await;
     let after = locks(leases.list(&ListParams::default()).await?.items);
-    let owned = owned_counts(client).await?;
     Ok(after
         .into_iter()
         .map(|((id, namespace), lease)| {
@@ -152,7 +148,6 @@ pub async fn operators(
                 (Some(_), false) => Renewal::NotSeen,
             };
             OperatorView {
-                owned: owned.get(&id).copied().unwrap_or(0),
                 id,
                 namespace,
                 holder,
@@ -166,7 +161,7 @@ pub async fn operators(
 
 /// Owned resources per operator id ([`owner_id`]: label, else annotation),
 /// from metadata-only lists of every kind.
-pub(crate) async fn owned_counts(client: &Client) -> Result<BTreeMap<String, usize>, kube::Error> {
+pub async fn owned_counts(client: &Client) -> Result<BTreeMap<String, usize>, kube::Error> {
     let mut counts = BTreeMap::new();
     for kind in CamelKind::ALL {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.api_resource());

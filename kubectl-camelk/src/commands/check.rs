@@ -49,7 +49,7 @@ pub async fn run(cli: &Cli, args: &CheckArgs) -> anyhow::Result<ExitCode> {
         .context("reading the served APIs")?;
     let mut findings = judge_crds(&crds, &absent);
 
-    let locks = fleet::operators(&client, args.observe)
+    let locks = fleet::locks(&client, args.observe)
         .await
         .context("reading the lock Leases")?;
     findings.push(judge_reconciler(&ns, &locks));
@@ -183,12 +183,7 @@ fn judge_operators(
             "find it with `kubectl get operatorassignments -A` and pass its namespace with -n",
         )];
     }
-    let operators: BTreeSet<(String, String)> = assignments
-        .iter()
-        .flat_map(|a| &a.spec.operators)
-        .map(|o| (o.id.to_string(), o.namespace.clone()))
-        .collect();
-    operators
+    manifest_operators(assignments)
         .iter()
         .map(|(id, op_ns)| {
             judge_lock(
@@ -202,6 +197,15 @@ fn judge_operators(
                 ),
             )
         })
+        .collect()
+}
+
+/// Every operator the manifests name, with the namespace of its lock.
+fn manifest_operators(assignments: &[OperatorAssignment]) -> BTreeSet<(String, String)> {
+    assignments
+        .iter()
+        .flat_map(|a| &a.spec.operators)
+        .map(|o| (o.id.to_string(), o.namespace.clone()))
         .collect()
 }
 
@@ -308,22 +312,18 @@ fn judge_admission(
         ));
         return findings;
     };
-    findings.extend(judge_identities(
-        &format!("{ns}/{name}"),
-        assignments,
-        &data,
-    ));
+    findings.extend(judge_identities((ns, &name), assignments, &data));
     findings
 }
 
 /// The identities ConfigMap against the operators the manifests name.
 fn judge_identities(
-    configmap: &str,
+    (namespace, name): (&str, &str),
     assignments: &[OperatorAssignment],
     data: &BTreeMap<String, String>,
 ) -> Vec<Finding> {
     const PART: &str = "admission";
-    let (namespace, name) = configmap.split_once('/').unwrap_or(("", configmap));
+    let configmap = format!("{namespace}/{name}");
     let mut findings = Vec::new();
     if !data.contains_key("coordinators") && !data.contains_key("coordinatorGroups") {
         findings.push(Finding::fail(
@@ -394,11 +394,7 @@ fn judge_identities(
 /// per namespace, which a second operator in that namespace breaks.
 async fn olm(client: &Client, assignments: &[OperatorAssignment]) -> anyhow::Result<Vec<Finding>> {
     const PART: &str = "installation";
-    let operators: BTreeSet<(String, String)> = assignments
-        .iter()
-        .flat_map(|a| &a.spec.operators)
-        .map(|o| (o.id.to_string(), o.namespace.clone()))
-        .collect();
+    let operators = manifest_operators(assignments);
     let namespaces: BTreeSet<&str> = operators.iter().map(|(_, ns)| ns.as_str()).collect();
     let mut deployments = Vec::new();
     for ns in namespaces {
@@ -471,7 +467,6 @@ mod tests {
             renew_time: None,
             lease_duration_seconds: Some(15),
             renewal,
-            owned: 0,
         }
     }
 
@@ -551,7 +546,7 @@ mod tests {
             ("operator.operator-2", "u2"),
             ("unownedHandler", "operator-1"),
         ]);
-        let findings = judge_identities("ns/ids", std::slice::from_ref(&a), &complete);
+        let findings = judge_identities(("ns", "ids"), std::slice::from_ref(&a), &complete);
         assert!(
             findings.iter().all(|f| f.verdict == Verdict::Pass),
             "{findings:?}"
@@ -561,7 +556,7 @@ mod tests {
         broken.remove("operator.operator-2");
         broken.remove("unownedHandler");
         broken.insert("operator.operator-9".into(), "u9".into());
-        let findings = judge_identities("ns/ids", &[a], &broken);
+        let findings = judge_identities(("ns", "ids"), &[a], &broken);
         let failed: Vec<&str> = findings
             .iter()
             .filter(|f| f.verdict == Verdict::Fail)

@@ -406,9 +406,13 @@ fn object_kind(kind: &str, group: &str) -> String {
 pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
     let (client, _) = super::cluster(cli).await?;
     super::require_crds(&client, &[Crd::INTEGRATION], &[]).await?;
-    let ops = fleet::operators(&client, args.observe)
+    let ops = fleet::locks(&client, args.observe)
         .await
         .context("reading operator locks")?;
+    let owned = fleet::owned_counts(&client)
+        .await
+        .context("counting what each operator owns")?;
+    let owned = |o: &fleet::OperatorView| owned.get(&o.id).copied().unwrap_or(0);
     // From each operator's Deployment; a user who may not list Deployments
     // still gets the rest.
     let located: Vec<(String, String)> = ops
@@ -426,7 +430,7 @@ pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
             .iter()
             .map(|o| {
                 json!({ "id": o.id, "namespace": o.namespace, "version": version_of(o), "holder": o.holder,
-                "renewTime": o.renew_time, "alive": o.renewal == Renewal::Seen, "owned": o.owned })
+                "renewTime": o.renew_time, "alive": o.renewal == Renewal::Seen, "owned": owned(o) })
             })
             .collect();
         print!(
@@ -462,7 +466,7 @@ pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
             o.holder.clone().unwrap_or_else(|| "<none>".into()),
             o.renew_time.clone().unwrap_or_default(),
             alive,
-            o.owned.to_string(),
+            owned(o).to_string(),
         ];
         if wide {
             row.push(
@@ -472,7 +476,7 @@ pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
         }
         table.push(row);
     }
-    print_table(&table);
+    print!("{}", render::rows_table(&table));
     Ok(())
 }
 
@@ -625,10 +629,4 @@ pub(super) async fn named_or_all(
         bail!("no OperatorAssignment in namespace {ns}");
     }
     Ok(names)
-}
-
-/// Prints `rows` (the first is the header) with the plugin's table layout.
-fn print_table(rows: &[Vec<String>]) {
-    let header: Vec<&str> = rows[0].iter().map(String::as_str).collect();
-    print!("{}", render::table(&header, &rows[1..]));
 }

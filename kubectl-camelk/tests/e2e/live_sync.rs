@@ -35,7 +35,9 @@ pub(crate) fn manifest(ns: &str, staged: Option<&[&str]>) -> String {
         None => assignment,
     };
     assignment
-        .rollout(Rollout::new().gate_timeout("60s"))
+        // A pause between the steps, so that `sync --wait` started on a
+        // loaded machine still sees the rollout in progress.
+        .rollout(Rollout::new().gate_timeout("60s").pause("2s"))
         .drain_timeout("1m")
         .render()
 }
