@@ -152,6 +152,9 @@ async fn bench() {
         part(filtered.1) / part(unfiltered.1)
     );
 
+    cluster
+        .grant_operator("operator-1", &mem_ns.name, &locks_name)
+        .await;
     let mut op = Command::new(env!("CARGO_BIN_EXE_reconciler"))
         .args([
             "operator",
@@ -198,6 +201,9 @@ async fn measure_round(
     let plain_ns = cluster.namespace("bench-plain").await;
     create_settled(&admin, &moved_ns.name, n, |_| "operator-1").await;
     create_settled(&admin, &plain_ns.name, n, |_| "operator-1").await;
+    cluster
+        .grant_operator("operator-1", &moved_ns.name, locks)
+        .await;
     let mut op1 = Command::new(env!("CARGO_BIN_EXE_reconciler"))
         .args([
             "operator",

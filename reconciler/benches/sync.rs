@@ -251,8 +251,8 @@ async fn latency(cluster: &TestCluster, reps: usize, poll: Duration, webhook: bo
     let guard = cluster.namespace(&format!("bench-sync-{mode}")).await;
     let ns = guard.name.clone();
     let git = GitRepo::new();
-    let _op1 = spawn_operator(cluster, "operator-1", &ns);
-    let _op2 = spawn_operator(cluster, "operator-2", &ns);
+    let _op1 = spawn_operator(cluster, "operator-1", &ns).await;
+    let _op2 = spawn_operator(cluster, "operator-2", &ns).await;
     create_integration(&admin, &ns, "it-0", "operator-1", 0).await;
     wait_running_under(&admin, &ns, "it-0", "operator-1").await;
 
@@ -842,7 +842,8 @@ fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
 
-fn spawn_operator(cluster: &TestCluster, id: &str, ns: &str) -> Process {
+async fn spawn_operator(cluster: &TestCluster, id: &str, ns: &str) -> Process {
+    cluster.grant_operator(id, ns, ns).await;
     let mut args = strings(&[
         "operator",
         "--id",

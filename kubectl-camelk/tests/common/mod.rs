@@ -144,8 +144,15 @@ spec:
 ";
 
 /// Runs the scoped operator loop of `id` in this process (its own identity's
-/// client, its lock in `ns`) until `stop`.
-pub fn start_operator(client: kube::Client, id: &str, ns: &str, stop: &CancellationToken) {
+/// client, under the shipped operator RBAC, its lock in `ns`) until `stop`.
+pub async fn start_operator(
+    cluster: &camelk_testkit::TestCluster,
+    id: &str,
+    ns: &str,
+    stop: &CancellationToken,
+) {
+    cluster.grant_operator(id, ns, ns).await;
+    let client = cluster.client_as(id).await;
     let cfg = OperatorConfig {
         id: OperatorId::new(id).unwrap(),
         lock_namespace: ns.into(),

@@ -40,7 +40,7 @@ async fn check_is_green_on_a_whole_installation_and_names_each_broken_part() {
         .unwrap_or_else(|e| panic!("{e:#}"));
     let stops = [CancellationToken::new(), CancellationToken::new()];
     for (id, stop) in operators.iter().zip(&stops) {
-        start_operator(cluster.client_as(id).await, id, &ns.name, stop);
+        start_operator(cluster, id, &ns.name, stop).await;
     }
     let repo = repo_with(&manifest(&ns.name, None));
     let cache = tempfile::tempdir().unwrap();

@@ -17,18 +17,8 @@ async fn move_get_and_operators_on_a_live_cluster() {
     cluster.grant_camelk_roles().await;
     let ns = cluster.namespace("move").await;
     let stop = CancellationToken::new();
-    start_operator(
-        cluster.client_as("operator-1").await,
-        "operator-1",
-        &ns.name,
-        &stop,
-    );
-    start_operator(
-        cluster.client_as("operator-2").await,
-        "operator-2",
-        &ns.name,
-        &stop,
-    );
+    start_operator(cluster, "operator-1", &ns.name, &stop).await;
+    start_operator(cluster, "operator-2", &ns.name, &stop).await;
     let admin = cluster.admin().await;
     let api: Api<DynamicObject> =
         Api::namespaced_with(admin, &ns.name, &CamelKind::Integration.api_resource());

@@ -131,7 +131,7 @@ async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
     cluster.grant_sync_namespace(&ns.name).await;
     let stop = CancellationToken::new();
     for id in ["operator-1", "operator-2"] {
-        start_operator(cluster.client_as(id).await, id, &ns.name, &stop);
+        start_operator(cluster, id, &ns.name, &stop).await;
     }
     let integrations: Api<DynamicObject> = Api::namespaced_with(
         admin.clone(),

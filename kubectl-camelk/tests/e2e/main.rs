@@ -3,8 +3,10 @@
 //! once per process) instead of starting one per file. Each test works in
 //! namespaces of its own; what is cluster-wide is only added, idempotently and
 //! the same for every test: the `OperatorAssignment` CRD (server-side apply of
-//! the generated definition), the operator role and the reconciler's shipped
-//! ClusterRole ([`camelk_testkit::TestCluster::grant_camelk_roles`]).
+//! the generated definition) and the reconciler's shipped ClusterRole
+//! ([`camelk_testkit::TestCluster::grant_camelk_roles`]). Operators run under
+//! the shipped operator Roles in the test's namespace
+//! ([`camelk_testkit::TestCluster::grant_operator`]).
 //!
 //! Not here, each in a binary (and control plane) of its own:
 //!

@@ -72,6 +72,8 @@ async fn only_a_coordinator_or_the_owner_handing_over_may_change_the_operator_id
     grant_rbac(cluster).await;
     let ns = cluster.namespace("admission").await;
     let ns = ns.name.as_str();
+    // Writes as an operator directly, as any operator (upstream included) may.
+    cluster.grant_operators_in(ns).await;
     cluster
         .grant_in_namespace(
             ns,
@@ -177,8 +179,8 @@ async fn operators_and_the_handoff_work_under_the_policy() {
     let ns = ns.name.as_str();
     enforce(cluster, ns).await;
     let admin = cluster.admin().await;
-    let _op1 = start_operator(cluster, "operator-1", ns, "op1", "1s");
-    let _op2 = start_operator(cluster, "operator-2", ns, "op2", "1s");
+    let _op1 = start_operator(cluster, "operator-1", ns, "op1", "1s").await;
+    let _op2 = start_operator(cluster, "operator-2", ns, "op2", "1s").await;
     for name in ["orders", "billing"] {
         create_integration(&admin, ns, name, Some("operator-1")).await;
         wait_for(
@@ -382,6 +384,8 @@ async fn an_operator_writes_the_status_only_of_what_it_owns() {
     grant_rbac(cluster).await;
     let ns = cluster.namespace("admission-status").await;
     let ns = ns.name.as_str();
+    // Writes as an operator directly, as any operator (upstream included) may.
+    cluster.grant_operators_in(ns).await;
     cluster
         .grant_in_namespace(
             ns,
@@ -512,6 +516,8 @@ async fn a_late_unfenced_write_after_a_flip_is_refused() {
     grant_rbac(cluster).await;
     let ns = cluster.namespace("admission-late").await;
     let ns = ns.name.as_str();
+    // Writes as an operator directly, as any operator (upstream included) may.
+    cluster.grant_operators_in(ns).await;
     let admin = cluster.admin().await;
     create_integration(&admin, ns, "orders", Some("operator-1")).await;
     enforce(cluster, ns).await;
@@ -564,6 +570,8 @@ async fn only_the_unowned_handler_writes_unowned_resources() {
     grant_rbac(cluster).await;
     let ns = cluster.namespace("admission-unowned").await;
     let ns = ns.name.as_str();
+    // Writes as an operator directly, as any operator (upstream included) may.
+    cluster.grant_operators_in(ns).await;
     let admin = cluster.admin().await;
     let it = CamelKind::Integration;
     create_as(&admin, it, ns, &camel_object(it, "unowned", None, None))
@@ -619,6 +627,8 @@ async fn an_operator_creates_and_deletes_only_what_it_owns() {
     grant_rbac(cluster).await;
     let ns = cluster.namespace("admission-create").await;
     let ns = ns.name.as_str();
+    // Writes as an operator directly, as any operator (upstream included) may.
+    cluster.grant_operators_in(ns).await;
     // Upstream operators delete the kits and builds they own: grant the
     // delete the testkit's operator role lacks, and a developer's create.
     let delete = |resources: &[&str]| {

@@ -66,8 +66,8 @@ async fn orders_building(
     grant_rbac(cluster).await;
     let ns = cluster.namespace(prefix).await;
     let admin = cluster.admin().await;
-    let op1 = start_operator(cluster, "operator-1", &ns.name, "op1", build_time);
-    let op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
+    let op1 = start_operator(cluster, "operator-1", &ns.name, "op1", build_time).await;
+    let op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
     create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
     let building = in_phase("Building Kit");
     wait_for(
@@ -101,7 +101,7 @@ async fn operator_sees_and_reconciles_only_its_own_resources() {
     create_integration(&admin, &ns.name, "mine", Some("operator-1")).await;
     create_integration(&admin, &ns.name, "theirs", Some("operator-2")).await;
     create_integration(&admin, &ns.name, "nobodys", None).await;
-    let op1 = start_operator(cluster, "operator-1", &ns.name, "op1-a", "1s");
+    let op1 = start_operator(cluster, "operator-1", &ns.name, "op1-a", "1s").await;
 
     let it = wait_for(
         &admin,
@@ -238,8 +238,8 @@ async fn killed_owner_is_taken_over_after_its_lease_expires() {
     grant_rbac(cluster).await;
     let ns = cluster.namespace("kill").await;
     let admin = cluster.admin().await;
-    let op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "1s");
-    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
+    let op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "1s").await;
+    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
     create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
     create_integration(&admin, &ns.name, "billing", Some("operator-1")).await;
     for name in ["orders", "billing"] {
@@ -568,8 +568,8 @@ async fn one_replica_leads_and_another_takes_over_when_it_dies() {
     grant_rbac(cluster).await;
     let ns = cluster.namespace("leader").await;
     let admin = cluster.admin().await;
-    let mut a = start_operator(cluster, "operator-1", &ns.name, "replica-a", "1s");
-    let mut b = start_operator(cluster, "operator-1", &ns.name, "replica-b", "1s");
+    let mut a = start_operator(cluster, "operator-1", &ns.name, "replica-a", "1s").await;
+    let mut b = start_operator(cluster, "operator-1", &ns.name, "replica-b", "1s").await;
     let deadline = Instant::now() + Duration::from_secs(20);
     let first = loop {
         if let Some(h) = lock_holder(&admin, &ns.name, "operator-1-lock").await {
@@ -637,7 +637,7 @@ async fn upstream_owner_is_released_by_the_coordinator_in_a_stable_phase() {
     grant_rbac(cluster).await;
     let ns = cluster.namespace("upstream").await;
     let admin = cluster.admin().await;
-    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
+    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
     // operator-3 plays a plain upstream operator: it holds its lock (as upstream's leader
     // election does) but speaks no protocol. Its Integration is deploying.
     let upstream_lock = tokio_util::sync::CancellationToken::new();

@@ -31,10 +31,10 @@ async fn three_operators_each_run_only_their_own_work() {
     grant_rbac(cluster).await;
     let ns = cluster.namespace("three").await;
     let admin = cluster.admin().await;
-    let _ops: Vec<_> = OPERATORS
-        .iter()
-        .map(|id| start_operator(cluster, id, &ns.name, id, "1s"))
-        .collect();
+    let mut _ops = Vec::new();
+    for id in OPERATORS {
+        _ops.push(start_operator(cluster, id, &ns.name, id, "1s").await);
+    }
     for id in OPERATORS {
         create(
             &admin,
@@ -157,7 +157,7 @@ async fn pipe_creates_its_integration_under_the_same_operator() {
     grant_rbac(cluster).await;
     let ns = cluster.namespace("pipe").await;
     let admin = cluster.admin().await;
-    let _op = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
+    let _op = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
     create(
         &admin,
         &ns.name,

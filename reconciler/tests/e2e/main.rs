@@ -3,11 +3,13 @@
 //! ([`camelk_testkit::shared`], started once per process) instead of starting
 //! one per file. Each test works in namespaces of its own
 //! ([`camelk_testkit::TestCluster::namespace`]); what is cluster-wide is only
-//! ever added, the same for every test, and idempotently: the Camel K and
+//! ever added, the same for every test, and idempotently (operators get the
+//! shipped Roles of `examples/deploy/operator/rbac.yaml` in the test's own
+//! namespace, [`camelk_testkit::TestCluster::grant_operator`]): the Camel K and
 //! `OperatorAssignment` CRDs (server-side apply of one definition), the
-//! operator ClusterRole and the reconciler's shipped one
-//! (`examples/deploy/reconciler/rbac.yaml`), with their bindings
-//! ([`camelk_testkit::TestCluster::grant_camelk_roles`]), and the shipped
+//! reconciler's shipped ClusterRole (`examples/deploy/reconciler/rbac.yaml`)
+//! with its binding ([`camelk_testkit::TestCluster::grant_camelk_roles`]),
+//! and the shipped
 //! admission policy, whose bindings name one test namespace each
 //! ([`camelk_testkit::admission`]). No test deletes or changes any of these.
 //!

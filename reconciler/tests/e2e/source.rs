@@ -459,8 +459,8 @@ async fn the_in_cluster_object_is_the_source_of_moves_and_is_never_applied() {
     install_assignment_crd(cluster).await;
     grant_source_access(cluster, &ns.name).await;
     let admin = cluster.admin().await;
-    let _op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "1s");
-    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s");
+    let _op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "1s").await;
+    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
     let names = ["it-00", "it-01", "it-02"];
     for name in names {
         create_integration(&admin, &ns.name, name, Some("operator-1")).await;

@@ -84,8 +84,8 @@ async fn setup<'a>(
     cluster.grant_sync_namespace(system).await;
     install_assignment_crd(cluster).await;
     let admin = cluster.admin().await;
-    let op1 = start_operator(cluster, "operator-1", ns, "op1", "1s");
-    let op2 = start_operator(cluster, "operator-2", ns, "op2", op2_build_time);
+    let op1 = start_operator(cluster, "operator-1", ns, "op1", "1s").await;
+    let op2 = start_operator(cluster, "operator-2", ns, "op2", op2_build_time).await;
     for name in names {
         create_integration(&admin, ns, name, Some("operator-1")).await;
     }
@@ -624,17 +624,26 @@ async fn a_sync_request_interrupts_a_waiting_health_gate_and_the_new_revision_is
 }
 
 /// Replaces operator-2 by a replica that holds its lock but watches another
-/// namespace: alive, yet it never touches what it is given.
+/// namespace (returned with it): alive, yet it never touches what it is given.
 async fn blind_operator_2(
     cluster: &camelk_testkit::TestCluster,
     admin: &kube::Client,
     ns: &str,
     mut op2: OperatorProcess,
-) -> OperatorProcess {
+) -> (OperatorProcess, camelk_testkit::TestNamespace) {
     op2.kill();
-    let blind = start_operator_watching(cluster, "operator-2", "nowhere", ns, "op2-blind", "1s");
+    let elsewhere = cluster.namespace("elsewhere").await;
+    let blind = start_operator_watching(
+        cluster,
+        "operator-2",
+        &elsewhere.name,
+        ns,
+        "op2-blind",
+        "1s",
+    )
+    .await;
     wait_lock_holder(admin, ns, "operator-2-lock", "op2-blind").await;
-    blind
+    (blind, elsewhere)
 }
 
 /// Resources handed back to the operator that built them carry its own
@@ -650,7 +659,7 @@ async fn a_revert_to_the_operator_that_built_them_passes_the_gate() {
     let (_op1, op2, sync, _rev1) =
         setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
     let admin = cluster.admin().await;
-    let mut blind = blind_operator_2(cluster, &admin, &ns.name, op2).await;
+    let (mut blind, _elsewhere) = blind_operator_2(cluster, &admin, &ns.name, op2).await;
 
     let rev2 = git.push(&manifest(&ns.name, Some(&["50%"]), "60s", "0s"), "rollout");
     wait_status(
@@ -706,7 +715,7 @@ async fn a_status_left_by_the_old_owner_never_passes_the_gate() {
     let (_op1, op2, sync, _rev1) =
         setup(cluster, &ns.name, &all, "1s", &git, ("3s", "0s"), &[]).await;
     let admin = cluster.admin().await;
-    let mut blind = blind_operator_2(cluster, &admin, &ns.name, op2).await;
+    let (mut blind, _elsewhere) = blind_operator_2(cluster, &admin, &ns.name, op2).await;
 
     let rev2 = git.push(&manifest(&ns.name, Some(&["50%"]), "3s", "0s"), "rollout");
     // Each round's gate waits 3 s; let several rounds fail it.
@@ -741,7 +750,7 @@ async fn a_status_left_by_the_old_owner_never_passes_the_gate() {
 
     // operator-2 as deployed properly: it reconciles them, and the rollout ends.
     blind.kill();
-    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2-fixed", "1s");
+    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2-fixed", "1s").await;
     wait_status(
         &admin,
         &ns.name,

@@ -22,8 +22,8 @@ pub const OPERATORS: [&str; 3] = ["operator-1", "operator-2", "operator-3"];
 /// Short lock timing so expiry-driven tests take seconds.
 pub const LEASE: Duration = Duration::from_secs(4);
 
-/// Grants operator-1..3 the operator role and `reconciler` the cluster-wide
-/// half of its shipped RBAC (a sync also needs `grant_sync_namespace`).
+/// Grants `reconciler` the cluster-wide half of its shipped RBAC (a sync also
+/// needs `grant_sync_namespace`); each operator gets its own as it starts.
 pub async fn grant_rbac(cluster: &TestCluster) {
     cluster.grant_camelk_roles().await;
 }
@@ -60,21 +60,23 @@ impl Drop for OperatorProcess {
     }
 }
 
-/// Starts operator `id` (as the identity of the same name) watching `namespace`,
-/// its lock in `namespace` too. `identity` tells replicas apart.
-pub fn start_operator(
+/// Starts operator `id` (as the identity of the same name, under the shipped
+/// operator RBAC) watching `namespace`, its lock in `namespace` too.
+/// `identity` tells replicas apart.
+pub async fn start_operator(
     cluster: &TestCluster,
     id: &str,
     namespace: &str,
     identity: &str,
     build_time: &str,
 ) -> OperatorProcess {
-    start_operator_watching(cluster, id, namespace, namespace, identity, build_time)
+    start_operator_watching(cluster, id, namespace, namespace, identity, build_time).await
 }
 
 /// [`start_operator`] with its lock in `lock_namespace` but watching
-/// `watched`, which may be another namespace (a misconfigured operator).
-pub fn start_operator_watching(
+/// `watched`, which may be another namespace (a misconfigured operator). It
+/// is granted the shipped operator RBAC in both.
+pub async fn start_operator_watching(
     cluster: &TestCluster,
     id: &str,
     watched: &str,
@@ -82,6 +84,7 @@ pub fn start_operator_watching(
     identity: &str,
     build_time: &str,
 ) -> OperatorProcess {
+    cluster.grant_operator(id, watched, lock_namespace).await;
     let log = std::env::temp_dir().join(format!("camelk-e2e-{lock_namespace}-{identity}.log"));
     let out = File::create(&log).expect("operator log");
     let child = Command::new(env!("CARGO_BIN_EXE_reconciler"))

@@ -220,30 +220,42 @@ impl TestCluster {
             .unwrap_or_else(|e| panic!("creating RoleBinding {ns}/{name}: {e}"));
     }
 
-    /// Grants the operator identities (`operator-1..3`) the operator role, and
-    /// `reconciler` the cluster-wide half of the reconciler's shipped RBAC
-    /// ([`crate::reconciler_rbac`]); idempotent. A `reconciler sync` also needs
-    /// [`grant_sync_namespace`](Self::grant_sync_namespace) where its object lives.
+    /// Grants `reconciler` the cluster-wide half of the reconciler's shipped
+    /// RBAC ([`crate::reconciler_rbac`]); idempotent. A `reconciler sync` also
+    /// needs [`grant_sync_namespace`](Self::grant_sync_namespace) where its
+    /// object lives; an operator, [`grant_operator`](Self::grant_operator).
     pub async fn grant_camelk_roles(&self) {
-        use camelk_reconciler::operator::rbac::operator_cluster_role;
-        use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-        let admin = self.admin().await;
-        crate::reconciler_rbac::apply_cluster_wide(&admin, RECONCILER)
+        crate::reconciler_rbac::apply_cluster_wide(&self.admin().await, RECONCILER)
             .await
             .unwrap_or_else(|e| panic!("the reconciler's shipped RBAC: {e:#}"));
-        let roles: Api<ClusterRole> = Api::all(admin.clone());
-        create_or_keep(&roles, &operator_cluster_role("camelk-operator")).await;
-        let bindings: Api<ClusterRoleBinding> = Api::all(admin);
+    }
+
+    /// Grants the identity named as operator `id` the reference operator's
+    /// shipped RBAC ([`crate::operator_rbac`]) for watching `watched` with its
+    /// lock in `lock_namespace`, and nothing else; idempotent.
+    pub async fn grant_operator(&self, id: &str, watched: &str, lock_namespace: &str) {
+        let placement = crate::operator_rbac::Placement {
+            id,
+            watched,
+            lock_namespace,
+        };
+        crate::operator_rbac::apply(&self.admin().await, &placement)
+            .await
+            .unwrap_or_else(|e| panic!("the operator's shipped RBAC for {id} in {watched}: {e:#}"));
+    }
+
+    /// Grants the operator identities (`operator-1..3`) every call an operator
+    /// may make, deletes excepted ([`operator_cluster_role`]), in `ns` only:
+    /// for tests that write as an arbitrary operator (upstream's rights are
+    /// wider than the reference operator's) to exercise the admission policy.
+    ///
+    /// [`operator_cluster_role`]: camelk_reconciler::operator::rbac::operator_cluster_role
+    pub async fn grant_operators_in(&self, ns: &str) {
+        use camelk_reconciler::operator::rbac::operator_cluster_role;
+        let rules = operator_cluster_role("any").rules.unwrap_or_default();
         for user in ["operator-1", "operator-2", "operator-3"] {
-            let binding = ClusterRoleBinding {
-                metadata: ObjectMeta {
-                    name: Some(format!("camelk-operator-{user}")),
-                    ..Default::default()
-                },
-                role_ref: role_ref("ClusterRole", "camelk-operator"),
-                subjects: Some(vec![user_subject(user)]),
-            };
-            create_or_keep(&bindings, &binding).await;
+            self.grant_in_namespace(ns, user, &format!("camelk-{user}-any"), rules.clone())
+                .await;
         }
     }
 
@@ -295,20 +307,6 @@ impl TestCluster {
             name,
             dir: self.dir.clone(),
         }
-    }
-}
-
-async fn create_or_keep<K>(api: &Api<K>, obj: &K)
-where
-    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    match api.create(&PostParams::default(), obj).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!(
-            "creating {}: {e}",
-            obj.meta().name.clone().unwrap_or_default()
-        ),
     }
 }
 

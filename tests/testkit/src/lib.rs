@@ -31,6 +31,7 @@ pub mod git_http;
 pub mod identity;
 pub mod layers;
 pub mod manifest;
+pub mod operator_rbac;
 pub mod pki;
 pub mod reconciler_rbac;
 pub mod upstream;
