@@ -61,7 +61,8 @@ demo: control-plane camel-k
 
 ## Release archives for krew in dist/ (kubectl-camelk and reconciler, each with its
 ## .sha256) and krew-manifest.yaml rendered with their checksums. DIST_TARGETS names
-## Rust target triples (default: the host's); see scripts/dist/package.sh.
+## Rust target triples (default: every one rustup has installed for Linux or macOS on
+## x86_64 or aarch64); see scripts/dist/package.sh.
 ## Container images of reconciler and kubectl-camelk in an OCI layout (dist/oci), built
 ## without a daemon or root by umoci; IMAGE_PUSH=<registry>/<prefix> pushes them with
 ## skopeo. See scripts/image/build.sh.

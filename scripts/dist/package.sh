@@ -16,10 +16,13 @@
 # same binaries always give the same sha256.
 #
 # Variables:
-#   DIST_TARGETS       target triples, space separated (default: host)
+#   DIST_TARGETS       target triples, space separated (default: every target
+#                      rustup has installed that krew packaging knows: Linux
+#                      and macOS on x86_64 and aarch64; else the host's)
 #   DIST_DIR           output directory (default: dist)
 #   DIST_BIN_DIR       take kubectl-camelk and reconciler from this directory
-#                      instead of building them (one target only; tests use it)
+#                      instead of building them (one target, default the host;
+#                      tests use it)
 #   DIST_LICENSE       licence file to ship (default: LICENSE); krew requires one
 #   KREW_MANIFEST      where to write the manifest (default: krew-manifest.yaml)
 #   SOURCE_DATE_EPOCH  mtime of every archive entry (default: 0)
@@ -42,7 +45,19 @@ repository=$(workspace_field repository)
 [[ -n $repository ]] || die "no repository in [workspace.package] of Cargo.toml"
 
 host=$(rustc -vV | awk '/^host: / { print $2 }')
-targets=${DIST_TARGETS:-$host}
+
+# The targets the installed toolchains can build: rustup's installed standard
+# libraries, limited to the platforms platform_of (below) packages.
+installed_targets() {
+    local listed
+    listed=$(rustup target list --installed 2>/dev/null | grep -E '^(x86_64|aarch64)-(unknown-linux-gnu|apple-darwin)$' || true)
+    echo "${listed:-$host}"
+}
+if [[ -n ${DIST_BIN_DIR:-} ]]; then
+    targets=${DIST_TARGETS:-$host}
+else
+    targets=${DIST_TARGETS:-$(installed_targets | tr '\n' ' ')}
+fi
 out=${DIST_DIR:-dist}
 license=${DIST_LICENSE:-LICENSE}
 manifest=${KREW_MANIFEST:-krew-manifest.yaml}
