@@ -299,6 +299,19 @@ pub struct PlanArgs {
     /// Desired owners from this revision's manifest (default: the work tree).
     #[arg(long, value_name = "REV")]
     pub head: Option<String>,
+    /// Ask the reconciler at this URL for the plan of --base and --head
+    /// (`GET /plan`, against its watch cache): no cluster credentials and no
+    /// checkout needed. REV: a full commit SHA, a branch or a ref.
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "head",
+        conflicts_with = "inventory"
+    )]
+    pub server: Option<String>,
+    /// File holding the plan endpoint's bearer token (default: $CAMELK_PLAN_TOKEN).
+    #[arg(long, value_name = "FILE", requires = "server")]
+    pub token_file: Option<PathBuf>,
     /// With -o markdown: the most bytes the comment may take; rows past it
     /// are left out, and counted in its last line (0: no limit).
     #[arg(long, value_name = "BYTES", default_value_t = 60000)]

@@ -1,20 +1,59 @@
 //! `plan` and `diff`: the manifest (in the work tree or at `--head`) against
 //! actual owners (the cluster, an inventory file, or the manifest at
-//! `--base`).
+//! `--base`), or the plan the reconciler serves (`--server`).
+
+use std::time::Duration;
 
 use anyhow::Context;
 use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::git::GitError;
-use camelk_reconciler::inventory::{self, Inventory};
+use camelk_reconciler::inventory;
 use camelk_reconciler::manifest::Manifest;
+use camelk_reconciler::plan::live::ServedPlan;
 use camelk_reconciler::plan::{self, Actual, Plan};
 use camelk_reconciler::preflight::{self, Crd};
 
 use crate::cli::{Cli, Output, PlanArgs};
 use crate::render;
 
-/// Computes and prints the plan; returns it for the exit code of `diff`.
+/// Computes (or asks the reconciler for) and prints the plan; returns it
+/// for the exit code of `diff`.
 pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
+    let (planned, name, file) = match &args.server {
+        Some(url) => {
+            let served = served(cli, args, url).await?;
+            (served.plan, served.assignment, None)
+        }
+        None => local(cli, args).await?,
+    };
+    match cli.output {
+        Output::Markdown => {
+            let see_all = see_all(cli, args, file.as_deref());
+            let comment = render::Comment {
+                marker: Some(&name),
+                max_bytes: Some(args.max_bytes).filter(|max| *max > 0),
+                see_all: Some(&see_all),
+            };
+            match render::plan_comment(&planned, &comment) {
+                Ok(markdown) => print!("{markdown}"),
+                Err(render::TooSmall(least)) => anyhow::bail!(
+                    "--max-bytes {} is too small for this plan: its heading and the note on \
+                     what is left out take {least} bytes",
+                    args.max_bytes
+                ),
+            }
+        }
+        Output::Json | Output::Yaml => print!("{}", render::structured(&planned, cli.output)),
+        Output::Table | Output::Github | Output::Gitlab | Output::Name | Output::Wide => {
+            render::print_styled(&render::plan_table(&planned))
+        }
+    }
+    Ok(planned)
+}
+
+/// The plan computed here: the plan, the assignment's name, and the
+/// manifest file as given with `-f`.
+async fn local(cli: &Cli, args: &PlanArgs) -> anyhow::Result<(Plan, String, Option<String>)> {
     let need_repo = args.base.is_some() || args.head.is_some();
     let location = super::locate(&args.manifest, need_repo)?;
     let at_revision = |rev: &str| -> anyhow::Result<Manifest> {
@@ -95,43 +134,60 @@ pub async fn run(cli: &Cli, args: &PlanArgs) -> anyhow::Result<Plan> {
             let live = inventory::cluster::read_in(&client, &kinds, namespaces).await?;
             // A CRD removed since the check above.
             super::note_skipped(live.missing_kinds.iter().copied().map(Crd::Camel));
-            let mut inventory: Inventory = live.inventory;
-            let first = plan::plan(spec, actual(), &inventory);
-            // Phases are not in metadata: read them for the would-be moves only.
-            let candidates: Vec<_> = first.moves().map(|m| m.resource.clone()).collect();
-            if candidates.is_empty() {
-                first
-            } else {
-                inventory::cluster::fill_phases(&client, &mut inventory, &candidates).await?;
-                plan::plan(spec, actual(), &inventory)
-            }
+            plan::live::plan_reading_phases(&client, spec, actual(), live.inventory).await?
         }
     };
 
-    match cli.output {
-        Output::Markdown => {
-            let name = assignment_name(&desired);
-            let see_all = see_all(cli, args, &location);
-            let comment = render::Comment {
-                marker: Some(&name),
-                max_bytes: Some(args.max_bytes).filter(|max| *max > 0),
-                see_all: Some(&see_all),
-            };
-            match render::plan_comment(&planned, &comment) {
-                Ok(markdown) => print!("{markdown}"),
-                Err(render::TooSmall(least)) => anyhow::bail!(
-                    "--max-bytes {} is too small for this plan: its heading and the note on \
-                     what is left out take {least} bytes",
-                    args.max_bytes
-                ),
-            }
-        }
-        Output::Json | Output::Yaml => print!("{}", render::structured(&planned, cli.output)),
-        Output::Table | Output::Github | Output::Gitlab | Output::Name | Output::Wide => {
-            render::print_styled(&render::plan_table(&planned))
-        }
+    let file = args
+        .manifest
+        .file
+        .is_some()
+        .then(|| location.display.clone());
+    Ok((planned, assignment_name(&desired), file))
+}
+
+/// The plan the reconciler at `url` serves for `--base` and `--head`.
+async fn served(cli: &Cli, args: &PlanArgs, url: &str) -> anyhow::Result<ServedPlan> {
+    let token = match &args.token_file {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("reading the plan token file {}", path.display()))?,
+        None => std::env::var("CAMELK_PLAN_TOKEN").map_err(|_| {
+            anyhow::anyhow!(
+                "--server needs the plan endpoint's token: --token-file FILE or $CAMELK_PLAN_TOKEN"
+            )
+        })?,
+    };
+    let endpoint = format!("{}/plan", url.trim_end_matches('/'));
+    let mut query = vec![("head", args.head.clone().unwrap_or_default())];
+    query.extend(args.base.clone().map(|base| ("base", base)));
+    if let Some(namespace) = cli.namespace.as_ref().filter(|_| !cli.all_namespaces) {
+        query.push(("namespace", namespace.clone()));
     }
-    Ok(planned)
+    let timeout = cli.request_timeout.unwrap_or(Duration::from_secs(120));
+    let shown = endpoint.clone();
+    tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(timeout))
+            .build()
+            .into();
+        let mut response = agent
+            .get(&endpoint)
+            .query_pairs(query.iter().map(|(k, v)| (*k, v.as_str())))
+            .header("Authorization", &format!("Bearer {}", token.trim()))
+            .call()
+            .with_context(|| format!("asking {shown} for the plan"))?;
+        let status = response.status();
+        if !status.is_success() {
+            let body = response.body_mut().read_to_string().unwrap_or_default();
+            anyhow::bail!("{shown} refused the plan ({status}): {}", body.trim());
+        }
+        response
+            .body_mut()
+            .read_json::<ServedPlan>()
+            .with_context(|| format!("reading the plan {shown} answered"))
+    })
+    .await?
 }
 
 /// The assignment a pull-request comment is about: `NAMESPACE/NAME`, or
@@ -146,11 +202,14 @@ fn assignment_name(manifest: &Manifest) -> String {
 }
 
 /// The command that prints every row of this plan: the same revisions,
-/// file and namespaces, as JSON.
-fn see_all(cli: &Cli, args: &PlanArgs, location: &super::Location) -> String {
+/// file (`-f`), server and namespaces, as JSON.
+fn see_all(cli: &Cli, args: &PlanArgs, file: Option<&str>) -> String {
     let mut command = String::from("kubectl camelk plan");
-    if args.manifest.file.is_some() {
-        command.push_str(&format!(" -f {}", location.display));
+    if let Some(file) = file {
+        command.push_str(&format!(" -f {file}"));
+    }
+    if let Some(url) = &args.server {
+        command.push_str(&format!(" --server {url}"));
     }
     if let Some(rev) = &args.base {
         command.push_str(&format!(" --base {rev}"));

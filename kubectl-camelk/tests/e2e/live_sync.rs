@@ -70,6 +70,19 @@ pub(crate) async fn start_sync(
     cache: &std::path::Path,
     stop: &CancellationToken,
 ) -> std::thread::JoinHandle<()> {
+    start_sync_serving(cluster, ns, repo, cache, stop, None).await
+}
+
+/// [`start_sync`] serving its HTTP endpoints on `listener`, the plan
+/// endpoint with the token in `plan_token_file`.
+pub(crate) async fn start_sync_serving(
+    cluster: &camelk_testkit::TestCluster,
+    ns: &str,
+    repo: &std::path::Path,
+    cache: &std::path::Path,
+    stop: &CancellationToken,
+    endpoints: Option<(std::net::TcpListener, std::path::PathBuf)>,
+) -> std::thread::JoinHandle<()> {
     let timing = LockTiming::new(
         Duration::from_secs(4),
         Duration::from_secs(3),
@@ -97,14 +110,18 @@ pub(crate) async fn start_sync(
     let client = cluster.client_as("reconciler").await;
     let stop = stop.clone();
     std::thread::spawn(move || {
-        tokio::runtime::Runtime::new().unwrap().block_on(sync::run(
-            client,
-            source.into(),
-            cfg,
-            None,
-            None,
-            stop,
-        ))
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        // A listener belongs to the runtime that serves it.
+        let serving = endpoints.map(|(listener, token_file)| {
+            listener.set_nonblocking(true).unwrap();
+            let _entered = runtime.enter();
+            sync::Serving {
+                listener: tokio::net::TcpListener::from_std(listener).unwrap(),
+                webhook_secret: None,
+                plan_token_file: Some(token_file),
+            }
+        });
+        runtime.block_on(sync::run(client, source.into(), cfg, serving, stop))
     })
 }
 

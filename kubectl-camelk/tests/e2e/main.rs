@@ -25,3 +25,4 @@ mod check;
 mod live;
 mod live_move;
 mod live_sync;
+mod served_plan;

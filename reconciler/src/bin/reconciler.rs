@@ -149,6 +149,11 @@ struct SyncArgs {
     /// File holding the webhook's HMAC-SHA256 secret (without it, /hooks/git refuses every request).
     #[arg(long)]
     webhook_secret_file: Option<PathBuf>,
+    /// File holding the bearer token of GET /plan, the plan of any revision
+    /// for CI jobs without cluster credentials (read at each request; without
+    /// it the endpoint is off). Needs --source git.
+    #[arg(long)]
+    plan_token_file: Option<PathBuf>,
     /// What the watches of Camel K resources fetch and keep: `metadata`
     /// (labels and owner annotation only) or `full` (whole objects, as a
     /// plain informer; for comparison).
@@ -424,7 +429,12 @@ fn run_sync(args: SyncArgs) -> ExitCode {
             )
             .into(),
         };
-        sync::run(client, source, cfg, Some(listener), secret, on_signal()).await;
+        let serving = sync::Serving {
+            listener,
+            webhook_secret: secret,
+            plan_token_file: args.plan_token_file.clone(),
+        };
+        sync::run(client, source, cfg, Some(serving), on_signal()).await;
         ExitCode::SUCCESS
     })
 }

@@ -16,13 +16,13 @@
 //! Contract: every rule is pure and names the phase in its answer.
 
 use kube::api::DynamicObject;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::CamelKind;
 use super::status::{condition, kit_name, phase};
 
 /// Why a move cannot start now.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "reason")]
 pub enum BlockReason {
     /// The current owner is working on the resource.

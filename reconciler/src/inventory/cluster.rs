@@ -150,14 +150,16 @@ pub async fn fill_phases(
         .collect();
     // In order, and each object dropped once judged: memory stays bounded by
     // the GETs in flight, not the number of moves.
-    let mut objects = futures::stream::iter(&targets)
+    // Owned items: a closure over references would make the future not
+    // `Send` (an HTTP handler, the plan endpoint, awaits it).
+    let mut objects = futures::stream::iter(targets)
         .map(|(index, id)| async move {
             api(client, id.kind, Some(&id.namespace))
                 .get_opt(&id.name)
                 .await
-                .map(|object| (*index, object))
+                .map(|object| (index, object))
                 .map_err(|source| ClusterReadError::Get {
-                    resource: id.clone(),
+                    resource: id,
                     source,
                 })
         })

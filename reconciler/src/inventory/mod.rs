@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::api::OperatorId;
 use crate::camel_k::release::BlockReason;
@@ -23,7 +23,7 @@ use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, owner_from_keys};
 
 /// Identity of one Camel K resource. Orders by kind, namespace, then name:
 /// the order of every list the plan prints.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ResourceRef {
     /// The resource's kind.
     pub kind: CamelKind,

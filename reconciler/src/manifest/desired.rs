@@ -11,14 +11,14 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::api::{LabelMatcher, NameGlob, OperatorAssignmentSpec, OperatorId};
 use crate::camel_k::CamelKind;
 use crate::inventory::Resource;
 
 /// Which part of the manifest decided an owner.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "by")]
 pub enum Reason {
     /// A pin names the resource.

@@ -23,6 +23,7 @@
 //! and will drive the reconciler's moves.
 
 pub mod batch;
+pub mod live;
 // Rollout positions, drift and reversal drive the sync loop (feature
 // `server`) only; the plugin builds the library without it.
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
@@ -30,7 +31,7 @@ pub(crate) mod rollout;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use crate::camel_k::release::BlockReason;
 pub use crate::manifest::desired::{Decision, Desired, Reason};
@@ -40,7 +41,7 @@ use crate::api::{OperatorAssignmentSpec, OperatorId, Step};
 use crate::inventory::{Inventory, Owner, Resource, ResourceRef};
 
 /// One resource changing hands.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Move {
     /// The resource that moves.
@@ -55,7 +56,7 @@ pub struct Move {
 
 /// Moves that may run together; a batch starts when the one before it is
 /// done and healthy.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Batch {
     /// Step number, from 1.
@@ -65,7 +66,7 @@ pub struct Batch {
 }
 
 /// A resource nobody owns yet, and who gets it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Assignment {
     /// The resource without an owner.
@@ -77,7 +78,7 @@ pub struct Assignment {
 }
 
 /// A move that cannot start now.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Blocked {
     /// The move that waits.
@@ -88,7 +89,7 @@ pub struct Blocked {
 }
 
 /// A resource the plan cannot decide about.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceError {
     /// The resource.
@@ -98,7 +99,7 @@ pub struct ResourceError {
 }
 
 /// Resources that stay where they are.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Unchanged {
     /// How many resources stay with their owner.
@@ -110,7 +111,7 @@ pub struct Unchanged {
 }
 
 /// What a manifest does to a set of resources.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
     /// The moves, in rollout steps; one batch without a rollout.
@@ -124,7 +125,7 @@ pub struct Plan {
     /// Unchanged resources (counted there too) whose owner is named by the
     /// annotation alone, as `kamel` creates them: the sync adds the label
     /// in one fenced write, with no handoff.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adoptions: Vec<Assignment>,
     /// Things worth knowing that change nothing (a pin to a resource that
     /// does not exist, ...).
@@ -155,6 +156,7 @@ impl Plan {
 }
 
 /// Where actual owners come from.
+#[derive(Clone, Copy)]
 pub enum Actual<'a> {
     /// The owner keys of each resource (live state or an inventory file).
     OwnerKeys,

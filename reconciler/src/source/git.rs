@@ -29,6 +29,7 @@ use crate::git::transport::credentials::GitCredentials;
 use crate::git::transport::{self, redact_url, ssh_port};
 
 /// A branch of a Git repository and the manifest's path in it.
+#[derive(Clone)]
 pub struct GitSource {
     /// The URL as given, for libgit2 only.
     remote_url: String,
@@ -103,36 +104,7 @@ impl GitSource {
         let repo = self.open()?;
         let tracking = format!("refs/remotes/origin/{}", self.branch);
         let refspec = format!("+refs/heads/{}:{tracking}", self.branch);
-        let fetch_err = |source: git2::Error| {
-            let message = credentials
-                .scrub(source.message())
-                .replace(&self.remote_url, &self.url);
-            if transport::is_untrusted_certificate(&source) {
-                return SourceError::UntrustedCertificate {
-                    url: self.url.clone(),
-                    branch: self.branch.clone(),
-                    message,
-                };
-            }
-            SourceError::Fetch {
-                url: self.url.clone(),
-                branch: self.branch.clone(),
-                source: git2::Error::new(source.code(), source.class(), message),
-            }
-        };
-        let helper_config = repo.config().ok();
-        {
-            let mut remote = repo.remote_anonymous(&self.remote_url).map_err(fetch_err)?;
-            let mut options = FetchOptions::new();
-            options.remote_callbacks(transport::callbacks(
-                credentials,
-                helper_config.as_ref(),
-                ssh_port(&self.remote_url),
-            ));
-            remote
-                .fetch(&[refspec.as_str()], Some(&mut options), None)
-                .map_err(fetch_err)?;
-        }
+        self.fetch_refspec(&repo, credentials, &refspec, &self.branch)?;
         let head = repo
             .refname_to_id(&tracking)
             .map_err(|_| SourceError::NoBranch {
@@ -155,6 +127,106 @@ impl GitSource {
         })
     }
 
+    /// Fetches `refspec` from the remote into `repo`; `what` names the
+    /// branch or revision in errors.
+    fn fetch_refspec(
+        &self,
+        repo: &Repository,
+        credentials: &GitCredentials,
+        refspec: &str,
+        what: &str,
+    ) -> Result<(), SourceError> {
+        let fetch_err = |source: git2::Error| {
+            let message = credentials
+                .scrub(source.message())
+                .replace(&self.remote_url, &self.url);
+            if transport::is_untrusted_certificate(&source) {
+                return SourceError::UntrustedCertificate {
+                    url: self.url.clone(),
+                    branch: what.to_string(),
+                    message,
+                };
+            }
+            SourceError::Fetch {
+                url: self.url.clone(),
+                branch: what.to_string(),
+                source: git2::Error::new(source.code(), source.class(), message),
+            }
+        };
+        let helper_config = repo.config().ok();
+        let mut remote = repo.remote_anonymous(&self.remote_url).map_err(fetch_err)?;
+        let mut options = FetchOptions::new();
+        options.remote_callbacks(transport::callbacks(
+            credentials,
+            helper_config.as_ref(),
+            ssh_port(&self.remote_url),
+        ));
+        remote
+            .fetch(&[refspec], Some(&mut options), None)
+            .map_err(fetch_err)
+    }
+
+    /// The same repository and manifest, cloned in a cache of its own next to
+    /// this one (`<cache>.plans`): the plan endpoint fetches any revision
+    /// there while the sync fetches its branch here, never into one
+    /// repository at once.
+    pub fn for_plans(&self) -> GitSource {
+        let mut cache = self.cache.clone().into_os_string();
+        cache.push(".plans");
+        GitSource {
+            cache: PathBuf::from(cache),
+            last_head: None,
+            ..self.clone()
+        }
+    }
+
+    /// The manifest at `rev`: a full commit SHA, a branch name or a ref such
+    /// as `refs/pull/7/head`. A name is fetched every time (a pull request's
+    /// branch moves); a SHA only when the clone lacks it (the remote must
+    /// serve commits by SHA, as GitHub and GitLab do). Blocks the thread for
+    /// the Git work, as [`GitSource::fetch`].
+    pub async fn read_revision(&self, rev: &str) -> Result<Revision, SourceError> {
+        let wanted = Wanted::parse(rev)?;
+        let credentials = self.credentials.resolve().await?;
+        tokio::task::block_in_place(|| {
+            let repo = self.open()?;
+            let commit = match &wanted {
+                Wanted::Sha(oid) => match repo.find_commit(*oid) {
+                    Ok(commit) => commit.id(),
+                    Err(_) => {
+                        let local = format!("refs/camelk/plans/{oid}");
+                        self.fetch_refspec(&repo, &credentials, &format!("+{oid}:{local}"), rev)?;
+                        repo.refname_to_id(&local).map_err(|_| self.unknown(rev))?
+                    }
+                },
+                Wanted::Ref(remote) => {
+                    let local = format!("refs/camelk/plans/{}", remote.trim_start_matches("refs/"));
+                    self.fetch_refspec(&repo, &credentials, &format!("+{remote}:{local}"), rev)?;
+                    repo.refname_to_id(&local).map_err(|_| self.unknown(rev))?
+                }
+            };
+            // A ref may name a tag: its commit is what is planned.
+            let commit = repo
+                .find_object(commit, None)
+                .and_then(|o| o.peel_to_commit())
+                .map_err(|_| self.unknown(rev))?
+                .id();
+            Ok(Revision {
+                sha: commit.to_string(),
+                text: read_blob(&repo, commit, &self.path)?,
+                file: self.path.clone(),
+                rewound: false,
+            })
+        })
+    }
+
+    fn unknown(&self, rev: &str) -> SourceError {
+        SourceError::NoRevision {
+            url: self.url.clone(),
+            revision: rev.to_string(),
+        }
+    }
+
     /// The manifest text at an earlier commit `sha` the cache has fetched.
     pub async fn read_at(&self, sha: &str) -> Result<String, SourceError> {
         tokio::task::block_in_place(|| {
@@ -165,6 +237,35 @@ impl GitSource {
             })?;
             read_blob(&repo, oid, &self.path)
         })
+    }
+}
+
+/// A revision asked for by name.
+enum Wanted {
+    /// A full commit SHA.
+    Sha(Oid),
+    /// A ref on the remote: `refs/...` as given, or a branch name.
+    Ref(String),
+}
+
+impl Wanted {
+    fn parse(rev: &str) -> Result<Wanted, SourceError> {
+        let invalid = || SourceError::InvalidRevision {
+            revision: rev.to_string(),
+        };
+        if rev.len() == 40 && rev.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Oid::from_str(rev).map(Wanted::Sha).map_err(|_| invalid());
+        }
+        let full = if rev.starts_with("refs/") {
+            rev.to_string()
+        } else {
+            format!("refs/heads/{rev}")
+        };
+        // A valid ref name only: no `..`, `@{`, spaces or refspec syntax.
+        if !git2::Reference::is_valid_name(&full) {
+            return Err(invalid());
+        }
+        Ok(Wanted::Ref(full))
     }
 }
 

@@ -177,6 +177,24 @@ pub enum SourceError {
         /// The branch asked for.
         branch: String,
     },
+    /// A revision asked for is neither a full commit SHA nor a valid ref or
+    /// branch name.
+    #[error(
+        "`{revision}` is not a revision this can fetch: give a full 40-character commit SHA, \
+         a branch name or a ref such as refs/pull/7/head"
+    )]
+    InvalidRevision {
+        /// The revision as given.
+        revision: String,
+    },
+    /// The remote has no such branch, ref or commit.
+    #[error("revision `{revision}` not found at {url}")]
+    NoRevision {
+        /// Remote URL, without a password.
+        url: String,
+        /// The revision asked for.
+        revision: String,
+    },
     /// A fetched commit could not be read.
     #[error("commit {sha}: {source}")]
     Commit {

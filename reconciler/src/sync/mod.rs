@@ -66,6 +66,7 @@ mod execute;
 mod gate;
 pub(crate) mod health;
 pub mod live;
+mod plan_endpoint;
 mod progress;
 mod report;
 mod round;
@@ -90,7 +91,7 @@ use crate::inventory::cluster::ClusterReadError;
 use crate::lock::LockTiming;
 use crate::source::{Revision, Source, SourceError};
 
-pub use run::run;
+pub use run::{Serving, run};
 
 pub use crate::api::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, is_suspended};
 

@@ -21,19 +21,30 @@ use std::time::Instant;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
+use super::plan_endpoint::PlanService;
 use super::{LOCK_ID, SyncConfig, Syncer, live, server};
 use crate::lock::OperatorLock;
 use crate::source::Source;
 
+/// The HTTP endpoints of a sync ([`server`]) and what they need.
+pub struct Serving {
+    /// Where the endpoints are served.
+    pub listener: tokio::net::TcpListener,
+    /// The webhook's HMAC secret; without it `POST /hooks/git` refuses all.
+    pub webhook_secret: Option<Vec<u8>>,
+    /// The file of the plan endpoint's bearer token (read at each request);
+    /// without it `GET /plan` is off. It needs a Git source.
+    pub plan_token_file: Option<std::path::PathBuf>,
+}
+
 /// Runs the sync until `shutdown`: leader election, then a round every
-/// interval or at once when a valid webhook arrives. With a `listener`, the
-/// HTTP endpoints of `server` are served on it.
+/// interval or at once when a valid webhook arrives. With `serving`, the
+/// HTTP endpoints of `server` are served.
 pub async fn run(
     client: Client,
     source: Source,
     cfg: SyncConfig,
-    listener: Option<tokio::net::TcpListener>,
-    webhook_secret: Option<Vec<u8>>,
+    serving: Option<Serving>,
     shutdown: CancellationToken,
 ) {
     let lock = OperatorLock::new(
@@ -47,20 +58,6 @@ pub async fn run(
     let lock_task = tokio::spawn(lock.run(shutdown.clone()));
     let telemetry = Arc::new(server::Telemetry::default());
     let trigger = Arc::new(tokio::sync::Notify::new());
-    if let Some(listener) = listener {
-        let endpoints = server::Endpoints {
-            telemetry: telemetry.clone(),
-            trigger: trigger.clone(),
-            webhook_secret: webhook_secret.map(Arc::new),
-            leadership: leadership.clone(),
-        };
-        let stop = shutdown.clone();
-        tokio::spawn(async move {
-            if let Err(e) = server::serve(listener, endpoints, stop).await {
-                tracing::error!(error = %e, "HTTP endpoints stopped");
-            }
-        });
-    }
     // Ownership changes re-plan against the revision already fetched; the
     // interval, the webhook and edits of the object fetch first.
     let cluster_changed = Arc::new(tokio::sync::Notify::new());
@@ -71,6 +68,35 @@ pub async fn run(
         trigger.clone(),
         shutdown.clone(),
     );
+    if let Some(serving) = serving {
+        let plan = match (serving.plan_token_file, &source) {
+            (Some(token_file), Source::Git(git)) => Some(Arc::new(PlanService {
+                client: client.clone(),
+                source: git.for_plans(),
+                live: live.clone(),
+                token_file,
+                fetching: tokio::sync::Mutex::new(()),
+            })),
+            (Some(_), Source::Cluster(_)) => {
+                tracing::warn!("the plan endpoint needs a Git source; GET /plan stays off");
+                None
+            }
+            (None, _) => None,
+        };
+        let endpoints = server::Endpoints {
+            telemetry: telemetry.clone(),
+            trigger: trigger.clone(),
+            webhook_secret: serving.webhook_secret.map(Arc::new),
+            leadership: leadership.clone(),
+            plan,
+        };
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(e) = server::serve(serving.listener, endpoints, stop).await {
+                tracing::error!(error = %e, "HTTP endpoints stopped");
+            }
+        });
+    }
     let mut syncer = Syncer::new(client, source, cfg, telemetry.clone()).with_live_cache(live);
     tracing::info!(url = %syncer.source.url(), path = %syncer.source.path(), "sync started");
     let mut next_fetch = tokio::time::Instant::now();

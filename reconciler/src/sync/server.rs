@@ -13,13 +13,16 @@
 //!   is refused (404); a missing or wrong signature is refused (401). The
 //!   signature is compared in constant time; neither it nor the secret is
 //!   logged.
+//! - `GET /plan?head=REV&base=REV` answers the plan of a pull request, with
+//!   a bearer token ([`super::plan_endpoint`]).
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use axum::routing::{get, post};
 use hmac::{Hmac, KeyInit, Mac};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -33,6 +36,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::plan_endpoint::{PlanQuery, PlanService, serve_plan};
 use crate::lock::Leadership;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -156,6 +160,8 @@ pub(crate) struct Endpoints {
     pub(crate) trigger: Arc<Notify>,
     pub(crate) webhook_secret: Option<Arc<Vec<u8>>>,
     pub(crate) leadership: Leadership,
+    /// The plan endpoint, when a token is configured.
+    pub(crate) plan: Option<Arc<PlanService>>,
 }
 
 /// Serves the endpoints on `listener` until `shutdown`.
@@ -169,6 +175,7 @@ pub(crate) async fn serve(
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/hooks/git", post(hook))
+        .route("/plan", get(plan))
         .with_state(endpoints);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
@@ -191,6 +198,14 @@ async fn metrics(State(e): State<Endpoints>) -> ([(&'static str, &'static str); 
         )],
         e.telemetry.encode(),
     )
+}
+
+async fn plan(
+    State(e): State<Endpoints>,
+    headers: HeaderMap,
+    Query(query): Query<PlanQuery>,
+) -> Response {
+    serve_plan(e.plan.clone(), &headers, &query).await
 }
 
 async fn hook(State(e): State<Endpoints>, headers: HeaderMap, body: Bytes) -> (StatusCode, String) {
