@@ -156,8 +156,8 @@ pub struct Reverted {
     pub text: String,
     /// The reverted manifest, validated.
     pub manifest: Manifest,
-    /// One line per change, for the commit message (empty: the commit's
-    /// change is undone already).
+    /// One line per change, for the commit message (empty only when the
+    /// text is the current one: the commit's change is undone already).
     pub changes: Vec<String>,
     /// Resources whose pin the revert changes, for a plan without inventory.
     pub resources: Vec<ResourceRef>,
@@ -193,7 +193,13 @@ pub fn revert(current: &Manifest, rev: &Revision) -> Result<Reverted, RevertErro
             sections: leaked.join(", "),
         });
     }
-    let (changes, resources) = describe(&current.assignment.spec, &manifest.assignment.spec, &name);
+    let (mut changes, resources) =
+        describe(&current.assignment.spec, &manifest.assignment.spec, &name);
+    if changes.is_empty() && text != current.text {
+        changes.push(format!(
+            "comments and formatting as before {name} (the spec is unchanged)"
+        ));
+    }
     Ok(Reverted {
         text,
         manifest,
@@ -570,6 +576,21 @@ spec:
             edit(&with_move, ORDERS_TO_2.0, ORDERS_TO_2.1)
         );
         assert_eq!(reverted.changes, ["spec.stagedMoves: as before abc1234"]);
+    }
+
+    #[test]
+    fn a_comment_only_commit_is_undone_and_said_so() {
+        let after = edit(BASE, "# current", "# current, until June");
+        let reverted = revert(&manifest(&after), &rev(BASE, &after)).unwrap();
+        assert_eq!(reverted.text, BASE);
+        assert_eq!(
+            reverted.changes,
+            ["comments and formatting as before abc1234 (the spec is unchanged)"]
+        );
+        // Undone already: the same text, nothing to say.
+        let again = revert(&manifest(BASE), &rev(BASE, &after)).unwrap();
+        assert_eq!(again.text, BASE);
+        assert!(again.changes.is_empty());
     }
 
     #[test]
