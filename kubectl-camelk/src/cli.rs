@@ -133,6 +133,9 @@ pub enum Command {
     Unassign(UnassignArgs),
     /// Move one operator's resources to another in steps.
     Rollout(RolloutArgs),
+    /// Undo the manifest change a commit made, on a new branch (as `git
+    /// revert`, but only the manifest's lines that commit changed).
+    Revert(RevertArgs),
     /// Print what the manifest would change: moves in batches, first
     /// assignments, blocked moves and why.
     Plan(PlanArgs),
@@ -183,7 +186,8 @@ impl Command {
             Command::Init(InitArgs { edit, .. })
             | Command::Assign(AssignArgs { edit, .. })
             | Command::Unassign(UnassignArgs { edit, .. })
-            | Command::Rollout(RolloutArgs { edit, .. }) => edit.push,
+            | Command::Rollout(RolloutArgs { edit, .. })
+            | Command::Revert(RevertArgs { edit, .. }) => edit.push,
             Command::Plan(args) | Command::Diff(args) => args.inventory.is_none(),
             Command::Move(_)
             | Command::Get(_)
@@ -284,6 +288,17 @@ pub struct RolloutArgs {
     /// Only resources whose labels match (kubectl syntax: app=x,tier in (a,b)).
     #[arg(long, short = 'l', value_name = "SELECTOR")]
     pub selector: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RevertArgs {
+    #[command(flatten)]
+    pub edit: EditArgs,
+    /// The commit whose change of the manifest to undo (a merge commit: its
+    /// change against its first parent). Lines it changed that were changed
+    /// again since are a conflict: named, and nothing is written.
+    #[arg(value_name = "REV")]
+    pub rev: String,
 }
 
 #[derive(Args, Debug)]
@@ -502,6 +517,8 @@ mod tests {
         assert!(!connects(&["assign", "it/a", "--to", "op"]));
         assert!(connects(&["assign", "it/a", "--to", "op", "--push"]));
         assert!(connects(&["rollout", "--from", "a", "--to", "b", "--push"]));
+        assert!(!connects(&["revert", "HEAD~1"]));
+        assert!(connects(&["revert", "HEAD~1", "--push"]));
         assert!(!connects(&["plan", "--inventory", "inv.json"]));
         assert!(connects(&["plan"]));
         assert!(connects(&["diff", "--base", "main"]));

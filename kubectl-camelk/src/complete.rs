@@ -110,6 +110,7 @@ mod tests {
     #[test]
     fn subcommands_by_prefix() {
         assert_eq!(complete(&["ro"]), "rollout\n:4\n");
+        assert_eq!(complete(&["rev"]), "revert\n:4\n");
         assert!(complete(&[""]).contains("assign\n"));
     }
 
@@ -118,6 +119,9 @@ mod tests {
         let out = complete(&["rollout", "--"]);
         assert!(out.contains("--steps\n"), "{out}");
         assert!(out.contains("--context\n"), "{out}");
+        let out = complete(&["revert", "--"]);
+        assert!(out.contains("--inventory\n"), "{out}");
+        assert!(out.contains("--push\n"), "{out}");
     }
 
     #[test]

@@ -38,7 +38,11 @@ fn completion_scripts_for_each_shell() {
             .args(["completion", shell])
             .assert()
             .success()
-            .stdout(predicate::str::contains(marker).and(predicate::str::contains("rollout")));
+            .stdout(
+                predicate::str::contains(marker)
+                    .and(predicate::str::contains("rollout"))
+                    .and(predicate::str::contains("revert")),
+            );
     }
 }
 

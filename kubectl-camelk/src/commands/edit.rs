@@ -1,5 +1,6 @@
-//! `init`, `assign`, `unassign` and `rollout`: edit the manifest, show the
-//! diff and the plan, then commit on a branch (and push) unless `--dry-run`.
+//! `init`, `assign`, `unassign`, `rollout` and `revert`: edit the manifest,
+//! show the diff and the plan, then commit on a branch (and push) unless
+//! `--dry-run`.
 //!
 //! Order matters: everything that can fail without side effects (validation,
 //! the dirty-tree check, the edit, the branch name) runs before the first
@@ -9,12 +10,14 @@ use anyhow::{Context, bail};
 use camelk_reconciler::api::{OperatorId, Step, parse_selector};
 use camelk_reconciler::git::branch_name;
 use camelk_reconciler::inventory::{Inventory, Resource, ResourceRef};
+use camelk_reconciler::manifest::revert::{self, Revision};
 use camelk_reconciler::manifest::validate::{is_dns_label, is_dns_subdomain};
 use camelk_reconciler::manifest::{Manifest, edit, template};
 use camelk_reconciler::plan::{self, Actual};
 
 use crate::cli::{
-    AssignArgs, Cli, EditArgs, InitArgs, Output, RolloutArgs, UnassignArgs, parse_resource,
+    AssignArgs, Cli, EditArgs, InitArgs, Output, RevertArgs, RolloutArgs, UnassignArgs,
+    parse_resource,
 };
 use crate::render;
 use crate::sigpipe::with_sigpipe_ignored;
@@ -25,6 +28,8 @@ struct Change {
     new: String,
     /// First line of the commit message.
     title: String,
+    /// A paragraph after the title (`revert`: which commit it undoes).
+    body: Option<String>,
     /// One line per resource or move: who moves where.
     details: Vec<String>,
     /// Manifests before and after, for the plan (absent for `init`).
@@ -90,6 +95,7 @@ pub async fn init(cli: &Cli, args: &InitArgs) -> anyhow::Result<()> {
                 .collect::<Vec<_>>()
                 .join(", ")
         )],
+        body: None,
         manifests: None,
         named: Vec::new(),
     };
@@ -164,6 +170,56 @@ pub async fn rollout(cli: &Cli, args: &RolloutArgs) -> anyhow::Result<()> {
     .await
 }
 
+/// Undoes the manifest change of one commit: the lines it changed go back
+/// to its first parent's, every later edit stays (`revert::revert`).
+pub async fn revert(cli: &Cli, args: &RevertArgs) -> anyhow::Result<()> {
+    let location = super::locate(&args.edit.manifest, true)?;
+    let manifest = Manifest::read(&location.path, &location.display)?;
+    let checkout = location
+        .checkout
+        .as_ref()
+        .context("not in a Git checkout")?;
+    let path = location
+        .in_repo
+        .as_deref()
+        .context("the manifest is outside the checkout")?;
+    let commit = checkout.commit(&args.rev)?;
+    let short = &commit.id[..12];
+    let revision = Revision {
+        name: short.to_string(),
+        before: match &commit.first_parent {
+            Some(parent) => checkout.read_if_present(parent, path)?,
+            None => None,
+        },
+        after: checkout.read_if_present(&commit.id, path)?,
+    };
+    let reverted = revert::revert(&manifest, &revision)?;
+    if reverted.text == manifest.text {
+        println!(
+            "{}: nothing to change; the change of {short} is undone already",
+            location.display
+        );
+        return Ok(());
+    }
+    let body = match (&commit.first_parent, commit.parents) {
+        (Some(parent), 2..) => format!(
+            "This reverts commit {}, reversing changes made to {parent}.",
+            commit.id
+        ),
+        _ => format!("This reverts commit {}.", commit.id),
+    };
+    let change = Change {
+        old: manifest.text.clone(),
+        new: reverted.text,
+        title: format!("Revert \"{}\"", commit.summary),
+        body: Some(body),
+        details: reverted.changes,
+        manifests: Some((manifest, reverted.manifest)),
+        named: reverted.resources,
+    };
+    record(cli, &args.edit, location, change, "revert").await
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn finish(
     cli: &Cli,
@@ -183,6 +239,7 @@ async fn finish(
         old: manifest.text.clone(),
         new: edited.text,
         title,
+        body: None,
         details: edited.changes,
         manifests: Some((manifest, edited.manifest)),
         named,
@@ -280,8 +337,13 @@ async fn record(
         .as_deref()
         .context("the manifest is outside the checkout")?;
     let message = format!(
-        "{}\n\n{}\n\nWritten by `kubectl camelk {verb}`.\n",
+        "{}\n\n{}{}\n\nWritten by `kubectl camelk {verb}`.\n",
         change.title,
+        change
+            .body
+            .as_ref()
+            .map(|body| format!("{body}\n\n"))
+            .unwrap_or_default(),
         change
             .details
             .iter()

@@ -127,6 +127,19 @@ fn git(step: &'static str) -> impl FnOnce(git2::Error) -> GitError {
     move |source| GitError::Git { step, source }
 }
 
+/// One commit, as [`Checkout::commit`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// Its full id, in hex.
+    pub id: String,
+    /// The first line of its message.
+    pub summary: String,
+    /// Its first parent's full id; `None` for a root commit.
+    pub first_parent: Option<String>,
+    /// How many parents it has: more than one for a merge.
+    pub parents: usize,
+}
+
 /// A Git work tree.
 pub struct Checkout {
     repo: Repository,
@@ -229,6 +242,35 @@ impl Checkout {
             .and_then(|o| o.peel_to_blob())
             .map_err(|_| missing())?;
         Ok(String::from_utf8_lossy(blob.content()).into_owned())
+    }
+
+    /// The commit `rev` names (a merge commit too), as `revert` needs it.
+    pub fn commit(&self, rev: &str) -> Result<CommitInfo, GitError> {
+        let unknown = |source| GitError::UnknownRevision {
+            rev: rev.to_string(),
+            source,
+        };
+        let commit = self
+            .repo
+            .revparse_single(rev)
+            .and_then(|o| o.peel_to_commit())
+            .map_err(unknown)?;
+        Ok(CommitInfo {
+            id: commit.id().to_string(),
+            summary: String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default())
+                .into_owned(),
+            first_parent: commit.parent_ids().next().map(|id| id.to_string()),
+            parents: commit.parent_count(),
+        })
+    }
+
+    /// [`Checkout::read_at`], with `None` when `path` does not exist at `rev`.
+    pub fn read_if_present(&self, rev: &str, path: &str) -> Result<Option<String>, GitError> {
+        match self.read_at(rev, path) {
+            Ok(text) => Ok(Some(text)),
+            Err(GitError::MissingAtRevision { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Whether `name` is a valid, unused branch name.

@@ -1,5 +1,6 @@
 //! The `OperatorAssignment` manifest as a file: parsing with positions,
-//! validation, and format-preserving edits.
+//! validation, and format-preserving edits (and undoing a commit's edit,
+//! [`revert`]).
 //!
 //! Flow of [`Manifest::parse`]:
 //! 1. YAML syntax (`tree`), one document;
@@ -20,6 +21,7 @@ pub(crate) mod desired;
 pub(crate) mod diagnostic;
 pub mod edit;
 pub(crate) mod fields;
+pub mod revert;
 mod splice;
 pub mod template;
 pub(crate) mod tree;
