@@ -166,6 +166,9 @@ pub enum Command {
     /// Show the Events the reconciler recorded (as `flux events`): on
     /// OperatorAssignments, and `Moved` on each moved resource; -w to follow.
     Events(EventsArgs),
+    /// List the migrations the reconciler executed, newest first (as `argocd
+    /// app history`); --revision REV lists the moves of one.
+    History(HistoryArgs),
     /// Print a shell completion script.
     Completion {
         #[arg(value_enum)]
@@ -197,7 +200,8 @@ impl Command {
             | Command::Suspend(_)
             | Command::Resume(_)
             | Command::Check(_)
-            | Command::Events(_) => true,
+            | Command::Events(_)
+            | Command::History(_) => true,
         }
     }
 }
@@ -415,6 +419,17 @@ pub struct StatusArgs {
     /// After the status, print it again each time it changes, until interrupted.
     #[arg(short = 'w', long)]
     pub watch: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    /// The OperatorAssignment (default: every one in the namespace).
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// List the moves of this revision's migration (a commit SHA or a prefix
+    /// of it), from the Moved Events on the moved resources.
+    #[arg(long, value_name = "REV")]
+    pub revision: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -141,6 +141,7 @@ async fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Sync(args) => return commands::sync::run(cli, args).await,
         Command::Check(args) => return commands::check::run(cli, args).await,
         Command::Events(args) => commands::events::run(cli, args).await?,
+        Command::History(args) => commands::history::run(cli, args).await?,
         Command::Suspend(args) => commands::live::suspend(cli, args, true).await?,
         Command::Resume(args) => commands::live::suspend(cli, args, false).await?,
         Command::Completion { shell } => {

@@ -4,6 +4,7 @@
 pub mod check;
 pub mod edit;
 pub mod events;
+pub mod history;
 pub mod live;
 pub mod plan;
 pub mod sync;

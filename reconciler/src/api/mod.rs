@@ -492,6 +492,12 @@ pub struct MigrationRecord {
     pub first_assignments: u64,
     /// Rollout steps of the migration.
     pub steps: u32,
+    /// The commit's author (Git source only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+    /// The first line of the commit's message (Git source only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     /// `Progressing`, `Paused` (a gate or a handoff holds it; it goes on from
     /// there), `RolledBack`, `Succeeded`, `Superseded`.
     #[schemars(with = "String")]

@@ -138,6 +138,7 @@ impl ClusterSource {
             text,
             file: self.file.clone(),
             rewound: false,
+            commit: None,
         })
     }
 

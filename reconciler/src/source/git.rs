@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use git2::{FetchOptions, Oid, Repository};
 
 use super::credentials::CredentialConfig;
-use super::{Revision, SourceError};
+use super::{Commit, Revision, SourceError};
 use crate::git::transport::credentials::GitCredentials;
 use crate::git::transport::{self, redact_url, ssh_port};
 
@@ -124,6 +124,7 @@ impl GitSource {
             text,
             file: self.path.clone(),
             rewound,
+            commit: commit_of(&repo, head),
         })
     }
 
@@ -216,6 +217,7 @@ impl GitSource {
                 text: read_blob(&repo, commit, &self.path)?,
                 file: self.path.clone(),
                 rewound: false,
+                commit: commit_of(&repo, commit),
             })
         })
     }
@@ -267,6 +269,14 @@ impl Wanted {
         }
         Ok(Wanted::Ref(full))
     }
+}
+
+fn commit_of(repo: &Repository, commit: Oid) -> Option<Commit> {
+    let commit = repo.find_commit(commit).ok()?;
+    Some(Commit {
+        author: String::from_utf8_lossy(commit.author().name_bytes()).into_owned(),
+        subject: String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default()).into_owned(),
+    })
 }
 
 fn read_blob(repo: &Repository, commit: Oid, path: &str) -> Result<String, SourceError> {

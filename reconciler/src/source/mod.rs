@@ -41,6 +41,17 @@ pub struct Revision {
     /// The previous head fetched by this source is not an ancestor of this
     /// one: the branch was rewound or force-pushed.
     pub(crate) rewound: bool,
+    /// Who wrote the commit and why; `None` for the object source.
+    pub commit: Option<Commit>,
+}
+
+/// What a commit says of itself, for the migration history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Commit {
+    /// The author's name.
+    pub author: String,
+    /// The first line of the message.
+    pub subject: String,
 }
 
 impl Revision {

@@ -17,6 +17,7 @@ use crate::api::{
     MigrationRecord, MigrationResult, OperatorAssignmentStatus, RolloutState, RolloutStatus,
 };
 use crate::plan::Plan;
+use crate::source::Commit;
 use crate::plan::rollout::Drift;
 
 use super::status::{self, DRIFTED, READY, RECONCILING, STALLED, SUSPENDED, set_condition};
@@ -196,6 +197,7 @@ pub(crate) fn open_rollout(
                     first_assignments: assigned as u64,
                     steps: plan.batches.len() as u32,
                     result: MigrationResult::Progressing,
+                    ..Default::default()
                 },
             );
             (new_rollout(sha), true)
@@ -229,6 +231,21 @@ pub(crate) fn step_healthy(ro: &mut RolloutStatus, done: usize) {
     ro.step_started_at = None;
     ro.health_check_started_at = None;
     ro.failing.clear();
+}
+
+/// Names the commit of `revision`'s history row: its author and message.
+pub(crate) fn describe_commit(
+    status: &mut OperatorAssignmentStatus,
+    revision: &str,
+    commit: Option<&Commit>,
+) {
+    if let (Some(row), Some(commit)) = (
+        status.history.iter_mut().find(|r| r.revision == revision),
+        commit,
+    ) {
+        row.author = Some(commit.author.clone());
+        row.message = Some(commit.subject.clone());
+    }
 }
 
 /// Sets the result of the unfinished history row of `revision`; a result

@@ -295,6 +295,9 @@ impl Syncer {
                 .await;
         }
         let opened = progress::open_rollout(&mut r.status, &r.rev.sha, &plan, r.assigned, steady);
+        if opened.started {
+            progress::describe_commit(&mut r.status, &r.rev.sha, r.rev.commit.as_ref());
+        }
         if opened.started && plan.move_count() > 0 {
             let (moves, steps) = (plan.move_count(), plan.batches.len());
             tracing::info!(revision = %r.rev.short(), moves, steps, "new rollout");
