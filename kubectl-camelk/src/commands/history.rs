@@ -259,7 +259,10 @@ mod tests {
                 at: Some("2026-12-04T10:00:00Z".into()),
             })
         );
-        assert_eq!(moved_row(&e, "fedcba9876543210fedcba9876543210fedcba98"), None);
+        assert_eq!(
+            moved_row(&e, "fedcba9876543210fedcba9876543210fedcba98"),
+            None
+        );
         let other = moved(
             "handed over from operator-1 to operator-2 (revision 0123456789ab step 1 of 2)",
             "someone-else",

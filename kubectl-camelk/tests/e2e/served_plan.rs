@@ -196,3 +196,249 @@ async fn the_served_plan_equals_the_local_plan_and_needs_the_token() {
     stop.cancel();
     sync.join().unwrap();
 }
+
+/// Every move of a plan as JSON, as (name, from, to), sorted.
+fn plan_moves(plan: &Value) -> Vec<(String, String, String)> {
+    let mut moves: Vec<_> = plan["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|b| b["moves"].as_array().unwrap().iter())
+        .map(|m| {
+            (
+                m["resource"]["name"].as_str().unwrap().to_string(),
+                m["from"].as_str().unwrap().to_string(),
+                m["to"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    moves.sort();
+    moves
+}
+
+/// The pull-request workflow end to end: the CI script (ci/plan-comment.sh)
+/// comments the plan from the reconciler's endpoint with no kubeconfig; after
+/// the merge the reconciler executes exactly those moves; `history` lists
+/// the migration and its moves; `revert` of it plans the moves back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_request_is_commented_executed_listed_and_reverted() {
+    let cluster = camelk_testkit::shared();
+    cluster.grant_camelk_roles().await;
+    let admin = cluster.admin().await;
+    install_crd(&admin).await;
+    let ns = cluster.namespace("pr-flow").await;
+    cluster.grant_sync_namespace(&ns.name).await;
+    let stop = CancellationToken::new();
+    for id in ["operator-1", "operator-2"] {
+        crate::common::start_operator(cluster, id, &ns.name, &stop).await;
+    }
+    let integrations: Api<DynamicObject> = Api::namespaced_with(
+        admin.clone(),
+        &ns.name,
+        &CamelKind::Integration.api_resource(),
+    );
+    for name in ["a", "b", "c", "d"] {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": CamelKind::Integration.api_version(), "kind": "Integration",
+            "metadata": { "name": name, "labels": { OPERATOR_ID_KEY: "operator-1" }, "annotations": { OPERATOR_ID_KEY: "operator-1" } },
+            "spec": {}
+        }))
+        .unwrap();
+        integrations
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap();
+        crate::common::wait_running(&integrations, name, "operator-1").await;
+    }
+    let repo = repo_with(&manifest(&ns.name, None));
+    git(repo.path(), &["checkout", "-qb", "feature"]);
+    std::fs::write(
+        repo.path().join(MANIFEST),
+        manifest(&ns.name, Some(&["50%", "100%"])),
+    )
+    .unwrap();
+    git(
+        repo.path(),
+        &["commit", "-qam", "move everything to operator-2"],
+    );
+    let head_sha = git(repo.path(), &["rev-parse", "HEAD"]).trim().to_string();
+    git(repo.path(), &["checkout", "-q", "main"]);
+
+    let scratch = tempfile::tempdir().unwrap();
+    let token_file = scratch.path().join("token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let sync = start_sync_serving(
+        cluster,
+        &ns.name,
+        repo.path(),
+        &scratch.path().join("cache"),
+        &stop,
+        Some((listener, token_file)),
+    )
+    .await;
+    let assignments: Api<OperatorAssignment> = Api::namespaced(admin.clone(), &ns.name);
+    wait_applied(
+        &assignments,
+        git(repo.path(), &["rev-parse", "main"]).trim(),
+    )
+    .await;
+
+    // The CI job: a checkout of the head, the plugin on PATH, no kubeconfig.
+    let job = scratch.path().join("job");
+    git(
+        scratch.path(),
+        &[
+            "clone",
+            "-q",
+            "--branch",
+            "feature",
+            &repo.path().display().to_string(),
+            "job",
+        ],
+    );
+    let plugin_dir = Path::new(env!("CARGO_BIN_EXE_kubectl-camelk"))
+        .parent()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        plugin_dir.display(),
+        std::env::var("PATH").unwrap()
+    );
+    let script = camelk_testkit::workspace_root().join("ci/plan-comment.sh");
+    let ci = Command::new("bash")
+        .arg(&script)
+        .current_dir(&job)
+        .env("PATH", &path)
+        .env("KUBECONFIG", job.join("no-kubeconfig"))
+        .env("CAMELK_BASE", "main")
+        .env("CAMELK_HEAD", &head_sha)
+        .env("CAMELK_PLAN_SERVER", &url)
+        .env("CAMELK_PLAN_TOKEN", TOKEN)
+        .env("CAMELK_NAMESPACE", &ns.name)
+        .env("CAMELK_FAIL_ON_BLOCKED", "true")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(
+        ci.status.success(),
+        "the CI script failed:\n{}\n{}",
+        String::from_utf8_lossy(&ci.stdout),
+        String::from_utf8_lossy(&ci.stderr)
+    );
+    let comment = std::fs::read_to_string(job.join("camelk-plan.md")).unwrap();
+    assert!(
+        comment.starts_with("<!-- kubectl-camelk:plan fleet -->"),
+        "{comment}"
+    );
+    assert!(comment.contains("4 moves in 2 batches"), "{comment}");
+    let served = without_cluster(&job)
+        .args(["-n", &ns.name, "plan", "--server", &url, "--base", "main"])
+        .args(["--head", &head_sha, "-o", "json"])
+        .env("CAMELK_PLAN_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let commented = plan_moves(&json_of(&served, "plan --server"));
+    for (name, from, to) in &commented {
+        assert!(
+            comment.contains(&format!("| {} | {name} | {from} | {to} |", ns.name)),
+            "{name} {from} -> {to} in:\n{comment}"
+        );
+    }
+
+    // Merged: the reconciler executes it.
+    git(repo.path(), &["merge", "-q", "--ff-only", "feature"]);
+    let kubeconfig = cluster.kubeconfig();
+    let synced = live_camelk_as("reconciler", &kubeconfig, &ns.name)
+        .args(["sync", crate::live_sync::NAME, "--wait", "--timeout", "3m"])
+        .output()
+        .unwrap();
+    assert!(
+        synced.status.success(),
+        "{}",
+        String::from_utf8_lossy(&synced.stderr)
+    );
+    wait_applied(&assignments, &head_sha).await;
+
+    // The history lists the migration; its moves are the commented ones (as
+    // a platform admin reads them: Events in the tenant namespaces).
+    let history = live_camelk_as("admin", &kubeconfig, &ns.name)
+        .args(["history", "-o", "json"])
+        .output()
+        .unwrap();
+    let history = json_of(&history, "history");
+    let row = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["revision"] == head_sha.as_str())
+        .unwrap_or_else(|| panic!("{head_sha} not in the history: {history:#}"));
+    assert_eq!(row["result"], "Succeeded", "{row:#}");
+    assert_eq!(row["message"], "move everything to operator-2");
+    assert_eq!(row["moves"], 4);
+    let table = live_camelk_as("admin", &kubeconfig, &ns.name)
+        .arg("history")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&table.stdout).contains(&head_sha[..12]));
+    let executed = live_camelk_as("admin", &kubeconfig, &ns.name)
+        .args(["history", "--revision", &head_sha[..12], "-o", "json"])
+        .output()
+        .unwrap();
+    let executed = json_of(&executed, "history --revision");
+    let mut executed: Vec<(String, String, String)> = executed["moves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_string(),
+                m["from"].as_str().unwrap().to_string(),
+                m["to"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    executed.sort();
+    assert_eq!(
+        executed, commented,
+        "executed moves differ from the comment"
+    );
+
+    // Reverting the merged change (a commit on a branch of its own, as a
+    // pull request would carry it) plans exactly the moves back.
+    git(repo.path(), &["config", "user.name", "t"]);
+    git(repo.path(), &["config", "user.email", "t@example.com"]);
+    let reverted = live_camelk_as("reconciler", &kubeconfig, &ns.name)
+        .current_dir(repo.path())
+        .args(["revert", &head_sha, "--branch", "undo-move"])
+        .output()
+        .unwrap();
+    assert!(
+        reverted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reverted.stderr)
+    );
+    let back = live_camelk_as("reconciler", &kubeconfig, &ns.name)
+        .current_dir(repo.path())
+        .args([
+            "plan",
+            "--base",
+            "main",
+            "--head",
+            "undo-move",
+            "-o",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let back = plan_moves(&json_of(&back, "plan of the revert"));
+    let expected: Vec<_> = commented
+        .iter()
+        .map(|(name, from, to)| (name.clone(), to.clone(), from.clone()))
+        .collect();
+    assert_eq!(back, expected);
+
+    stop.cancel();
+    sync.join().unwrap();
+}

@@ -17,8 +17,8 @@ use crate::api::{
     MigrationRecord, MigrationResult, OperatorAssignmentStatus, RolloutState, RolloutStatus,
 };
 use crate::plan::Plan;
-use crate::source::Commit;
 use crate::plan::rollout::Drift;
+use crate::source::Commit;
 
 use super::status::{self, DRIFTED, READY, RECONCILING, STALLED, SUSPENDED, set_condition};
 
