@@ -13,13 +13,14 @@ use crate::deploy::{apply, create_namespace, find, id, rendered_deploy, root, st
 const CHART: &str = "charts/camelk-reconciler";
 
 /// The values that make the chart install what `examples/deploy` does.
-const AS_EXAMPLES: [&str; 7] = [
+const AS_EXAMPLES: [&str; 8] = [
     "git.repository=https://git.example.com/platform/gitops.git",
     "git.branch=main",
     "git.path=clusters/prod/operator-assignment.yaml",
     "git.interval=1m",
     "git.credentials.secretName=camelk-reconciler-git",
     "webhook.secretName=camelk-reconciler-webhook",
+    "planEndpoint.tokenSecretName=camelk-reconciler-plan-token",
     "admission.operators.operator-1=system:serviceaccount:camelk-system:camelk-operator-1",
 ];
 

@@ -585,7 +585,12 @@ fn deployments_run_unprivileged_with_resources_and_the_probes_they_serve() {
         .iter()
         .map(|m| m["mountPath"].as_str().unwrap())
         .collect();
-    for flag in ["--token-file=", "--webhook-secret-file=", "--cache-dir="] {
+    for flag in [
+        "--token-file=",
+        "--webhook-secret-file=",
+        "--plan-token-file=",
+        "--cache-dir=",
+    ] {
         let path = args
             .iter()
             .find_map(|a| a.strip_prefix(flag))
