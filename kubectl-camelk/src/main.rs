@@ -40,6 +40,7 @@ use render::Reported;
 
 fn main() -> ExitCode {
     sigpipe::die_quietly_on_closed_pipe();
+    camelk_reconciler::git::set_network_timeouts();
     if invoked_as(complete::COMPLETER) {
         let words: Vec<String> = std::env::args().skip(1).collect();
         print!("{}", complete::answer(&mut Cli::command(), &words));

@@ -213,6 +213,7 @@ fn init_logs(format: LogFormat) {
 }
 
 fn main() -> ExitCode {
+    camelk_reconciler::git::set_network_timeouts();
     let cli = Cli::parse();
     match cli.command {
         Command::Version => println!("reconciler {}", env!("CARGO_PKG_VERSION")),

@@ -22,6 +22,8 @@
 
 pub(crate) mod transport;
 
+pub use transport::{CONNECT_TIMEOUT, SERVER_TIMEOUT, set_network_timeouts};
+
 use std::path::{Path, PathBuf};
 
 use git2::build::TreeUpdateBuilder;

@@ -85,6 +85,27 @@ pub async fn start_operator_watching(
     build_time: &str,
 ) -> OperatorProcess {
     cluster.grant_operator(id, watched, lock_namespace).await;
+    spawn_operator(
+        id,
+        watched,
+        lock_namespace,
+        identity,
+        build_time,
+        &cluster.kubeconfig(),
+    )
+}
+
+/// Spawns `reconciler operator` as [`start_operator_watching`] does, reaching
+/// the API server through `kubeconfig` (a proxy's, in fault tests), without
+/// granting anything.
+pub fn spawn_operator(
+    id: &str,
+    watched: &str,
+    lock_namespace: &str,
+    identity: &str,
+    build_time: &str,
+    kubeconfig: &std::path::Path,
+) -> OperatorProcess {
     let log = std::env::temp_dir().join(format!("camelk-e2e-{lock_namespace}-{identity}.log"));
     let out = File::create(&log).expect("operator log");
     let child = Command::new(env!("CARGO_BIN_EXE_reconciler"))
@@ -109,7 +130,7 @@ pub async fn start_operator_watching(
             "300ms",
         ])
         .arg("--kubeconfig")
-        .arg(cluster.kubeconfig())
+        .arg(kubeconfig)
         .args(["--context", id])
         .env("RUST_LOG", "info,camelk_reconciler=debug")
         .stdin(Stdio::null())
@@ -295,12 +316,32 @@ pub fn start_sync_with(
     cache: &std::path::Path,
     extra: &[&str],
 ) -> OperatorProcess {
+    let url = format!("file://{}", repo.display());
+    start_sync_via(
+        namespace,
+        &url,
+        identity,
+        cache,
+        &cluster.kubeconfig(),
+        extra,
+    )
+}
+
+/// [`start_sync_with`] following the repository at `url`, reaching the API
+/// server through `kubeconfig` (a proxy's, in fault tests).
+pub fn start_sync_via(
+    namespace: &str,
+    url: &str,
+    identity: &str,
+    cache: &std::path::Path,
+    kubeconfig: &std::path::Path,
+    extra: &[&str],
+) -> OperatorProcess {
     let log = std::env::temp_dir().join(format!("camelk-e2e-{namespace}-{identity}.log"));
     let out = File::create(&log).expect("sync log");
     let child = Command::new(env!("CARGO_BIN_EXE_reconciler"))
         .arg("sync")
-        .arg("--repo")
-        .arg(format!("file://{}", repo.display()))
+        .args(["--repo", url])
         .args(["--branch", "main", "--path", "operator-assignment.yaml"])
         .args(
             [
@@ -327,7 +368,7 @@ pub fn start_sync_with(
         ])
         .args(extra)
         .arg("--kubeconfig")
-        .arg(cluster.kubeconfig())
+        .arg(kubeconfig)
         .args(["--context", "reconciler"])
         .env("RUST_LOG", "info,camelk_reconciler=debug")
         .stdin(Stdio::null())

@@ -460,6 +460,98 @@ pub fn stop(dir: &ClusterDir) -> Vec<(String, u32)> {
     running
 }
 
+/// The pid of the running `process` of the cluster in `dir`.
+pub fn pid_of(dir: &ClusterDir, process: &str) -> Option<u32> {
+    running_processes(dir)
+        .into_iter()
+        .find(|(name, _)| name == process)
+        .map(|(_, pid)| pid)
+}
+
+/// Kills `process` (SIGKILL, as a crash) and starts it again with the same
+/// command line, its log appended to; returns the new pid. For fault tests:
+/// kube-apiserver restarted on the same etcd, etcd on the same data.
+pub fn restart(dir: &ClusterDir, process: &str) -> Result<u32, Error> {
+    let not_running = || Error::Start {
+        process: process.into(),
+        message: "not running".into(),
+    };
+    let pid = pid_of(dir, process).ok_or_else(not_running)?;
+    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).map_err(io("reading a command line"))?;
+    let argv: Vec<String> = cmdline
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let (program, args) = argv.split_first().ok_or_else(not_running)?;
+    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+    // Reaped when this process started it, so its ports are free again.
+    let _ = nix::sys::wait::waitpid(Pid::from_raw(pid as i32), None);
+    let root = dir.root().to_string_lossy().into_owned();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while is_ours(pid, &root) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The port it listened on may take a moment to be free: a start that
+    // fails at once is tried again.
+    let mut attempts = 0;
+    let child = loop {
+        attempts += 1;
+        let log = fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(dir.log(process))
+            .map_err(io("opening a log file"))?;
+        let log_err = log.try_clone().map_err(io("opening a log file"))?;
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .process_group(0)
+            .spawn()
+            .map_err(|e| Error::Start {
+                process: process.into(),
+                message: e.to_string(),
+            })?;
+        std::thread::sleep(Duration::from_secs(2));
+        match child.try_wait() {
+            Ok(Some(_)) if attempts < 15 => continue,
+            Ok(Some(status)) => {
+                return Err(Error::Start {
+                    process: process.into(),
+                    message: format!("exited with {status} after a restart"),
+                });
+            }
+            _ => break child,
+        }
+    };
+    let new_pid = child.id();
+    let text = fs::read_to_string(dir.pids()).map_err(io("reading pids"))?;
+    let lines: String = text
+        .lines()
+        .map(|l| match l.split_once(' ') {
+            Some((name, _)) if name == process => format!("{name} {new_pid}\n"),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    fs::write(dir.pids(), lines).map_err(io("writing pids"))?;
+    Ok(new_pid)
+}
+
+/// Sends `signal` to `process` of the cluster in `dir` (SIGSTOP and SIGCONT
+/// freeze and thaw it).
+pub fn signal(dir: &ClusterDir, process: &str, signal: Signal) -> Result<(), Error> {
+    let pid = pid_of(dir, process).ok_or_else(|| Error::Start {
+        process: process.into(),
+        message: "not running".into(),
+    })?;
+    kill(Pid::from_raw(pid as i32), signal).map_err(|e| Error::Start {
+        process: process.into(),
+        message: e.to_string(),
+    })
+}
+
 fn prepare_dir(dir: &ClusterDir) -> Result<(), Error> {
     if dir.root().exists() {
         fs::remove_dir_all(dir.root()).map_err(io("clearing the state directory"))?;

@@ -35,6 +35,28 @@ use git2::{CertificateCheckStatus, Cred, CredentialType, RemoteCallbacks};
 use credentials::{DEFAULT_TOKEN_USERNAME, GitCredentials};
 use known_hosts::HostKeyError;
 
+/// How long connecting to a Git host may take.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// How long a connected Git host may stay silent before a fetch or push
+/// gives up: a host that accepts the connection and never answers would
+/// otherwise hold the sync (or the plugin) forever.
+pub const SERVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Sets libgit2's network timeouts ([`CONNECT_TIMEOUT`], [`SERVER_TIMEOUT`]).
+/// libgit2 keeps them process-wide: call this first thing in `main`, before
+/// any thread uses Git.
+#[allow(unsafe_code)]
+pub fn set_network_timeouts() {
+    let millis = |d: std::time::Duration| i32::try_from(d.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: called from `main` before any other thread exists or any Git
+    // operation runs, as libgit2's global options require.
+    unsafe {
+        let _ = git2::opts::set_server_connect_timeout_in_milliseconds(millis(CONNECT_TIMEOUT));
+        let _ = git2::opts::set_server_timeout_in_milliseconds(millis(SERVER_TIMEOUT));
+    }
+}
+
 /// Environment variable holding an access token for HTTPS pushes and
 /// fetches.
 pub const TOKEN_ENV: &str = "CAMELK_GIT_TOKEN";

@@ -1,0 +1,293 @@
+//! The faults, each injected in the middle of a rollout step, and the checks
+//! that follow them.
+
+use std::time::{Duration, Instant};
+
+use camelk_reconciler::camel_k::CamelKind;
+use camelk_testkit::cluster;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use nix::sys::signal::Signal;
+use serde_json::json;
+
+use crate::proxy::Mode;
+use crate::support;
+use crate::world::{self, NS, Plumbing, World};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// kube-apiserver killed and started again on the same etcd.
+    ApiServerRestart,
+    /// etcd frozen (SIGSTOP) for a while, then thawed.
+    EtcdPause(Duration),
+    /// Both operators killed and started again at once.
+    OperatorsRestart,
+    /// A third party patching spec, labels and annotations of every resource
+    /// for a while.
+    ThirdPartyWriter(Duration),
+    /// The manifest edited mid-rollout: a revision that reverses half the moves.
+    ManifestEdit,
+    /// Resources deleted and created again under the same name mid-handoff.
+    DeleteRecreate,
+    /// The Git host accepts connections and never answers, for a while.
+    GitHang(Duration),
+    /// The leading reconciler cut off from the API server for longer than
+    /// its lease, while a second replica takes over; then reconnected.
+    ReconcilerCut(Duration),
+    /// operator-1 cut off from the API server while it owns resources being
+    /// moved; then reconnected.
+    OperatorCut(Duration),
+}
+
+impl Fault {
+    pub fn name(self) -> String {
+        match self {
+            Fault::ApiServerRestart => "kube-apiserver restart".into(),
+            Fault::EtcdPause(d) => format!("etcd stopped {}s", d.as_secs()),
+            Fault::OperatorsRestart => "both operators restarted".into(),
+            Fault::ThirdPartyWriter(d) => format!("third-party writer {}s", d.as_secs()),
+            Fault::ManifestEdit => "manifest edited mid-rollout".into(),
+            Fault::DeleteRecreate => "resources deleted and re-created".into(),
+            Fault::GitHang(d) => format!("Git host hangs {}s", d.as_secs()),
+            Fault::ReconcilerCut(d) => {
+                format!("reconciler cut off {}s, standby leads", d.as_secs())
+            }
+            Fault::OperatorCut(d) => format!("operator-1 cut off {}s", d.as_secs()),
+        }
+    }
+
+    fn plumbing(self) -> Plumbing {
+        match self {
+            Fault::GitHang(_) => Plumbing::Git,
+            Fault::ReconcilerCut(_) => Plumbing::Sync,
+            Fault::OperatorCut(_) => Plumbing::Operator1,
+            _ => Plumbing::Direct,
+        }
+    }
+}
+
+/// One scenario's figures.
+pub struct Outcome {
+    pub scenario: String,
+    pub resources: usize,
+    /// From the fault clearing to the rollout `Ready`.
+    pub recovery: Duration,
+    pub writes_per_move: f64,
+    pub dual_owner_writes: usize,
+    pub fields_lost: usize,
+    pub problems: Vec<String>,
+}
+
+/// How long the rollout may take to finish once the fault is gone.
+const RECOVERY_LIMIT: Duration = Duration::from_secs(600);
+
+pub async fn run(fault: Fault, n: usize) -> anyhow::Result<Outcome> {
+    let slug: String = fault
+        .name()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let mut w = World::start(&slug, n, fault.plumbing()).await?;
+    let rollout = w
+        .remote
+        .push(&world::manifest_rollout(), "everything to operator-2");
+    // The middle of a step: the second one started.
+    w.wait_status(Duration::from_secs(300), "at step 2", |s| {
+        s.rollout
+            .as_ref()
+            .is_some_and(|r| r.revision == rollout && r.current_step >= 2)
+    })
+    .await?;
+
+    let mut expected_fingerprints = w.before.clone();
+    let mut final_revision = rollout.clone();
+    let mut half = false;
+    match fault {
+        Fault::ApiServerRestart => {
+            cluster::restart(w.cluster.dir(), "kube-apiserver")?;
+        }
+        Fault::EtcdPause(d) => {
+            cluster::signal(w.cluster.dir(), "etcd", Signal::SIGSTOP)?;
+            tokio::time::sleep(d).await;
+            cluster::signal(w.cluster.dir(), "etcd", Signal::SIGCONT)?;
+        }
+        Fault::OperatorsRestart => {
+            for op in &mut w.operators {
+                op.kill();
+            }
+            w.operators.clear();
+            for id in ["operator-1", "operator-2"] {
+                let again = format!("{id}-again");
+                w.operators
+                    .push(support::start_operator(&w.cluster, id, NS, &again, "200ms").await);
+            }
+        }
+        Fault::ThirdPartyWriter(d) => {
+            let until = Instant::now() + d;
+            let mut round = 0;
+            while Instant::now() < until {
+                round += 1;
+                for (kind, name) in w.names.clone() {
+                    let mut patch = json!({
+                        "metadata": {
+                            "labels": { "chaos.example.com/round": round.to_string() },
+                            "annotations": { "chaos.example.com/round": round.to_string() }
+                        }
+                    });
+                    if kind == CamelKind::Integration {
+                        patch["spec"] = json!({ "replicas": 10 + round });
+                    }
+                    // A conflict-free merge patch, as kubectl patch writes it.
+                    let _ = world::api(&w.admin, kind)
+                        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await;
+                }
+            }
+            // What the third party wrote last is what must be kept.
+            for ((kind, name), digest) in w.fingerprints().await? {
+                let obj = world::api(&w.admin, kind).get(&name).await?;
+                let round_label = obj
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("chaos.example.com/round"))
+                    .cloned();
+                if round_label.as_deref() == Some(round.to_string().as_str()) {
+                    expected_fingerprints.insert((kind, name), digest);
+                }
+            }
+        }
+        Fault::ManifestEdit => {
+            final_revision = w
+                .remote
+                .push(&world::manifest_half(), "only group a to operator-2");
+            half = true;
+        }
+        Fault::GitHang(d) => {
+            let proxy = w.proxy.as_ref().expect("the Git proxy");
+            proxy.set(Mode::Hang);
+            let hang_started = Instant::now();
+            // A fetch gives up on a silent host and says so; the last good
+            // revision stays what the cluster follows.
+            let failed = w
+                .wait_status(d, "FetchFailed while the host hangs", |s| {
+                    s.conditions.iter().any(|c| c.reason == "FetchFailed")
+                })
+                .await;
+            tokio::time::sleep(d.saturating_sub(hang_started.elapsed())).await;
+            proxy.set(Mode::Pass);
+            failed?;
+        }
+        Fault::ReconcilerCut(d) => {
+            let proxy = w.proxy.as_ref().expect("the API server proxy");
+            proxy.set(Mode::Cut);
+            let taken = tokio::time::timeout(
+                d,
+                support::wait_lock_holder(&w.admin, NS, "camelk-reconciler-lock", "r2"),
+            )
+            .await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            proxy.set(Mode::Pass);
+            taken.map_err(|_| anyhow::anyhow!("the standby did not take the lead within {d:?}"))?;
+        }
+        Fault::OperatorCut(d) => {
+            let proxy = w.proxy.as_ref().expect("the API server proxy");
+            proxy.set(Mode::Cut);
+            tokio::time::sleep(d).await;
+            proxy.set(Mode::Pass);
+        }
+        Fault::DeleteRecreate => {
+            for (kind, name) in w.names.iter().take(6) {
+                let api = world::api(&w.admin, *kind);
+                let old = api.get(name).await?;
+                api.delete(name, &DeleteParams::default()).await?;
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while api.get_opt(name).await?.is_some() && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                let mut again = old.clone();
+                again.metadata.uid = None;
+                again.metadata.resource_version = None;
+                again.metadata.creation_timestamp = None;
+                again.metadata.managed_fields = None;
+                again.metadata.generation = None;
+                again.data.as_object_mut().map(|d| d.remove("status"));
+                api.create(&PostParams::default(), &again).await?;
+            }
+        }
+    }
+    let cleared = Instant::now();
+    w.wait_status(RECOVERY_LIMIT, "Ready at the final revision", |s| {
+        s.last_applied_revision.as_deref() == Some(final_revision.as_str())
+            && s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+    .await?;
+    let recovery = cleared.elapsed();
+
+    let mut problems = Vec::new();
+    let owners = w.owners().await?;
+    for ((kind, name), owner) in &owners {
+        let wanted = if half && name.contains("-b-") {
+            "operator-1"
+        } else {
+            "operator-2"
+        };
+        if owner.as_deref() != Some(wanted) {
+            problems.push(format!("{kind} {name}: owner {owner:?}, wanted {wanted}"));
+        }
+    }
+    let missing = w.names.len() - owners.len();
+    if missing > 0 {
+        problems.push(format!("{missing} resources gone"));
+    }
+    let now = w.fingerprints().await?;
+    let fields_lost = expected_fingerprints
+        .iter()
+        .filter(|(key, digest)| now.get(*key) != Some(*digest))
+        .count();
+    if fields_lost > 0 {
+        problems.push(format!(
+            "{fields_lost} resources whose spec, labels or annotations changed"
+        ));
+    }
+    let left = w.requests_left().await?;
+    if !left.is_empty() {
+        problems.push(format!("handoff requests left: {left:?}"));
+    }
+    let (writes, moves, violations) = w.audit()?;
+    problems.extend(violations.iter().take(5).cloned());
+    Ok(Outcome {
+        scenario: fault.name(),
+        resources: n,
+        recovery,
+        writes_per_move: writes as f64 / moves.max(1) as f64,
+        dual_owner_writes: violations.len(),
+        fields_lost,
+        problems,
+    })
+}
+
+/// The table of the note.
+pub fn table(outcomes: &[Outcome]) -> String {
+    let mut out = String::from(
+        "| scenario | resources | time to recover | writes per move | dual-owner writes | fields lost | result |\n|---|---|---|---|---|---|---|\n",
+    );
+    for o in outcomes {
+        out.push_str(&format!(
+            "| {} | {} | {:.1} s | {:.2} | {} | {} | {} |\n",
+            o.scenario,
+            o.resources,
+            o.recovery.as_secs_f64(),
+            o.writes_per_move,
+            o.dual_owner_writes,
+            o.fields_lost,
+            if o.problems.is_empty() {
+                "pass"
+            } else {
+                "FAIL"
+            }
+        ));
+    }
+    out
+}
