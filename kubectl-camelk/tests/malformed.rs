@@ -1,17 +1,18 @@
 //! The corpus of malformed manifests (`tests/malformed/*.yaml`): each is
 //! rejected with its expected `file:line:column` message
 //! (`tests/malformed/expected.txt`), and no command writes anything.
+//! Files are read as bytes: some are not UTF-8 on purpose.
 
 mod common;
 
-use common::{MANIFEST, camelk, repo_with, state};
+use common::{MANIFEST, camelk, repo_with_bytes as repo_with, state};
 
-fn corpus() -> Vec<(String, String, String)> {
+fn corpus() -> Vec<(String, Vec<u8>, String)> {
     let expected = std::fs::read_to_string(common::fixture("malformed/expected.txt")).unwrap();
     let mut cases = Vec::new();
     for line in expected.lines() {
         let (file, message) = line.split_once(' ').unwrap();
-        let text = std::fs::read_to_string(common::fixture(&format!("malformed/{file}"))).unwrap();
+        let text = std::fs::read(common::fixture(&format!("malformed/{file}"))).unwrap();
         cases.push((file.to_string(), text, format!("{MANIFEST}:{message}")));
     }
     cases

@@ -282,6 +282,9 @@ async fn record(
         && let Some(checkout) = &location.checkout
     {
         checkout.check_new_branch(&branch)?;
+        if let Some(path) = location.in_repo.as_deref() {
+            checkout.check_editable(path)?;
+        }
         if args.push {
             checkout.check_remote(&args.remote)?;
         }

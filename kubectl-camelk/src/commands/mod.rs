@@ -77,7 +77,14 @@ pub fn locate(args: &ManifestArgs, need_repo: bool) -> anyhow::Result<Location> 
 /// A client for the cluster of the chosen kubeconfig and context, and the
 /// namespace commands default to.
 pub async fn cluster(cli: &Cli) -> anyhow::Result<(kube::Client, String)> {
-    let config = kube_config(cli).await?;
+    let mut config = kube_config(cli).await?;
+    // kube would run an exec credential plugin with no time limit.
+    let limit = match cli.request_timeout {
+        Some(t) if t.is_zero() => None,
+        Some(t) => Some(t),
+        None => Some(camelk_reconciler::connect::EXEC_TIMEOUT),
+    };
+    camelk_reconciler::connect::run_exec_plugin(&mut config, limit).await?;
     let namespace = config.default_namespace.clone();
     let client = kube::Client::try_from(config).context("creating a Kubernetes client")?;
     Ok((client, namespace))

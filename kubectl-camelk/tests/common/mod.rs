@@ -78,6 +78,11 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
 
 /// A work tree on branch `main` whose first commit holds `manifest`.
 pub fn repo_with(manifest: &str) -> TempDir {
+    repo_with_bytes(manifest.as_bytes())
+}
+
+/// [`repo_with`], for a manifest that need not be UTF-8.
+pub fn repo_with_bytes(manifest: &[u8]) -> TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path();
     git(path, &["init", "-q", "-b", "main"]);

@@ -22,6 +22,7 @@
 mod common;
 
 mod check;
+mod faults;
 mod live;
 mod live_move;
 mod live_sync;

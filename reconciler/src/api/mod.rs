@@ -46,6 +46,16 @@ pub(crate) const VERSION: &str = "v1alpha1";
 /// Kind name of the manifest.
 pub(crate) const KIND: &str = "OperatorAssignment";
 
+/// The largest manifest read, in bytes: 1.5 MiB.
+///
+/// Why this value: the manifest becomes an `OperatorAssignment` object (the
+/// sync applies it), and etcd refuses a request over its default
+/// `--max-request-bytes` of 1.5 MiB, so a bigger manifest could never be
+/// stored; no real assignment comes near it (a pin takes about 100 bytes:
+/// 1.5 MiB is some 15,000 pins). Checked before a file or Git blob is read
+/// whole, so a 50 MB file costs a `stat`, not 50 MB of memory and a parse.
+pub const MAX_MANIFEST_BYTES: usize = 1536 * 1024;
+
 /// Desired owners of Camel K resources, and how to move them.
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

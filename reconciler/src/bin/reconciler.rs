@@ -359,6 +359,13 @@ fn run_sync(args: SyncArgs) -> ExitCode {
         }
         _ => {}
     }
+    // Before connecting or fetching: a refspec is built from it.
+    if args.source == SourceKind::Git
+        && let Err(e) = camelk_reconciler::source::check_branch(&args.branch)
+    {
+        eprintln!("error: --branch: {e}");
+        return ExitCode::from(2);
+    }
     let credentials = CredentialConfig {
         username: creds.username.clone(),
         token_file: creds.token_file.clone(),

@@ -55,6 +55,32 @@ pub enum GitError {
         /// The repository's work tree.
         repo: PathBuf,
     },
+    /// The manifest is a symbolic link to a file outside the repository:
+    /// refused, not followed (what is read must be what is committed).
+    #[error(
+        "{link} is a symbolic link to {target}, outside the repository at {repo}; it is not \
+         followed: move the manifest into the repository, or name the real file with --file"
+    )]
+    SymlinkOutside {
+        /// The link, as given.
+        link: PathBuf,
+        /// Where it points.
+        target: PathBuf,
+        /// The repository's work tree.
+        repo: PathBuf,
+    },
+    /// An edit would write through a symbolic link (and commit a file where
+    /// the repository has a link).
+    #[error(
+        "{link} is a symbolic link to {target}; an edit would write through it and replace the \
+         link in the commit: edit the file it points to instead (--file {target})"
+    )]
+    SymlinkEdit {
+        /// The link's path inside the repository.
+        link: String,
+        /// Where it points, as stored in the link.
+        target: PathBuf,
+    },
     /// A revision (`--base`, `--head`) does not resolve to a commit.
     #[error("revision `{rev}` not found: {source}")]
     UnknownRevision {
@@ -185,6 +211,23 @@ impl Checkout {
             (Some(parent), Some(name)) => parent.join(name),
             _ => absolute.clone(),
         };
+        if let Ok(target) = std::fs::read_link(&resolved) {
+            // Where it ends up, links in the target followed too (a link
+            // that dangles: where it says).
+            let landing = resolved.canonicalize().unwrap_or_else(|_| {
+                resolved
+                    .parent()
+                    .map(|p| p.join(&target))
+                    .unwrap_or_else(|| target.clone())
+            });
+            if !landing.starts_with(&self.workdir) {
+                return Err(GitError::SymlinkOutside {
+                    link: file.to_path_buf(),
+                    target: landing,
+                    repo: self.workdir.clone(),
+                });
+            }
+        }
         resolved
             .strip_prefix(&self.workdir)
             .map(|p| {
@@ -287,6 +330,19 @@ impl Checkout {
         }
     }
 
+    /// Refuses to edit `path` (inside the repository) when it is a symbolic
+    /// link: the write would land in its target, and the commit would turn
+    /// the link into a file.
+    pub fn check_editable(&self, path: &str) -> Result<(), GitError> {
+        match std::fs::read_link(self.workdir.join(path)) {
+            Ok(target) => Err(GitError::SymlinkEdit {
+                link: path.to_string(),
+                target,
+            }),
+            Err(_) => Ok(()),
+        }
+    }
+
     /// Writes `contents` to `path` (inside the repository) and commits only
     /// that file on a new branch `branch`, which `HEAD` then points to.
     pub fn commit_on_new_branch(
@@ -297,6 +353,7 @@ impl Checkout {
         message: &str,
     ) -> Result<Oid, GitError> {
         self.check_new_branch(branch)?;
+        self.check_editable(path)?;
         let signature = self.repo.signature().map_err(GitError::NoIdentity)?;
         let parent = match self.repo.head() {
             Ok(head) => Some(head.peel_to_commit().map_err(git("reading HEAD"))?),

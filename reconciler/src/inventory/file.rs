@@ -5,7 +5,10 @@
 //! annotations,ownerReferences}` and `status.phase` are read; other fields
 //! are skipped unread. Each item becomes a [`Resource`] as a metadata list
 //! item does (`Resource::from_metadata`). Items of kinds that are not Camel K kinds are an error naming
-//! the item, never silently dropped.
+//! the item, never silently dropped. A file that is not such a list (a single
+//! object such as a Deployment, a `ConfigMapList`, a JSON array, a list with
+//! no `items`) is an error naming the kind it is and the kind expected: read
+//! as an empty inventory it would plan nothing, silently.
 
 use std::collections::BTreeMap;
 
@@ -36,6 +39,18 @@ pub enum InventoryFileError {
         /// The parser's message.
         message: String,
     },
+    /// The file is a Kubernetes object, but not a list of Camel K resources.
+    #[error(
+        "inventory {file} is {found}, not a List of Camel K resources: expected `kind: List` \
+         (or IntegrationList, PipeList, ...) with `items`, as `kubectl get integrations,pipes \
+         -A -o json` prints"
+    )]
+    Kind {
+        /// The file's path.
+        file: String,
+        /// What it is instead (`a Deployment`, `a ConfigMapList`, `a List with no items`).
+        found: String,
+    },
     /// One item of the list is not a Camel K resource this tool can read.
     #[error("inventory {file}, item {index}: {message}")]
     Item {
@@ -51,7 +66,30 @@ pub enum InventoryFileError {
 #[derive(Deserialize)]
 struct List {
     #[serde(default)]
-    items: Vec<Item>,
+    kind: Option<String>,
+    #[serde(default)]
+    items: Option<Vec<Item>>,
+}
+
+/// A [`List`] from a mapping only: a derived struct also reads a sequence
+/// (as its fields in order), which would word a JSON array's error in terms
+/// of the first item.
+struct TopLevel(List);
+
+impl<'de> Deserialize<'de> for TopLevel {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Mapping;
+        impl<'de> serde::de::Visitor<'de> for Mapping {
+            type Value = List;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a Kubernetes List (a mapping with `kind: List` and `items`)")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<List, A::Error> {
+                List::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        deserializer.deserialize_map(Mapping).map(TopLevel)
+    }
 }
 
 #[derive(Deserialize)]
@@ -100,19 +138,48 @@ struct Status {
 
 /// Parses an inventory from `text`; `file` names it in messages.
 pub fn parse(file: &str, text: &str) -> Result<Inventory, InventoryFileError> {
-    let list: List = if text.trim_start().starts_with('{') {
+    let TopLevel(list) = if text.trim_start().starts_with(['{', '[', '"']) {
         serde_json::from_str(text).map_err(|e| InventoryFileError::Format {
             file: file.to_string(),
             message: e.to_string(),
         })?
     } else {
-        serde_saphyr::from_str(text).map_err(|e| InventoryFileError::Format {
-            file: file.to_string(),
-            message: e.to_string(),
+        serde_saphyr::from_str(text).map_err(|e| {
+            let text = e.without_snippet().to_string();
+            let first = text.lines().next().unwrap_or_default();
+            InventoryFileError::Format {
+                file: file.to_string(),
+                // In the terms of this file rather than of the parser.
+                message: first.replace(
+                    "expected mapping start",
+                    "expected a Kubernetes List (a mapping with `kind: List` and `items`)",
+                ),
+            }
         })?
     };
-    let mut resources = Vec::with_capacity(list.items.len());
-    for (index, item) in list.items.into_iter().enumerate() {
+    let kind_error = |found: String| InventoryFileError::Kind {
+        file: file.to_string(),
+        found,
+    };
+    // `List` (kubectl), `<Kind>List` (the API), or no kind (hand-written).
+    let kind = list.kind.unwrap_or_default();
+    let camel_list = kind
+        .strip_suffix("List")
+        .is_some_and(|k| k.is_empty() || CamelKind::ALL.iter().any(|c| c.kind() == k));
+    if !kind.is_empty() && !camel_list {
+        let article = if kind.starts_with(['A', 'E', 'I', 'O', 'U']) {
+            "an"
+        } else {
+            "a"
+        };
+        return Err(kind_error(format!("{article} {kind}")));
+    }
+    let Some(items) = list.items else {
+        let what = if kind.is_empty() { "a mapping" } else { &kind };
+        return Err(kind_error(format!("{what} with no `items`")));
+    };
+    let mut resources = Vec::with_capacity(items.len());
+    for (index, item) in items.into_iter().enumerate() {
         let item_error = |message: String| InventoryFileError::Item {
             file: file.to_string(),
             index,

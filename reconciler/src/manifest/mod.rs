@@ -3,7 +3,11 @@
 //! [`revert`]).
 //!
 //! Flow of [`Manifest::parse`]:
-//! 1. YAML syntax (`tree`), one document;
+//! 0. the size ([`api::MAX_MANIFEST_BYTES`]; [`Manifest::read`] checks it
+//!    before reading the file) and UTF-8 ([`Manifest::from_bytes`]);
+//! 1. YAML syntax (`tree`), one document, within the tree's limits of
+//!    nesting and alias expansion ([`tree::MAX_DEPTH`],
+//!    [`tree::MAX_ALIAS_NODES`]);
 //! 2. `apiVersion` and `kind`;
 //! 3. unknown fields against the generated CRD schema (`fields`), each with
 //!    a "did you mean";
@@ -28,13 +32,14 @@ pub(crate) mod tree;
 pub mod typed;
 pub mod validate;
 
+use std::io::Read;
 use std::path::Path;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 
 pub use desired::{Decision, Desired, Reason};
 pub use diagnostic::{Diagnostic, Severity};
-pub use tree::{FieldPath, Location, Tree};
+pub use tree::{FieldPath, Location, MAX_ALIAS_NODES, MAX_DEPTH, Tree};
 
 use crate::api::{self, OperatorAssignment};
 
@@ -99,12 +104,63 @@ fn render(diagnostics: &[Diagnostic]) -> String {
 
 impl Manifest {
     /// Reads and checks the manifest at `path`, naming it `file` in messages.
+    /// A file over [`api::MAX_MANIFEST_BYTES`] is refused from its size,
+    /// without reading it (and a pipe or device is read no further than the
+    /// limit).
     pub fn read(path: &Path, file: &str) -> Result<Manifest, ManifestError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
+        let read_err = |source| ManifestError::Read {
             file: file.to_string(),
             source,
-        })?;
-        Manifest::parse(file, text)
+        };
+        let handle = std::fs::File::open(path).map_err(read_err)?;
+        let size = handle.metadata().map_err(read_err)?.len();
+        if size > api::MAX_MANIFEST_BYTES as u64 {
+            return Err(too_large(file, size));
+        }
+        let mut bytes = Vec::with_capacity(size as usize);
+        handle
+            .take(api::MAX_MANIFEST_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(read_err)?;
+        Manifest::from_bytes(file, bytes)
+    }
+
+    /// Checks a manifest given as bytes: they must be UTF-8 (the error
+    /// names the line and column of the first byte that is not).
+    pub fn from_bytes(file: &str, bytes: Vec<u8>) -> Result<Manifest, ManifestError> {
+        if bytes.len() > api::MAX_MANIFEST_BYTES {
+            return Err(too_large(file, bytes.len() as u64));
+        }
+        match String::from_utf8(bytes) {
+            Ok(text) => Manifest::parse(file, text),
+            Err(e)
+                if e.as_bytes().starts_with(&[0xff, 0xfe])
+                    || e.as_bytes().starts_with(&[0xfe, 0xff]) =>
+            {
+                Err(ManifestError::Invalid(vec![Diagnostic {
+                    severity: Severity::Error,
+                    file: file.to_string(),
+                    at: Location { line: 1, column: 1 },
+                    message: "the file is UTF-16 (it starts with a UTF-16 byte-order mark); \
+                              YAML manifests are UTF-8: save it as UTF-8"
+                        .into(),
+                }]))
+            }
+            Err(e) => {
+                let bytes = e.as_bytes();
+                let good = e.utf8_error().valid_up_to();
+                Err(ManifestError::Invalid(vec![Diagnostic {
+                    severity: Severity::Error,
+                    file: file.to_string(),
+                    at: position(bytes, good),
+                    message: format!(
+                        "the file is not UTF-8 (byte 0x{:02x} here); YAML manifests are \
+                         UTF-8: save it as UTF-8",
+                        bytes[good]
+                    ),
+                }]))
+            }
+        }
     }
 
     /// Checks `text` (see the module documentation for the stages).
@@ -119,6 +175,9 @@ impl Manifest {
             ManifestError::Invalid(vec![diagnostic(Severity::Error, at, message)])
         };
 
+        if text.len() > api::MAX_MANIFEST_BYTES {
+            return Err(too_large(file, text.len() as u64));
+        }
         let tree = Tree::parse(&text)
             .map_err(|e| error(e.at, format!("YAML syntax error: {}", e.message)))?;
         if !matches!(tree.root.value, tree::Value::Mapping(_)) {
@@ -182,6 +241,34 @@ impl Manifest {
             warnings: findings,
         })
     }
+}
+
+/// A manifest over [`api::MAX_MANIFEST_BYTES`], said at its first line.
+fn too_large(file: &str, size: u64) -> ManifestError {
+    ManifestError::Invalid(vec![Diagnostic {
+        severity: Severity::Error,
+        file: file.to_string(),
+        at: Location { line: 1, column: 1 },
+        message: format!(
+            "the manifest is {size} bytes, over the limit of {} bytes (1.5 MiB, the most \
+             etcd stores in one object by default); split the assignment, or pin fewer \
+             resources and use rules",
+            api::MAX_MANIFEST_BYTES
+        ),
+    }])
+}
+
+/// Line and column (from 1, in characters) of byte `offset` of `bytes`,
+/// whose first `offset` bytes are UTF-8.
+fn position(bytes: &[u8], offset: usize) -> Location {
+    let before = &bytes[..offset];
+    let line_start = before
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
+    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+    let column = std::str::from_utf8(&before[line_start..]).map_or(0, |s| s.chars().count()) + 1;
+    Location { line, column }
 }
 
 /// The CRD's schema plus the fields the API server adds to every object

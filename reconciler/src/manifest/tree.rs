@@ -6,15 +6,39 @@
 //! [`FieldPath`] to the position of the deepest node of that path that exists,
 //! so a message about a missing field points at its parent.
 //!
+//! Limits, each refused as a syntax error at the place it is crossed, so
+//! no input can exhaust the stack or memory (a stack overflow is a crash):
+//! nesting deeper than [`MAX_DEPTH`], and aliases that repeat more than
+//! [`MAX_ALIAS_NODES`] nodes (a "billion laughs" document). The size limit
+//! ([`crate::api::MAX_MANIFEST_BYTES`]) is checked before this parser runs.
+//!
 //! Every node also keeps its byte range in the text and its style (plain,
 //! quoted, block, flow), so an edit can splice at a known place
 //! ([`super::edit`]) without a second parser.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use serde_saphyr::granit_parser::{
     Event, Options, Parser, ScalarStyle, ScanError, Span, StructureStyle,
 };
+
+/// The deepest nesting of mappings and sequences accepted: 32.
+///
+/// Why this value: the deepest place of an `OperatorAssignment`
+/// (`spec.rules[].match.selector.matchExpressions[].values[]`) is 9 levels
+/// down, so 32 leaves room for anything valid, while every later stage
+/// (unknown fields, typed reading, dropping the tree) recurses once per
+/// level and must not be handed 10,000 levels.
+pub const MAX_DEPTH: usize = 32;
+
+/// The most nodes aliases (`*name`) may repeat in one document: 10,000.
+///
+/// Why this value: an alias is read as a copy of its anchor, so nine lines
+/// of aliases of aliases can stand for a billion nodes. A manifest repeats
+/// a selector or a list of pins at most, a few hundred nodes; 10,000 is far
+/// above that and far below what costs memory or time.
+pub const MAX_ALIAS_NODES: u64 = 10_000;
 
 /// A position in the file; both numbers start at 1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -172,6 +196,10 @@ struct Opened {
     start: usize,
     style: Style,
     kind: Open,
+    /// Its anchor id (0: none).
+    anchor: usize,
+    /// Nodes below it so far, aliases counted as copies of their anchor.
+    nodes: u64,
 }
 
 enum Open {
@@ -200,12 +228,19 @@ impl Tree {
     pub fn parse(text: &str) -> Result<Tree, SyntaxError> {
         let mut stack: Vec<Opened> = Vec::new();
         let mut root: Option<Node> = None;
+        // Anchor id -> nodes it stands for; nodes aliases repeated so far.
+        let mut anchors: HashMap<usize, u64> = HashMap::new();
+        let mut repeated: u64 = 0;
         let mut documents = 0;
         let mut plain = true;
         // Comments are still checked as syntax, but not kept: nothing here
         // reads them, and keeping them costs a tenth of the parse.
         let mut options = Options::default();
         options.emit_comments = false;
+        // The scanner counts flow brackets ahead of the events: stop it at
+        // the same depth, with the same message.
+        options.flow_nesting_limit = MAX_DEPTH;
+        options.block_nesting_limit = MAX_DEPTH;
         for event in Parser::new_from_str_with_options(text, options) {
             let (event, span) = event.map_err(syntax_error)?;
             let at = Location::of(&span);
@@ -223,21 +258,27 @@ impl Tree {
                 }
                 Event::MappingStart(style, anchor, tag) => {
                     plain &= anchor == 0 && tag.is_none();
+                    too_deep(stack.len(), at)?;
                     stack.push(Opened {
                         at,
                         start,
                         style: collection_style(style),
                         kind: Open::Mapping(Vec::new(), None),
+                        anchor,
+                        nodes: 1,
                     });
                     None
                 }
                 Event::SequenceStart(style, anchor, tag) => {
                     plain &= anchor == 0 && tag.is_none();
+                    too_deep(stack.len(), at)?;
                     stack.push(Opened {
                         at,
                         start,
                         style: collection_style(style),
                         kind: Open::Sequence(Vec::new()),
+                        anchor,
+                        nodes: 1,
                     });
                     None
                 }
@@ -247,7 +288,7 @@ impl Tree {
                         Open::Sequence(items) => items.last().map(|n| n.end),
                     };
                     let end = collection_end(&opened, &span, last);
-                    Node {
+                    let node = Node {
                         at: opened.at,
                         start: opened.start,
                         end,
@@ -256,36 +297,59 @@ impl Tree {
                             Open::Mapping(entries, _) => Value::Mapping(entries),
                             Open::Sequence(items) => Value::Sequence(items),
                         },
+                    };
+                    (node, opened.nodes, opened.anchor)
+                }),
+                Event::Scalar(value, style, anchor, tag) => Some((
+                    Node {
+                        at,
+                        start,
+                        end: span.end.byte_offset().unwrap_or(start),
+                        style: match style {
+                            ScalarStyle::Plain => Style::Plain,
+                            ScalarStyle::SingleQuoted => Style::SingleQuoted,
+                            ScalarStyle::DoubleQuoted => Style::DoubleQuoted,
+                            _ => Style::BlockScalar,
+                        },
+                        value: {
+                            plain &= anchor == 0 && tag.is_none();
+                            Value::Scalar(value.into_owned())
+                        },
+                    },
+                    1,
+                    anchor,
+                )),
+                Event::Alias(id) => {
+                    plain = false;
+                    let nodes = anchors.get(&id).copied().unwrap_or(1);
+                    repeated = repeated.saturating_add(nodes);
+                    if repeated > MAX_ALIAS_NODES {
+                        return Err(SyntaxError {
+                            at,
+                            message: format!(
+                                "aliases repeat more than {MAX_ALIAS_NODES} nodes (this one \
+                                 alone {nodes}); a manifest needs no alias bomb: write the \
+                                 values out, or alias less"
+                            ),
+                        });
                     }
-                }),
-                Event::Scalar(value, style, anchor, tag) => Some(Node {
-                    at,
-                    start,
-                    end: span.end.byte_offset().unwrap_or(start),
-                    style: match style {
-                        ScalarStyle::Plain => Style::Plain,
-                        ScalarStyle::SingleQuoted => Style::SingleQuoted,
-                        ScalarStyle::DoubleQuoted => Style::DoubleQuoted,
-                        _ => Style::BlockScalar,
-                    },
-                    value: {
-                        plain &= anchor == 0 && tag.is_none();
-                        Value::Scalar(value.into_owned())
-                    },
-                }),
-                Event::Alias(_) | Event::UnresolvedAlias(_) => Some(Node {
-                    at: {
-                        plain = false;
-                        at
-                    },
-                    start,
-                    end: span.end.byte_offset().unwrap_or(start),
-                    style: Style::Plain,
-                    value: Value::Alias,
-                }),
+                    Some((alias_node(at, start, &span), nodes, 0))
+                }
+                Event::UnresolvedAlias(_) => {
+                    plain = false;
+                    Some((alias_node(at, start, &span), 1, 0))
+                }
                 _ => None,
             };
-            let Some(node) = finished else { continue };
+            let Some((node, nodes, anchor)) = finished else {
+                continue;
+            };
+            if anchor != 0 {
+                anchors.insert(anchor, nodes);
+            }
+            if let Some(parent) = stack.last_mut() {
+                parent.nodes = parent.nodes.saturating_add(nodes);
+            }
             match stack.last_mut().map(|o| &mut o.kind) {
                 None => root = Some(node),
                 Some(Open::Sequence(items)) => items.push(node),
@@ -355,6 +419,29 @@ impl Tree {
     }
 }
 
+/// Refuses a collection opened at `depth` (the number already open).
+fn too_deep(depth: usize, at: Location) -> Result<(), SyntaxError> {
+    if depth < MAX_DEPTH {
+        return Ok(());
+    }
+    Err(SyntaxError {
+        at,
+        message: format!(
+            "nested more than {MAX_DEPTH} levels deep; an OperatorAssignment needs fewer than 10"
+        ),
+    })
+}
+
+fn alias_node(at: Location, start: usize, span: &Span) -> Node {
+    Node {
+        at,
+        start,
+        end: span.end.byte_offset().unwrap_or(start),
+        style: Style::Plain,
+        value: Value::Alias,
+    }
+}
+
 fn child<'a>(node: &'a Node, segment: &Segment) -> Option<&'a Node> {
     match (&node.value, segment) {
         (Value::Mapping(entries), Segment::Key(key)) => {
@@ -367,11 +454,22 @@ fn child<'a>(node: &'a Node, segment: &Segment) -> Option<&'a Node> {
 
 fn syntax_error(error: ScanError) -> SyntaxError {
     let marker = error.marker();
+    let at = Location {
+        line: marker.line(),
+        column: marker.col() + 1,
+    };
+    match error.info().as_str() {
+        "recursion limit exceeded" => return too_deep(MAX_DEPTH, at).unwrap_err(),
+        "while parsing node, found unknown anchor" => {
+            return SyntaxError {
+                at,
+                message: "this alias (`*name`) names no anchor (`&name`) defined before it".into(),
+            };
+        }
+        _ => {}
+    }
     SyntaxError {
-        at: Location {
-            line: marker.line(),
-            column: marker.col() + 1,
-        },
+        at,
         message: error.info(),
     }
 }

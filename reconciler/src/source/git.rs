@@ -10,7 +10,13 @@
 //!    `refs/remotes/origin/<branch>` (forced: the remote's head wins); over
 //!    `ssh://` with a known_hosts given, the server's host key is checked
 //!    before anything is sent ([`crate::git::transport`]);
-//! 4. read the manifest blob at `path` in that commit.
+//! 4. read the manifest blob at `path` in that commit: a regular file of at
+//!    most [`crate::api::MAX_MANIFEST_BYTES`] (its size is read from the
+//!    object header first) holding UTF-8. A symbolic link is refused, never
+//!    followed: its target is named in the error.
+//!
+//! A branch that is not a valid ref name (`a..b`, `-x`, `x.lock`) is refused
+//! ([`check_branch`]) before the cache is created or anything is fetched.
 //!
 //! Guarantees: nothing is written outside the cache directory; a failed fetch
 //! leaves the previous fetch usable; credentials are handed to libgit2 only,
@@ -101,6 +107,7 @@ impl GitSource {
     }
 
     fn fetch_with(&mut self, credentials: &GitCredentials) -> Result<Revision, SourceError> {
+        check_branch(&self.branch)?;
         let repo = self.open()?;
         let tracking = format!("refs/remotes/origin/{}", self.branch);
         let refspec = format!("+refs/heads/{}:{tracking}", self.branch);
@@ -271,6 +278,19 @@ impl Wanted {
     }
 }
 
+/// Refuses a branch name Git would refuse (`a..b`, `a b`, `-x`, `x.lock`,
+/// `@{`): before any fetch, so the refspec built from it never reaches the
+/// remote.
+pub fn check_branch(branch: &str) -> Result<(), SourceError> {
+    if git2::Branch::name_is_valid(branch).unwrap_or(false) {
+        Ok(())
+    } else {
+        Err(SourceError::InvalidBranch {
+            branch: branch.to_string(),
+        })
+    }
+}
+
 fn commit_of(repo: &Repository, commit: Oid) -> Option<Commit> {
     let commit = repo.find_commit(commit).ok()?;
     Some(Commit {
@@ -294,11 +314,38 @@ fn read_blob(repo: &Repository, commit: Oid, path: &str) -> Result<String, Sourc
         sha: sha.clone(),
     };
     let entry = tree.get_path(Path::new(path)).map_err(|_| missing())?;
+    if entry.filemode() == i32::from(git2::FileMode::Link) {
+        let target = repo
+            .find_blob(entry.id())
+            .map(|b| String::from_utf8_lossy(b.content()).into_owned())
+            .unwrap_or_default();
+        return Err(SourceError::Symlink {
+            path: path.to_string(),
+            target,
+            sha,
+        });
+    }
+    let size = repo
+        .odb()
+        .and_then(|odb| odb.read_header(entry.id()))
+        .map(|(size, _)| size)
+        .map_err(commit_err)?;
+    if size > crate::api::MAX_MANIFEST_BYTES {
+        return Err(SourceError::TooLarge {
+            path: path.to_string(),
+            sha,
+            size,
+        });
+    }
     let blob = entry
         .to_object(repo)
         .and_then(|o| o.peel_to_blob())
         .map_err(|_| missing())?;
-    Ok(String::from_utf8_lossy(blob.content()).into_owned())
+    String::from_utf8(blob.content().to_vec()).map_err(|e| SourceError::NotUtf8 {
+        path: path.to_string(),
+        sha,
+        offset: e.utf8_error().valid_up_to(),
+    })
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 pub use cluster::ClusterSource;
 pub use credentials::CredentialConfig;
-pub use git::GitSource;
+pub use git::{GitSource, check_branch};
 
 /// One revision of the manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -179,6 +179,53 @@ pub enum SourceError {
         branch: String,
         /// libgit2's description of the certificate failure.
         message: String,
+    },
+    /// The branch to follow is not a valid Git branch name.
+    #[error(
+        "`{branch}` is not a valid branch name (Git refuses `..`, spaces, `~^:?*[\\`, `@{{`, \
+         a leading `-` and a trailing `.lock`); nothing was fetched"
+    )]
+    InvalidBranch {
+        /// The name as given.
+        branch: String,
+    },
+    /// The manifest's path is a symbolic link in the commit: refused, not followed.
+    #[error(
+        "{path} at commit {sha} is a symbolic link to `{target}`; the sync reads only a regular \
+         file and never follows a link (it could point outside the repository): set --path to \
+         the file itself"
+    )]
+    Symlink {
+        /// The manifest's path in the repository.
+        path: String,
+        /// Where the link points, as stored in the commit.
+        target: String,
+        /// The commit.
+        sha: String,
+    },
+    /// The manifest at the commit is over [`crate::api::MAX_MANIFEST_BYTES`].
+    #[error(
+        "{path} at commit {sha} is {size} bytes, over the limit of {} bytes (1.5 MiB, the most \
+         etcd stores in one object by default); it was not read",
+        crate::api::MAX_MANIFEST_BYTES
+    )]
+    TooLarge {
+        /// The manifest's path in the repository.
+        path: String,
+        /// The commit.
+        sha: String,
+        /// Its size in bytes.
+        size: usize,
+    },
+    /// The manifest at the commit is not UTF-8.
+    #[error("{path} at commit {sha} is not UTF-8 (at byte {offset}); save it as UTF-8")]
+    NotUtf8 {
+        /// The manifest's path in the repository.
+        path: String,
+        /// The commit.
+        sha: String,
+        /// Offset of the first byte that is not UTF-8.
+        offset: usize,
     },
     /// The remote has no such branch.
     #[error("branch `{branch}` not found at {url}")]

@@ -74,6 +74,8 @@ mod run;
 pub(crate) mod server;
 pub(crate) mod status;
 
+pub use server::MAX_WEBHOOK_BODY_BYTES;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

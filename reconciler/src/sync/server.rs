@@ -12,7 +12,9 @@
 //!   Gitea's `X-Gitea-Signature: <hex>`. Without a configured secret the hook
 //!   is refused (404); a missing or wrong signature is refused (401). The
 //!   signature is compared in constant time; neither it nor the secret is
-//!   logged.
+//!   logged. A body over [`MAX_WEBHOOK_BODY_BYTES`] is refused (413) before
+//!   it is read whole: at once from its `Content-Length`, else as soon as
+//!   that many bytes have come.
 //! - `GET /plan?head=REV&base=REV` answers the plan of a pull request, with
 //!   a bearer token ([`super::plan_endpoint`]).
 
@@ -20,6 +22,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -119,6 +122,16 @@ impl Telemetry {
     }
 }
 
+/// The largest webhook body read: 1 MiB.
+///
+/// Why this value: the body is only hashed (its HMAC is the signature), never
+/// parsed, and every request is read before it can be authenticated, so the
+/// limit bounds what anyone who can reach the port makes the reconciler
+/// hold. A push event lists at most 20 commits (GitHub, Gitea), a few tens of
+/// kilobytes; 1 MiB is far above that. A refused hook costs nothing but
+/// speed: the next poll (`--interval`) fetches anyway.
+pub const MAX_WEBHOOK_BODY_BYTES: usize = 1024 * 1024;
+
 /// Why a webhook request is refused.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum SignatureError {
@@ -174,7 +187,10 @@ pub(crate) async fn serve(
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/hooks/git", post(hook))
+        .route(
+            "/hooks/git",
+            post(hook).layer(DefaultBodyLimit::max(MAX_WEBHOOK_BODY_BYTES)),
+        )
         .route("/plan", get(plan))
         .with_state(endpoints);
     axum::serve(listener, app)
@@ -269,6 +285,134 @@ mod tests {
             verify_signature(b"s3cret", &HeaderMap::new(), body),
             Err(SignatureError::Missing)
         );
+    }
+
+    /// The real router on a loopback port, with a webhook secret.
+    async fn serving() -> (std::net::SocketAddr, Arc<Notify>, CancellationToken) {
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let lock = crate::lock::OperatorLock::new(
+            client,
+            "default",
+            "camelk-reconciler",
+            "test",
+            crate::lock::LockTiming::DEFAULT,
+        );
+        let trigger = Arc::new(Notify::new());
+        let endpoints = Endpoints {
+            telemetry: Arc::new(Telemetry::default()),
+            trigger: trigger.clone(),
+            webhook_secret: Some(Arc::new(b"s3cret".to_vec())),
+            leadership: lock.leadership(),
+            plan: None,
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        tokio::spawn(serve(listener, endpoints, shutdown.clone()));
+        (address, trigger, shutdown)
+    }
+
+    /// Sends a POST /hooks/git whose body is `size` bytes of `x` (chunked
+    /// when `chunked`, else with its Content-Length), correctly signed, and
+    /// stops writing once the answer comes. Returns the status line and how
+    /// many body bytes were written by then.
+    async fn post_hook(
+        address: std::net::SocketAddr,
+        size: usize,
+        chunked: bool,
+    ) -> (String, usize) {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+        const CHUNK: usize = 64 * 1024;
+        let stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        let (read, mut write) = stream.into_split();
+        let chunk = vec![b'x'; CHUNK];
+        // Signed as a real hook would be (a body over the limit is refused
+        // before the signature matters: not worth hashing 100 MB).
+        let signature = if size <= 2 * MAX_WEBHOOK_BODY_BYTES {
+            sign(b"s3cret", &vec![b'x'; size])
+        } else {
+            "00".repeat(32)
+        };
+        let length = if chunked {
+            "Transfer-Encoding: chunked".to_string()
+        } else {
+            format!("Content-Length: {size}")
+        };
+        let head = format!(
+            "POST /hooks/git HTTP/1.1\r\nHost: x\r\n{length}\r\n\
+             X-Hub-Signature-256: sha256={signature}\r\nConnection: close\r\n\r\n"
+        );
+        write.write_all(head.as_bytes()).await.unwrap();
+        let writer = tokio::spawn(async move {
+            let mut sent = 0;
+            while sent < size {
+                let n = (size - sent).min(CHUNK);
+                let wrote = if chunked {
+                    let mut framed = format!("{n:x}\r\n").into_bytes();
+                    framed.extend_from_slice(&chunk[..n]);
+                    framed.extend_from_slice(b"\r\n");
+                    write.write_all(&framed).await
+                } else {
+                    write.write_all(&chunk[..n]).await
+                };
+                if wrote.is_err() {
+                    break;
+                }
+                sent += n;
+            }
+            if chunked {
+                let _ = write.write_all(b"0\r\n\r\n").await;
+            }
+            (sent, write)
+        });
+        let mut status = String::new();
+        BufReader::new(read).read_line(&mut status).await.unwrap();
+        // Stop writing: what was written when the answer came is the count.
+        writer.abort();
+        let sent = match writer.await {
+            Ok((sent, _)) => sent,
+            Err(_) => 0,
+        };
+        (status.trim().to_string(), sent)
+    }
+
+    #[tokio::test]
+    async fn a_100_mb_webhook_body_is_refused_before_it_is_read_whole() {
+        let (address, trigger, shutdown) = serving().await;
+        let big = 100 * 1024 * 1024;
+        for chunked in [false, true] {
+            let started = std::time::Instant::now();
+            let (status, sent) = tokio::time::timeout(
+                std::time::Duration::from_secs(20),
+                post_hook(address, big, chunked),
+            )
+            .await
+            .expect("an answer, not a read of 100 MB");
+            assert!(
+                status.starts_with("HTTP/1.1 413"),
+                "chunked {chunked}: {status}"
+            );
+            // Socket buffers take a few megabytes more than the server read.
+            assert!(
+                sent < big / 4,
+                "chunked {chunked}: {sent} bytes were written before the refusal"
+            );
+            assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        }
+        let woken = tokio::time::timeout(std::time::Duration::from_millis(200), trigger.notified());
+        assert!(
+            woken.await.is_err(),
+            "a refused hook must not trigger a fetch"
+        );
+
+        // The same request under the limit is accepted: the limit, not the route, refused.
+        let (status, _) = post_hook(address, 1000, false).await;
+        assert!(status.starts_with("HTTP/1.1 202"), "{status}");
+        let (status, _) = post_hook(address, MAX_WEBHOOK_BODY_BYTES + 1, false).await;
+        assert!(status.starts_with("HTTP/1.1 413"), "{status}");
+        shutdown.cancel();
     }
 
     #[test]
