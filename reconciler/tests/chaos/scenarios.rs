@@ -87,6 +87,17 @@ pub async fn run(fault: Fault, n: usize) -> anyhow::Result<Outcome> {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
     let mut w = World::start(&slug, n, fault.plumbing()).await?;
+    match exercise(&mut w, fault, n).await {
+        Err(e) => {
+            let kept = w.keep();
+            Err(e.context(format!("state kept in {kept:?}")))
+        }
+        outcome => outcome,
+    }
+}
+
+/// The rollout, the fault in its step 2, and the checks.
+async fn exercise(w: &mut World, fault: Fault, n: usize) -> anyhow::Result<Outcome> {
     let rollout = w
         .remote
         .push(&world::manifest_rollout(), "everything to operator-2");
@@ -257,6 +268,11 @@ pub async fn run(fault: Fault, n: usize) -> anyhow::Result<Outcome> {
     }
     let (writes, moves, violations) = w.audit()?;
     problems.extend(violations.iter().take(5).cloned());
+    if !problems.is_empty()
+        && let Some(dir) = w.keep()
+    {
+        problems.push(format!("state kept in {}", dir.display()));
+    }
     Ok(Outcome {
         scenario: fault.name(),
         resources: n,

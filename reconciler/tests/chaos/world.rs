@@ -59,7 +59,8 @@ pub struct World {
     /// The standby sync replica of [`Plumbing::Sync`].
     pub standby: Option<OperatorProcess>,
     _git_server: Option<camelk_testkit::git_http::GitHttpServer>,
-    _state: tempfile::TempDir,
+    /// The control plane's state (audit log, logs); deleted unless kept.
+    state: Option<tempfile::TempDir>,
 }
 
 impl Drop for World {
@@ -291,7 +292,7 @@ impl World {
             proxy,
             standby,
             _git_server: git_server,
-            _state: state,
+            state: Some(state),
         };
         let head = world.remote_head();
         world
@@ -304,6 +305,12 @@ impl World {
         world.wait_all_running("operator-1").await?;
         world.before = world.fingerprints().await?;
         Ok(world)
+    }
+
+    /// Keeps the state directory (audit log, process logs) for a look
+    /// afterwards; returns where it is.
+    pub fn keep(&mut self) -> Option<std::path::PathBuf> {
+        self.state.take().map(|dir| dir.keep())
     }
 
     pub fn remote_head(&self) -> String {
