@@ -32,7 +32,9 @@ fn scratch() -> &'static PathBuf {
 /// of an odd length, on which kube-client 5.0 panics.
 fn read_alone(path: &std::path::Path) -> Result<Kubeconfig, ()> {
     let bytes = std::fs::read(path).map_err(|_| ())?;
-    if matches!(bytes.as_slice(), [0xFF, 0xFE, ..] | [0xFE, 0xFF, ..]) && bytes.len() % 2 != 0 {
+    if matches!(bytes.as_slice(), [0xFF, 0xFE, ..] | [0xFE, 0xFF, ..])
+        && !bytes.len().is_multiple_of(2)
+    {
         return Err(());
     }
     Kubeconfig::read_from(path).map_err(|_| ())

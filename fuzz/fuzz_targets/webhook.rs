@@ -132,7 +132,7 @@ fuzz_target!(|data: &[u8]| {
 
 /// Hex as GitHub and Gitea write it (either case), independently of `hex`.
 fn decode(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     (0..text.len())

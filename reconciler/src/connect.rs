@@ -90,7 +90,7 @@ fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, ConnectError> {
     };
     if let Ok(bytes) = std::fs::read(path)
         && matches!(bytes.as_slice(), [0xFF, 0xFE, ..] | [0xFE, 0xFF, ..])
-        && bytes.len() % 2 != 0
+        && !bytes.len().is_multiple_of(2)
     {
         let invalid = std::io::Error::new(
             std::io::ErrorKind::InvalidData,
