@@ -4,10 +4,11 @@ CAMELK_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/camelk-gitops
 export CAMELK_CACHE
 export CARGO_TARGET_DIR ?= $(CAMELK_CACHE)/cargo-target
 
-.PHONY: build test lint control-plane camel-k camel-k-previous helm local-cluster local-cluster-down local-cluster-status
+.PHONY: build test lint fuzz fuzz-smoke control-plane camel-k camel-k-previous helm local-cluster local-cluster-down local-cluster-status
 
-## Everything CI checks: formatting, lints, and every test (end-to-end included).
-test: lint control-plane camel-k helm
+## Everything CI checks: formatting, lints, a short run of every fuzz target, and every
+## test (end-to-end included).
+test: lint control-plane camel-k helm fuzz-smoke
 	cargo test --workspace --locked
 
 build:
@@ -18,6 +19,17 @@ lint:
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	# The library as the plugin links it: without the sync's server.
 	cargo clippy -p camelk-reconciler --no-default-features --all-targets --locked -- -D warnings
+
+## Fuzz every target of fuzz/ for FUZZ_SECONDS each (default 600) on the nightly
+## toolchain; cargo-fuzz is installed into the cache on first use. A crash's input
+## lands in fuzz/artifacts/<target>/. See scripts/fuzz.sh.
+FUZZ_SECONDS ?= 600
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh
+
+## 30 seconds of each fuzz target (part of `make test`).
+fuzz-smoke:
+	FUZZ_SECONDS=30 bash scripts/fuzz.sh
 
 ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK (the
 ## simulated node) from upstream Go modules (cached).

@@ -8,6 +8,9 @@
 //! gets it run by [`run_exec_plugin`] with a time limit: kube runs it with no
 //! limit, blocking the thread, so a plugin that hangs (waiting for a browser
 //! login, a dead SSO endpoint) would hang the command forever.
+//!
+//! Every kubeconfig file is read through `read_kubeconfig`, which refuses
+//! what would make kube's reader panic instead of returning an error.
 
 use std::path::Path;
 use std::time::Duration;
@@ -20,6 +23,8 @@ use std::time::Duration;
 /// room for a slow network and still ends a command that would otherwise wait
 /// forever. `--request-timeout` overrides it (`0`: no limit).
 pub const EXEC_TIMEOUT: Duration = Duration::from_secs(30);
+
+use kube::config::{Kubeconfig, KubeconfigError};
 
 /// Why no client configuration could be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -73,21 +78,19 @@ pub async fn config(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
 ) -> Result<kube::Config, ConnectError> {
-    use kube::config::{KubeConfigOptions, Kubeconfig};
+    use kube::config::KubeConfigOptions;
     let options = KubeConfigOptions {
         context: context.map(str::to_string),
         ..Default::default()
     };
     let loaded = match kubeconfig {
-        Some(path) => Some(
-            Kubeconfig::read_from(path).map_err(|source| ConnectError::Read {
-                path: path.display().to_string(),
-                source,
-            })?,
-        ),
+        Some(path) => Some(read_kubeconfig(path)?),
         None => match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
             Some(list) => Some(merged(&list)?),
-            None => Kubeconfig::read().ok(),
+            // `~/.kube/config` as kube finds it; unreadable, as if absent.
+            None => std::env::home_dir()
+                .map(|home| home.join(".kube").join("config"))
+                .and_then(|path| read_kubeconfig(&path).ok()),
         },
     };
     match loaded {
@@ -100,14 +103,10 @@ pub async fn config(
 
 /// `$KUBECONFIG` as kubectl reads it: files that do not exist are skipped,
 /// the first file to set a value wins.
-fn merged(list: &std::ffi::OsStr) -> Result<kube::config::Kubeconfig, ConnectError> {
-    let mut merged: Option<kube::config::Kubeconfig> = None;
+pub fn merged(list: &std::ffi::OsStr) -> Result<Kubeconfig, ConnectError> {
+    let mut merged: Option<Kubeconfig> = None;
     for path in std::env::split_paths(list).filter(|p| p.exists()) {
-        let next =
-            kube::config::Kubeconfig::read_from(&path).map_err(|source| ConnectError::Read {
-                path: path.display().to_string(),
-                source,
-            })?;
+        let next = read_kubeconfig(&path)?;
         merged = Some(match merged {
             Some(first) => first.merge(next).map_err(ConnectError::Merge)?,
             None => next,
@@ -212,4 +211,55 @@ pub async fn run_exec_plugin(
         config.auth_info.exec = None;
     }
     Ok(())
+}
+
+/// kube's `Kubeconfig::read_from`, which takes UTF-8 and, after a byte-order
+/// mark, UTF-16; but a UTF-16 file of an odd number of bytes makes it panic
+/// (kube-client 5.0 reads the last code unit's second byte out of bounds),
+/// so such a file is refused here as the invalid text it is.
+fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, ConnectError> {
+    let error = |source| ConnectError::Read {
+        path: path.display().to_string(),
+        source,
+    };
+    if let Ok(bytes) = std::fs::read(path)
+        && matches!(bytes.as_slice(), [0xFF, 0xFE, ..] | [0xFE, 0xFF, ..])
+        && !bytes.len().is_multiple_of(2)
+    {
+        let invalid = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "UTF-16 text of an odd number of bytes",
+        );
+        return Err(error(KubeconfigError::ReadConfig(invalid, path.into())));
+    }
+    Kubeconfig::read_from(path).map_err(error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Found by the `kubeconfig` fuzz target: kube's reader panicked on it.
+    #[test]
+    fn a_utf16_kubeconfig_of_an_odd_length_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "apiVersion: v1\nkind: Config\ncurrent-context: team\n";
+        let utf16: Vec<u8> = [0xFF, 0xFE]
+            .into_iter()
+            .chain(text.encode_utf16().flat_map(u16::to_le_bytes))
+            .collect();
+        let even = dir.path().join("even");
+        std::fs::write(&even, &utf16).unwrap();
+        let odd = dir.path().join("odd");
+        std::fs::write(&odd, &utf16[..utf16.len() - 1]).unwrap();
+
+        let list = std::env::join_paths([&even, &dir.path().join("missing")]).unwrap();
+        let config = merged(&list).unwrap();
+        assert_eq!(config.current_context.as_deref(), Some("team"));
+
+        let list = std::env::join_paths([&even, &odd]).unwrap();
+        let error = merged(&list).unwrap_err().to_string();
+        assert!(error.contains("odd number of bytes"), "{error}");
+        assert!(read_kubeconfig(&odd).is_err());
+    }
 }

@@ -29,7 +29,7 @@ pub struct ReadOwner {
     /// The owner's operator id, as written (not checked).
     pub id: String,
     /// The key it was read from: a change of owner is fenced on it.
-    pub(crate) key: OwnerKey,
+    pub key: OwnerKey,
     /// The label and the annotation are both set and name different operators.
     pub keys_disagree: bool,
 }

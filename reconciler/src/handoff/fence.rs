@@ -35,7 +35,7 @@ pub(crate) fn owner_test(owner: &str) -> Value {
 }
 
 /// `ops` preceded by the owner test: applied only while the label names `owner`.
-pub(crate) fn fenced(owner: &str, ops: impl IntoIterator<Item = Value>) -> json_patch::Patch {
+pub fn fenced(owner: &str, ops: impl IntoIterator<Item = Value>) -> json_patch::Patch {
     let mut all = vec![owner_test(owner)];
     all.extend(ops);
     to_patch(all)
@@ -46,7 +46,7 @@ pub(crate) fn fenced(owner: &str, ops: impl IntoIterator<Item = Value>) -> json_
 pub struct FlipGuard {
     /// `status.phase` must still be this (the upstream-compatible release
     /// checks the phase it judged stable). `Some("")` means "no phase".
-    pub(crate) phase: Option<String>,
+    pub phase: Option<String>,
 }
 
 /// The one write that moves `object` from `from` to `to`: tests that the
@@ -108,9 +108,7 @@ pub(crate) fn match_annotation(owner: &str) -> json_patch::Patch {
 /// The first assignment of an object with no owner key: applied only while
 /// it is unchanged since read (a JSON patch cannot test that a key is
 /// absent), and, with a guard, only while its phase is the one judged stable.
-// Only the sync loop (feature `server`) calls this; the plugin builds without it.
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
-pub(crate) fn assign(object: &DynamicObject, to: &str, guard: &FlipGuard) -> json_patch::Patch {
+pub fn assign(object: &DynamicObject, to: &str, guard: &FlipGuard) -> json_patch::Patch {
     let mut ops = vec![resource_version_test(object)];
     if let Some(phase) = &guard.phase {
         ops.push(phase_test(object, phase));

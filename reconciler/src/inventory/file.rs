@@ -5,18 +5,20 @@
 //! annotations,ownerReferences}` and `status.phase` are read; other fields
 //! are skipped unread. Each item becomes a [`Resource`] as a metadata list
 //! item does (`Resource::from_metadata`). Items of kinds that are not Camel K kinds are an error naming
-//! the item, never silently dropped. A file that is not such a list (a single
-//! object such as a Deployment, a `ConfigMapList`, a JSON array, a list with
-//! no `items`) is an error naming the kind it is and the kind expected: read
-//! as an empty inventory it would plan nothing, silently.
+//! the item, never silently dropped; so is an item that lists a resource again
+//! (a hand-edited or concatenated list), since the plan takes each resource
+//! once. A file that is not such a list (a single object such as a
+//! Deployment, a `ConfigMapList`, a JSON array, a list with no `items`) is an
+//! error naming the kind it is and the kind expected: read as an empty
+//! inventory it would plan nothing, silently.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Deserialize;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::{Inventory, Resource};
+use super::{Inventory, Resource, ResourceRef};
 use crate::camel_k::{CamelKind, GROUP};
 
 /// Why an inventory file cannot be read.
@@ -179,6 +181,7 @@ pub fn parse(file: &str, text: &str) -> Result<Inventory, InventoryFileError> {
         return Err(kind_error(format!("{what} with no `items`")));
     };
     let mut resources = Vec::with_capacity(items.len());
+    let mut seen: HashMap<ResourceRef, usize> = HashMap::new();
     for (index, item) in items.into_iter().enumerate() {
         let item_error = |message: String| InventoryFileError::Item {
             file: file.to_string(),
@@ -220,7 +223,14 @@ pub fn parse(file: &str, text: &str) -> Result<Inventory, InventoryFileError> {
             ..Default::default()
         };
         let phase = item.status.and_then(|s| s.phase);
-        resources.push(Resource::from_metadata(kind, meta, phase));
+        let resource = Resource::from_metadata(kind, meta, phase);
+        if let Some(first) = seen.insert(resource.id.clone(), index) {
+            return Err(item_error(format!(
+                "{} is listed again (first as item {first})",
+                resource.id
+            )));
+        }
+        resources.push(resource);
     }
     Ok(Inventory { resources })
 }
@@ -260,6 +270,25 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("item 0")
+        );
+    }
+
+    // Found by the `inventory` fuzz target: a repeated item made the plan
+    // list one resource twice, as two moves or a move and an unchanged one.
+    #[test]
+    fn a_resource_listed_twice_is_an_error_naming_both_items() {
+        let yaml = "items:
+- kind: Pipe
+  metadata: {name: events, namespace: shop, labels: {camel.apache.org/operator.id: operator-1}}
+- kind: Integration
+  metadata: {name: events, namespace: shop}
+- kind: Pipe
+  metadata: {name: events, namespace: shop, labels: {camel.apache.org/operator.id: operator-2}}
+";
+        let error = parse("inv.yaml", yaml).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "inventory inv.yaml, item 2: Pipe shop/events is listed again (first as item 0)"
         );
     }
 

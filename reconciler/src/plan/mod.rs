@@ -21,6 +21,10 @@
 //! resource in scope lands in exactly one of moves, first assignments,
 //! blocked, errors or unchanged. The same code prints a pull request's plan
 //! and will drive the reconciler's moves.
+//!
+//! Assumptions: the inventory lists each resource once (the cluster's lists
+//! do; the inventory file reader refuses a repeated item). `fuzz/` checks
+//! these guarantees on arbitrary inventories and manifests.
 
 pub mod batch;
 pub mod live;

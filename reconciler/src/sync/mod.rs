@@ -94,6 +94,8 @@ use crate::lock::LockTiming;
 use crate::source::{Revision, Source, SourceError};
 
 pub use run::{Serving, run};
+// The webhook's signature check, public for the fuzz target (`fuzz/`).
+pub use server::{SignatureError, verify_signature};
 
 pub use crate::api::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, is_suspended};
 

@@ -134,29 +134,37 @@ pub const MAX_WEBHOOK_BODY_BYTES: usize = 1024 * 1024;
 
 /// Why a webhook request is refused.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum SignatureError {
+pub enum SignatureError {
+    /// Neither signature header is present.
     #[error("no X-Hub-Signature-256 or X-Gitea-Signature header")]
     Missing,
+    /// The header is not `sha256=<hex>` (GitHub) or `<hex>` (Gitea).
     #[error("the signature header is not `sha256=<hex>` or `<hex>`")]
     Malformed,
+    /// The signature is not the body's HMAC under the secret.
     #[error("the signature does not match the body")]
     Mismatch,
 }
 
 /// Checks the HMAC-SHA256 signature of `body` under `secret` in GitHub's or
 /// Gitea's header.
-pub(crate) fn verify_signature(
+pub fn verify_signature(
     secret: &[u8],
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<(), SignatureError> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let hex_signature = match (header("x-hub-signature-256"), header("x-gitea-signature")) {
+    // A header that is there but not text is malformed, not missing.
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .map(|v| v.to_str().map_err(|_| SignatureError::Malformed))
+            .transpose()
+    };
+    let hex_signature = match (header("x-hub-signature-256")?, header("x-gitea-signature")) {
         (Some(github), _) => github
             .strip_prefix("sha256=")
             .ok_or(SignatureError::Malformed)?,
-        (None, Some(gitea)) => gitea,
-        (None, None) => return Err(SignatureError::Missing),
+        (None, gitea) => gitea?.ok_or(SignatureError::Missing)?,
     };
     let signature = hex::decode(hex_signature.trim()).map_err(|_| SignatureError::Malformed)?;
     let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes keys of any length");
@@ -413,6 +421,22 @@ mod tests {
         let (status, _) = post_hook(address, MAX_WEBHOOK_BODY_BYTES + 1, false).await;
         assert!(status.starts_with("HTTP/1.1 413"), "{status}");
         shutdown.cancel();
+    }
+
+    // Found by the `webhook` fuzz target: a header of non-ASCII bytes was
+    // reported as missing.
+    #[test]
+    fn a_signature_header_that_is_not_text_is_malformed() {
+        for name in ["x-hub-signature-256", "x-gitea-signature"] {
+            let mut headers = HeaderMap::new();
+            let value = axum::http::HeaderValue::from_bytes("sha256=00д0".as_bytes()).unwrap();
+            headers.insert(name, value);
+            assert_eq!(
+                verify_signature(b"s3cret", &headers, b"{}"),
+                Err(SignatureError::Malformed),
+                "{name}"
+            );
+        }
     }
 
     #[test]
