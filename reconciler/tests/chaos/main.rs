@@ -47,7 +47,6 @@ fn main() -> ExitCode {
         vec![
             Fault::ApiServerRestart,
             Fault::EtcdPause(Duration::from_secs(5)),
-            Fault::OperatorsRestart,
             Fault::ManifestEdit,
         ]
     };
