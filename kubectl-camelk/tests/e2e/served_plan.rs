@@ -49,70 +49,123 @@ fn status_line(addr: std::net::SocketAddr, path: &str) -> String {
     answer.lines().next().unwrap_or_default().to_string()
 }
 
+/// The set-up both tests share: Integrations a..d owned by operator-1 in a
+/// namespace of their own (running under it when `operators`), a repository
+/// whose `main` keeps them there and whose branch `feature` moves them all to
+/// operator-2 in two steps, and a sync following `main`, applied, serving
+/// `GET /plan` with [`TOKEN`].
+struct PullRequest {
+    ns: camelk_testkit::TestNamespace,
+    admin: kube::Client,
+    repo: tempfile::TempDir,
+    /// The commit of `feature`.
+    head_sha: String,
+    addr: std::net::SocketAddr,
+    url: String,
+    token_file: std::path::PathBuf,
+    scratch: tempfile::TempDir,
+    stop: CancellationToken,
+    sync: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PullRequest {
+    async fn open(cluster: &camelk_testkit::TestCluster, prefix: &str, operators: bool) -> Self {
+        cluster.grant_camelk_roles().await;
+        let admin = cluster.admin().await;
+        install_crd(&admin).await;
+        let ns = cluster.namespace(prefix).await;
+        cluster.grant_sync_namespace(&ns.name).await;
+        let stop = CancellationToken::new();
+        if operators {
+            for id in ["operator-1", "operator-2"] {
+                crate::common::start_operator(cluster, id, &ns.name, &stop).await;
+            }
+        }
+        let integrations: Api<DynamicObject> = Api::namespaced_with(
+            admin.clone(),
+            &ns.name,
+            &CamelKind::Integration.api_resource(),
+        );
+        for name in ["a", "b", "c", "d"] {
+            let obj: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": CamelKind::Integration.api_version(), "kind": "Integration",
+                "metadata": { "name": name, "labels": { OPERATOR_ID_KEY: "operator-1" }, "annotations": { OPERATOR_ID_KEY: "operator-1" } },
+                "spec": {}
+            }))
+            .unwrap();
+            integrations
+                .create(&PostParams::default(), &obj)
+                .await
+                .unwrap();
+            if operators {
+                crate::common::wait_running(&integrations, name, "operator-1").await;
+            }
+        }
+
+        let repo = repo_with(&manifest(&ns.name, None));
+        git(repo.path(), &["checkout", "-qb", "feature"]);
+        std::fs::write(
+            repo.path().join(MANIFEST),
+            manifest(&ns.name, Some(&["50%", "100%"])),
+        )
+        .unwrap();
+        git(
+            repo.path(),
+            &["commit", "-qam", "move everything to operator-2"],
+        );
+        let head_sha = git(repo.path(), &["rev-parse", "HEAD"]).trim().to_string();
+        git(repo.path(), &["checkout", "-q", "main"]);
+
+        let scratch = tempfile::tempdir().unwrap();
+        let token_file = scratch.path().join("token");
+        std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let sync = start_sync_serving(
+            cluster,
+            &ns.name,
+            repo.path(),
+            &scratch.path().join("cache"),
+            &stop,
+            Some((listener, token_file.clone())),
+        )
+        .await;
+        let assignments: Api<OperatorAssignment> = Api::namespaced(admin.clone(), &ns.name);
+        wait_applied(
+            &assignments,
+            git(repo.path(), &["rev-parse", "main"]).trim(),
+        )
+        .await;
+        PullRequest {
+            ns,
+            admin,
+            repo,
+            head_sha,
+            addr,
+            url: format!("http://{addr}"),
+            token_file,
+            scratch,
+            stop,
+            sync: Some(sync),
+        }
+    }
+}
+
+impl Drop for PullRequest {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        if let Some(sync) = self.sync.take() {
+            let _ = sync.join();
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_served_plan_equals_the_local_plan_and_needs_the_token() {
     let cluster = camelk_testkit::shared();
-    cluster.grant_camelk_roles().await;
-    let admin = cluster.admin().await;
-    install_crd(&admin).await;
-    let ns = cluster.namespace("served-plan").await;
-    cluster.grant_sync_namespace(&ns.name).await;
-    let integrations: Api<DynamicObject> = Api::namespaced_with(
-        admin.clone(),
-        &ns.name,
-        &CamelKind::Integration.api_resource(),
-    );
-    for name in ["a", "b", "c", "d"] {
-        let obj: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": CamelKind::Integration.api_version(), "kind": "Integration",
-            "metadata": { "name": name, "labels": { OPERATOR_ID_KEY: "operator-1" }, "annotations": { OPERATOR_ID_KEY: "operator-1" } },
-            "spec": {}
-        }))
-        .unwrap();
-        integrations
-            .create(&PostParams::default(), &obj)
-            .await
-            .unwrap();
-    }
-
-    // main: everything with operator-1; a pull request's branch moves it all
-    // to operator-2 in two steps.
-    let repo = repo_with(&manifest(&ns.name, None));
-    git(repo.path(), &["checkout", "-qb", "feature"]);
-    std::fs::write(
-        repo.path().join(MANIFEST),
-        manifest(&ns.name, Some(&["50%", "100%"])),
-    )
-    .unwrap();
-    git(
-        repo.path(),
-        &["commit", "-qam", "move everything to operator-2"],
-    );
-    let head_sha = git(repo.path(), &["rev-parse", "HEAD"]).trim().to_string();
-    git(repo.path(), &["checkout", "-q", "main"]);
-
-    let scratch = tempfile::tempdir().unwrap();
-    let token_file = scratch.path().join("token");
-    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let url = format!("http://{addr}");
-    let stop = CancellationToken::new();
-    let sync = start_sync_serving(
-        cluster,
-        &ns.name,
-        repo.path(),
-        &scratch.path().join("cache"),
-        &stop,
-        Some((listener, token_file.clone())),
-    )
-    .await;
-    let assignments: Api<OperatorAssignment> = Api::namespaced(admin.clone(), &ns.name);
-    wait_applied(
-        &assignments,
-        git(repo.path(), &["rev-parse", "main"]).trim(),
-    )
-    .await;
+    let pr = PullRequest::open(cluster, "served-plan", false).await;
+    let (ns, repo, head_sha, url, addr) = (&pr.ns, &pr.repo, &pr.head_sha, &pr.url, pr.addr);
+    let token_file = &pr.token_file;
 
     let kubeconfig = cluster.kubeconfig();
     let local = live_camelk_as("reconciler", &kubeconfig, &ns.name)
@@ -130,7 +183,7 @@ async fn the_served_plan_equals_the_local_plan_and_needs_the_token() {
     let elsewhere = tempfile::tempdir().unwrap();
     let served = |head: &str, token: &str| {
         without_cluster(elsewhere.path())
-            .args(["-n", &ns.name, "plan", "--server", &url])
+            .args(["-n", &ns.name, "plan", "--server", url])
             .args(["--base", "main", "--head", head, "-o", "json"])
             .env("CAMELK_PLAN_TOKEN", token)
             .output()
@@ -138,11 +191,11 @@ async fn the_served_plan_equals_the_local_plan_and_needs_the_token() {
     };
     let by_branch = json_of(&served("feature", TOKEN), "plan --server, head a branch");
     assert_eq!(by_branch, local, "served and local plans differ");
-    let by_sha = json_of(&served(&head_sha, TOKEN), "plan --server, head a SHA");
+    let by_sha = json_of(&served(head_sha, TOKEN), "plan --server, head a SHA");
     assert_eq!(by_sha, local);
     let from_file = without_cluster(elsewhere.path())
-        .args(["-n", &ns.name, "plan", "--server", &url, "--token-file"])
-        .arg(&token_file)
+        .args(["-n", &ns.name, "plan", "--server", url, "--token-file"])
+        .arg(token_file)
         .args(["--base", "main", "--head", "feature", "-o", "markdown"])
         // Small enough to leave rows out, and say how to see them all.
         .args(["--max-bytes", "500"])
@@ -192,9 +245,6 @@ async fn the_served_plan_equals_the_local_plan_and_needs_the_token() {
         !invalid.status.success() && stderr.contains("400") && stderr.contains("not a revision"),
         "{stderr}"
     );
-
-    stop.cancel();
-    sync.join().unwrap();
 }
 
 /// Every move of a plan as JSON, as (name, from, to), sorted.
@@ -223,67 +273,9 @@ fn plan_moves(plan: &Value) -> Vec<(String, String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pull_request_is_commented_executed_listed_and_reverted() {
     let cluster = camelk_testkit::shared();
-    cluster.grant_camelk_roles().await;
-    let admin = cluster.admin().await;
-    install_crd(&admin).await;
-    let ns = cluster.namespace("pr-flow").await;
-    cluster.grant_sync_namespace(&ns.name).await;
-    let stop = CancellationToken::new();
-    for id in ["operator-1", "operator-2"] {
-        crate::common::start_operator(cluster, id, &ns.name, &stop).await;
-    }
-    let integrations: Api<DynamicObject> = Api::namespaced_with(
-        admin.clone(),
-        &ns.name,
-        &CamelKind::Integration.api_resource(),
-    );
-    for name in ["a", "b", "c", "d"] {
-        let obj: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": CamelKind::Integration.api_version(), "kind": "Integration",
-            "metadata": { "name": name, "labels": { OPERATOR_ID_KEY: "operator-1" }, "annotations": { OPERATOR_ID_KEY: "operator-1" } },
-            "spec": {}
-        }))
-        .unwrap();
-        integrations
-            .create(&PostParams::default(), &obj)
-            .await
-            .unwrap();
-        crate::common::wait_running(&integrations, name, "operator-1").await;
-    }
-    let repo = repo_with(&manifest(&ns.name, None));
-    git(repo.path(), &["checkout", "-qb", "feature"]);
-    std::fs::write(
-        repo.path().join(MANIFEST),
-        manifest(&ns.name, Some(&["50%", "100%"])),
-    )
-    .unwrap();
-    git(
-        repo.path(),
-        &["commit", "-qam", "move everything to operator-2"],
-    );
-    let head_sha = git(repo.path(), &["rev-parse", "HEAD"]).trim().to_string();
-    git(repo.path(), &["checkout", "-q", "main"]);
-
-    let scratch = tempfile::tempdir().unwrap();
-    let token_file = scratch.path().join("token");
-    std::fs::write(&token_file, TOKEN).unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let sync = start_sync_serving(
-        cluster,
-        &ns.name,
-        repo.path(),
-        &scratch.path().join("cache"),
-        &stop,
-        Some((listener, token_file)),
-    )
-    .await;
-    let assignments: Api<OperatorAssignment> = Api::namespaced(admin.clone(), &ns.name);
-    wait_applied(
-        &assignments,
-        git(repo.path(), &["rev-parse", "main"]).trim(),
-    )
-    .await;
+    let pr = PullRequest::open(cluster, "pr-flow", true).await;
+    let (ns, repo, head_sha, url, scratch) = (&pr.ns, &pr.repo, &pr.head_sha, &pr.url, &pr.scratch);
+    let assignments: Api<OperatorAssignment> = Api::namespaced(pr.admin.clone(), &ns.name);
 
     // The CI job: a checkout of the head, the plugin on PATH, no kubeconfig.
     let job = scratch.path().join("job");
@@ -313,8 +305,8 @@ async fn a_pull_request_is_commented_executed_listed_and_reverted() {
         .env("PATH", &path)
         .env("KUBECONFIG", job.join("no-kubeconfig"))
         .env("CAMELK_BASE", "main")
-        .env("CAMELK_HEAD", &head_sha)
-        .env("CAMELK_PLAN_SERVER", &url)
+        .env("CAMELK_HEAD", head_sha)
+        .env("CAMELK_PLAN_SERVER", url)
         .env("CAMELK_PLAN_TOKEN", TOKEN)
         .env("CAMELK_NAMESPACE", &ns.name)
         .env("CAMELK_FAIL_ON_BLOCKED", "true")
@@ -334,8 +326,8 @@ async fn a_pull_request_is_commented_executed_listed_and_reverted() {
     );
     assert!(comment.contains("4 moves in 2 batches"), "{comment}");
     let served = without_cluster(&job)
-        .args(["-n", &ns.name, "plan", "--server", &url, "--base", "main"])
-        .args(["--head", &head_sha, "-o", "json"])
+        .args(["-n", &ns.name, "plan", "--server", url, "--base", "main"])
+        .args(["--head", head_sha, "-o", "json"])
         .env("CAMELK_PLAN_TOKEN", TOKEN)
         .output()
         .unwrap();
@@ -359,7 +351,7 @@ async fn a_pull_request_is_commented_executed_listed_and_reverted() {
         "{}",
         String::from_utf8_lossy(&synced.stderr)
     );
-    wait_applied(&assignments, &head_sha).await;
+    wait_applied(&assignments, head_sha).await;
 
     // The history lists the migration; its moves are the commented ones (as
     // a platform admin reads them: Events in the tenant namespaces).
@@ -411,7 +403,7 @@ async fn a_pull_request_is_commented_executed_listed_and_reverted() {
     git(repo.path(), &["config", "user.email", "t@example.com"]);
     let reverted = live_camelk_as("reconciler", &kubeconfig, &ns.name)
         .current_dir(repo.path())
-        .args(["revert", &head_sha, "--branch", "undo-move"])
+        .args(["revert", head_sha, "--branch", "undo-move"])
         .output()
         .unwrap();
     assert!(
@@ -438,7 +430,4 @@ async fn a_pull_request_is_commented_executed_listed_and_reverted() {
         .map(|(name, from, to)| (name.clone(), to.clone(), from.clone()))
         .collect();
     assert_eq!(back, expected);
-
-    stop.cancel();
-    sync.join().unwrap();
 }

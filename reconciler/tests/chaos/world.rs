@@ -386,8 +386,8 @@ impl World {
         }
     }
 
-    /// The fingerprint of every created resource that exists.
-    pub async fn fingerprints(&self) -> anyhow::Result<BTreeMap<(CamelKind, String), String>> {
+    /// Every created resource that exists.
+    async fn created(&self) -> anyhow::Result<BTreeMap<(CamelKind, String), DynamicObject>> {
         let mut out = BTreeMap::new();
         for kind in [CamelKind::Integration, CamelKind::Pipe] {
             for obj in api(&self.admin, kind)
@@ -395,31 +395,33 @@ impl World {
                 .await?
                 .items
             {
-                let name = obj.metadata.name.clone().unwrap_or_default();
-                if self.names.contains(&(kind, name.clone())) {
-                    out.insert((kind, name), fingerprint(&obj));
+                let key = (kind, obj.metadata.name.clone().unwrap_or_default());
+                if self.names.contains(&key) {
+                    out.insert(key, obj);
                 }
             }
         }
         Ok(out)
     }
 
-    /// The owner of every created resource.
+    /// The fingerprint of every created resource that exists.
+    pub async fn fingerprints(&self) -> anyhow::Result<BTreeMap<(CamelKind, String), String>> {
+        Ok(self
+            .created()
+            .await?
+            .into_iter()
+            .map(|(key, obj)| (key, fingerprint(&obj)))
+            .collect())
+    }
+
+    /// The owner of every created resource that exists.
     pub async fn owners(&self) -> anyhow::Result<BTreeMap<(CamelKind, String), Option<String>>> {
-        let mut out = BTreeMap::new();
-        for kind in [CamelKind::Integration, CamelKind::Pipe] {
-            for obj in api(&self.admin, kind)
-                .list(&ListParams::default())
-                .await?
-                .items
-            {
-                let name = obj.metadata.name.clone().unwrap_or_default();
-                if self.names.contains(&(kind, name.clone())) {
-                    out.insert((kind, name), owner(&obj));
-                }
-            }
-        }
-        Ok(out)
+        Ok(self
+            .created()
+            .await?
+            .into_iter()
+            .map(|(key, obj)| (key, owner(&obj)))
+            .collect())
     }
 
     /// Handoff request Leases left in `apps` (locks excepted).
