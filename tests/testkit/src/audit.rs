@@ -265,6 +265,20 @@ fn resource_version(object: &serde_json::Value) -> Option<u64> {
         .ok()
 }
 
+/// The owner label value a JSON patch request tests, if it tests one.
+fn tested_owner(event: &AuditEvent) -> Option<String> {
+    let path = format!("/metadata/labels/{}", OWNER_KEY.replace('/', "~1"));
+    event
+        .request_object
+        .as_ref()?
+        .as_array()?
+        .iter()
+        .find(|op| op["op"] == "test" && op["path"] == path.as_str())?
+        .get("value")?
+        .as_str()
+        .map(str::to_string)
+}
+
 /// The single-owner judge: every successful write to a Camel K resource in
 /// `namespace` by an identity in `operators` must come from the operator the
 /// owner label named just before that write (for a create: the one the new
@@ -331,8 +345,15 @@ pub fn single_owner_violations_with(
             } else {
                 owner.as_deref()
             };
-            let entitled =
-                named == Some(writer) || (named.is_none() && unowned_handler == Some(writer));
+            // A JSON patch that tested the owner label equal to its writer and
+            // succeeded proves the writer owned the object when it was applied
+            // (the API server applies a patch's `test` atomically): it stands
+            // even when the history lacks the write that made it the owner
+            // (a request whose client was killed mid-way is logged as a 500
+            // although etcd committed it).
+            let entitled = named == Some(writer)
+                || (named.is_none() && unowned_handler == Some(writer))
+                || tested_owner(event).as_deref() == Some(writer);
             if is_operator && !entitled {
                 violations.push(format!(
                     "{resource}/{name}: {} by {writer} at resourceVersion {rv} while the owner was {}",
@@ -409,6 +430,37 @@ mod tests {
             write("operator-2", "patch", "operator-2", 4),
         ];
         assert!(single_owner_violations(&events, "ns", &["operator-1", "operator-2"]).is_empty());
+    }
+
+    #[test]
+    fn a_write_whose_fence_tested_its_writer_as_owner_stands_despite_a_gap() {
+        // The flip to operator-2 is missing from the log (its client was
+        // killed: logged as a 500). operator-2's next write tested the label.
+        let mut fenced = write("operator-2", "patch", "operator-2", 5);
+        fenced.request_object = Some(serde_json::json!([
+            { "op": "test", "path": "/metadata/labels/camel.apache.org~1operator.id", "value": "operator-2" },
+            { "op": "add", "path": "/status", "value": {} }
+        ]));
+        let events = vec![write("admin", "create", "operator-1", 1), fenced.clone()];
+        assert!(single_owner_violations(&events, "ns", &["operator-1", "operator-2"]).is_empty());
+        // The same write without the fence is judged by the history.
+        let mut unfenced = fenced.clone();
+        unfenced.request_object = Some(serde_json::json!({ "status": {} }));
+        let events = vec![write("admin", "create", "operator-1", 1), unfenced];
+        assert_eq!(
+            single_owner_violations(&events, "ns", &["operator-1", "operator-2"]).len(),
+            1
+        );
+        // A fence naming someone else entitles nobody.
+        let mut other = fenced;
+        other.request_object = Some(serde_json::json!([
+            { "op": "test", "path": "/metadata/labels/camel.apache.org~1operator.id", "value": "operator-1" }
+        ]));
+        let events = vec![write("admin", "create", "operator-1", 1), other];
+        assert_eq!(
+            single_owner_violations(&events, "ns", &["operator-1", "operator-2"]).len(),
+            1
+        );
     }
 
     #[test]
