@@ -47,7 +47,8 @@ pub async fn run(cli: &Cli, args: &HistoryArgs) -> anyhow::Result<()> {
     let names = super::live::named_or_all(&api, &ns, args.name.as_deref()).await?;
     let now = Timestamp::now();
     let mut rows = Vec::new();
-    let mut scopes = Vec::new();
+    // Each assignment's scope: where its Moved Events are.
+    let mut scopes = std::collections::BTreeMap::new();
     for name in &names {
         let object = api
             .get(name)
@@ -62,7 +63,7 @@ pub async fn run(cli: &Cli, args: &HistoryArgs) -> anyhow::Result<()> {
                 duration_seconds,
             });
         }
-        scopes.push(object.spec.scope.namespaces.clone());
+        scopes.insert(name.clone(), object.spec.scope.namespaces);
     }
     // Newest first across assignments, as each history is.
     rows.sort_by(|a, b| b.record.started_at.cmp(&a.record.started_at));
@@ -90,7 +91,7 @@ pub async fn run(cli: &Cli, args: &HistoryArgs) -> anyhow::Result<()> {
         ),
         _ => bail!("{rev} names several migrations; give more of the SHA"),
     };
-    let scope = &scopes[names.iter().position(|n| *n == row.assignment).unwrap_or(0)];
+    let scope = &scopes[&row.assignment];
     let events: Vec<Event> = if scope.is_empty() {
         Api::<Event>::all(client)
             .list(&ListParams::default())
