@@ -175,14 +175,7 @@ pub async fn rollout(cli: &Cli, args: &RolloutArgs) -> anyhow::Result<()> {
 pub async fn revert(cli: &Cli, args: &RevertArgs) -> anyhow::Result<()> {
     let location = super::locate(&args.edit.manifest, true)?;
     let manifest = Manifest::read(&location.path, &location.display)?;
-    let checkout = location
-        .checkout
-        .as_ref()
-        .context("not in a Git checkout")?;
-    let path = location
-        .in_repo
-        .as_deref()
-        .context("the manifest is outside the checkout")?;
+    let (checkout, path) = location.in_checkout("not in a Git checkout")?;
     let commit = checkout.commit(&args.rev)?;
     let short = &commit.id[..12];
     let revision = Revision {
@@ -331,14 +324,7 @@ async fn record(
         return Ok(());
     }
 
-    let checkout = location
-        .checkout
-        .as_ref()
-        .context("not in a Git checkout")?;
-    let path = location
-        .in_repo
-        .as_deref()
-        .context("the manifest is outside the checkout")?;
+    let (checkout, path) = location.in_checkout("not in a Git checkout")?;
     let message = format!(
         "{}\n\n{}{}\n\nWritten by `kubectl camelk {verb}`.\n",
         change.title,

@@ -34,6 +34,19 @@ pub struct Location {
     pub in_repo: Option<String>,
 }
 
+impl Location {
+    /// The checkout and the manifest's path in it, for a command that reads
+    /// Git history; `why` says what needs the checkout when there is none.
+    pub fn in_checkout(&self, why: &str) -> anyhow::Result<(&Checkout, &str)> {
+        let checkout = self.checkout.as_ref().context(why.to_string())?;
+        let path = self
+            .in_repo
+            .as_deref()
+            .context("the manifest is outside the checkout")?;
+        Ok((checkout, path))
+    }
+}
+
 /// Resolves `--repo` and `--file`. A checkout is required when `need_repo`.
 pub fn locate(args: &ManifestArgs, need_repo: bool) -> anyhow::Result<Location> {
     let base = args.repo.clone();

@@ -57,14 +57,7 @@ async fn local(cli: &Cli, args: &PlanArgs) -> anyhow::Result<(Plan, String, Opti
     let need_repo = args.base.is_some() || args.head.is_some();
     let location = super::locate(&args.manifest, need_repo)?;
     let at_revision = |rev: &str| -> anyhow::Result<Manifest> {
-        let checkout = location
-            .checkout
-            .as_ref()
-            .context("--base and --head need a Git checkout")?;
-        let path = location
-            .in_repo
-            .as_deref()
-            .context("the manifest is outside the checkout")?;
+        let (checkout, path) = location.in_checkout("--base and --head need a Git checkout")?;
         let text = checkout.read_at(rev, path)?;
         Ok(Manifest::parse(&format!("{path}@{rev}"), text)?)
     };

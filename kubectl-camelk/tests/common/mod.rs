@@ -35,6 +35,7 @@ pub fn camelk(dir: &Path) -> assert_cmd::Command {
     cmd.current_dir(dir)
         .env_remove("KUBECONFIG")
         .env_remove("CAMELK_GIT_TOKEN")
+        .env_remove("CAMELK_PLAN_TOKEN")
         .env("NO_COLOR", "1")
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("HOME", dir);

@@ -12,20 +12,10 @@ use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{MANIFEST, git, live_camelk_as, repo_with};
+use crate::common::{MANIFEST, camelk, git, live_camelk_as, repo_with};
 use crate::live_sync::{install_crd, manifest, start_sync_serving, wait_applied};
 
 const TOKEN: &str = "plan-token-0123456789";
-
-/// The plugin as a CI job runs it: no kubeconfig, no checkout.
-fn without_cluster(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubectl-camelk"));
-    cmd.current_dir(dir)
-        .env("KUBECONFIG", dir.join("no-kubeconfig"))
-        .env_remove("CAMELK_PLAN_TOKEN")
-        .env("NO_COLOR", "1");
-    cmd
-}
 
 fn json_of(out: &std::process::Output, what: &str) -> Value {
     assert!(
@@ -182,7 +172,7 @@ async fn the_served_plan_equals_the_local_plan_and_needs_the_token() {
 
     let elsewhere = tempfile::tempdir().unwrap();
     let served = |head: &str, token: &str| {
-        without_cluster(elsewhere.path())
+        camelk(elsewhere.path())
             .args(["-n", &ns.name, "plan", "--server", url])
             .args(["--base", "main", "--head", head, "-o", "json"])
             .env("CAMELK_PLAN_TOKEN", token)
@@ -193,7 +183,7 @@ async fn the_served_plan_equals_the_local_plan_and_needs_the_token() {
     assert_eq!(by_branch, local, "served and local plans differ");
     let by_sha = json_of(&served(head_sha, TOKEN), "plan --server, head a SHA");
     assert_eq!(by_sha, local);
-    let from_file = without_cluster(elsewhere.path())
+    let from_file = camelk(elsewhere.path())
         .args(["-n", &ns.name, "plan", "--server", url, "--token-file"])
         .arg(token_file)
         .args(["--base", "main", "--head", "feature", "-o", "markdown"])
@@ -325,7 +315,7 @@ async fn a_pull_request_is_commented_executed_listed_and_reverted() {
         "{comment}"
     );
     assert!(comment.contains("4 moves in 2 batches"), "{comment}");
-    let served = without_cluster(&job)
+    let served = camelk(&job)
         .args(["-n", &ns.name, "plan", "--server", url, "--base", "main"])
         .args(["--head", head_sha, "-o", "json"])
         .env("CAMELK_PLAN_TOKEN", TOKEN)
