@@ -542,12 +542,19 @@ pub fn crd_yaml() -> String {
 pub fn parse_duration(text: &str) -> Option<std::time::Duration> {
     // kube reads an empty text, or a unit with no number (`m`), as zero; Go
     // (and so Kubernetes) refuses both.
-    if text.is_empty() {
+    // kube panics on a number too large for a Duration (`1m4444…`, found by
+    // fuzzing); no real one needs more than 9 digits a number or 64 characters.
+    if text.is_empty() || text.len() > 64 {
         return None;
     }
     let mut after_digit = false;
+    let mut digits = 0;
     for c in text.chars() {
         if c.is_alphabetic() && !after_digit {
+            return None;
+        }
+        digits = if c.is_ascii_digit() { digits + 1 } else { 0 };
+        if digits > 9 {
             return None;
         }
         after_digit = c.is_ascii_digit() || (c.is_alphabetic() && after_digit);
@@ -559,6 +566,23 @@ pub fn parse_duration(text: &str) -> Option<std::time::Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_too_large_for_a_duration_are_refused_not_a_panic() {
+        // The fuzzer's finds (fuzz/seeds/manifest/crash-duration-overflow.yaml).
+        assert_eq!(parse_duration(&format!("1m{}", "4".repeat(120))), None);
+        assert_eq!(parse_duration(&format!("5m{}h999", "9".repeat(60))), None);
+        assert_eq!(parse_duration("9999999999h"), None);
+        assert_eq!(parse_duration(&"1h".repeat(40)), None, "over 64 characters");
+        assert_eq!(
+            parse_duration("999999999h"),
+            Some(std::time::Duration::from_secs(999_999_999 * 3600))
+        );
+        assert_eq!(
+            parse_duration("0.123456789s"),
+            Some(std::time::Duration::from_nanos(123_456_789))
+        );
+    }
 
     #[test]
     fn durations() {
