@@ -1,6 +1,7 @@
 //! The fault matrix at scale: each scenario starts a control plane of its
 //! own, rolls N Integrations and Pipes from operator-1 to operator-2 in four
-//! steps through `reconciler sync` and two reference operators, injects its
+//! steps through `reconciler sync` and two operators (the reference ones, or
+//! real upstream Camel K ones on `kamel run -x` resources), injects its
 //! fault in the middle of step 2, and checks afterwards, from the audit log
 //! and the objects: no dual-owner write, every resource's spec, user labels
 //! and user annotations as before (or as a third party last wrote them),
@@ -8,10 +9,13 @@
 //! within 10 minutes of the fault clearing, no handoff request left.
 //!
 //! `cargo test` runs the reduced matrix (100 resources, the quickest faults);
-//! `make chaos` the whole one: `CHAOS_RESOURCES` (default 100) and
-//! `CHAOS_SCENARIOS` (`quick`, the default, or `all`; `CHAOS_ONLY=etcd` keeps
-//! the scenarios whose name contains it). It prints the table
-//! of the figures and fails when any scenario does.
+//! `make chaos` the whole one: `CHAOS_RESOURCES` (default 100),
+//! `CHAOS_SCENARIOS` (`quick`, the default, or `all`), `CHAOS_OPERATORS`
+//! (`reference`, `upstream`, or both, the default; `CHAOS_ONLY=etcd` keeps
+//! the scenarios whose name contains it; `CHAOS_PARALLEL=2` runs two worlds
+//! at once; `CHAOS_KEEP=1` keeps the state directory of every scenario, not
+//! only of failed ones). It prints the table of the figures and fails when
+//! any scenario does.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -23,7 +27,9 @@ mod world;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use futures::StreamExt;
 use scenarios::Fault;
+use world::Flavour;
 
 fn main() -> ExitCode {
     let resources: usize = std::env::var("CHAOS_RESOURCES")
@@ -42,6 +48,8 @@ fn main() -> ExitCode {
             Fault::GitHang(Duration::from_secs(45)),
             Fault::ReconcilerCut(Duration::from_secs(20)),
             Fault::OperatorCut(Duration::from_secs(15)),
+            Fault::Throttled,
+            Fault::GitRewrite,
         ]
     } else {
         vec![
@@ -50,18 +58,42 @@ fn main() -> ExitCode {
             Fault::ManifestEdit,
         ]
     };
+    let flavours = match std::env::var("CHAOS_OPERATORS").as_deref() {
+        Ok("reference") => vec![Flavour::Reference],
+        Ok("upstream") => vec![Flavour::Upstream],
+        _ => vec![Flavour::Reference, Flavour::Upstream],
+    };
     // CHAOS_ONLY=<words>: only the scenarios whose name contains them.
     let only = std::env::var("CHAOS_ONLY").unwrap_or_default();
-    let faults: Vec<Fault> = faults
-        .into_iter()
-        .filter(|f| f.name().contains(only.as_str()))
+    let scenarios: Vec<(Fault, Flavour)> = faults
+        .iter()
+        .flat_map(|fault| flavours.iter().map(move |flavour| (*fault, *flavour)))
+        .filter(|(fault, flavour)| {
+            scenarios::scenario_name(*fault, *flavour).contains(only.as_str())
+        })
         .collect();
+    // CHAOS_PARALLEL=<n>: scenarios run n at a time, each in its own world.
+    let parallel: usize = std::env::var("CHAOS_PARALLEL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let started = std::time::Instant::now();
+    let results: Vec<_> = runtime.block_on(
+        futures::stream::iter(scenarios)
+            .map(|(fault, flavour)| async move {
+                let name = scenarios::scenario_name(fault, flavour);
+                eprintln!("chaos: {name} with {resources} resources");
+                (name, scenarios::run(fault, flavour, resources).await)
+            })
+            .buffered(parallel)
+            .collect(),
+    );
     let mut outcomes = Vec::new();
     let mut failed = false;
-    for fault in faults {
-        eprintln!("chaos: {} with {resources} resources", fault.name());
-        match runtime.block_on(scenarios::run(fault, resources)) {
+    for (name, result) in results {
+        match result {
             Ok(outcome) => {
                 for problem in &outcome.problems {
                     eprintln!("chaos: {}: {problem}", outcome.scenario);
@@ -70,11 +102,16 @@ fn main() -> ExitCode {
                 outcomes.push(outcome);
             }
             Err(e) => {
-                eprintln!("chaos: {}: {e:#}", fault.name());
+                eprintln!("chaos: {name}: {e:#}");
                 failed = true;
             }
         }
     }
+    eprintln!(
+        "chaos: {} scenarios, {parallel} at a time, in {:.1} min",
+        outcomes.len(),
+        started.elapsed().as_secs_f64() / 60.0
+    );
     println!("{}", scenarios::table(&outcomes));
     if failed {
         ExitCode::FAILURE

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::proxy::Mode;
 use crate::support;
-use crate::world::{self, NS, Plumbing, World};
+use crate::world::{self, Flavour, NS, Plumbing, World};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
@@ -36,6 +36,12 @@ pub enum Fault {
     /// operator-1 cut off from the API server while it owns resources being
     /// moved; then reconnected.
     OperatorCut(Duration),
+    /// API Priority and Fairness serves the reconciler about one request at
+    /// a time and answers the rest 429, until the rollout is done.
+    Throttled,
+    /// The Git host answers a rewritten history: `main` goes back to the
+    /// start and gets a commit that moves only half.
+    GitRewrite,
 }
 
 impl Fault {
@@ -52,12 +58,14 @@ impl Fault {
                 format!("reconciler cut off {}s, standby leads", d.as_secs())
             }
             Fault::OperatorCut(d) => format!("operator-1 cut off {}s", d.as_secs()),
+            Fault::Throttled => "reconciler throttled (APF 429s)".into(),
+            Fault::GitRewrite => "Git history rewritten".into(),
         }
     }
 
     fn plumbing(self) -> Plumbing {
         match self {
-            Fault::GitHang(_) => Plumbing::Git,
+            Fault::GitHang(_) | Fault::GitRewrite => Plumbing::Git,
             Fault::ReconcilerCut(_) => Plumbing::Sync,
             Fault::OperatorCut(_) => Plumbing::Operator1,
             _ => Plumbing::Direct,
@@ -71,6 +79,8 @@ pub struct Outcome {
     pub resources: usize,
     /// From the fault clearing to the rollout `Ready`.
     pub recovery: Duration,
+    /// The whole scenario: world, rollout, fault, checks.
+    pub wall: Duration,
     pub writes_per_move: f64,
     pub dual_owner_writes: usize,
     pub fields_lost: usize,
@@ -80,27 +90,47 @@ pub struct Outcome {
 /// How long the rollout may take to finish once the fault is gone.
 const RECOVERY_LIMIT: Duration = Duration::from_secs(600);
 
-pub async fn run(fault: Fault, n: usize) -> anyhow::Result<Outcome> {
-    let slug: String = fault
-        .name()
+/// The name of `fault` run with operators of `flavour`.
+pub fn scenario_name(fault: Fault, flavour: Flavour) -> String {
+    format!("{} ({})", fault.name(), flavour.name())
+}
+
+pub async fn run(fault: Fault, flavour: Flavour, n: usize) -> anyhow::Result<Outcome> {
+    let name = scenario_name(fault, flavour);
+    let slug: String = name
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
-    let mut w = World::start(&slug, n, fault.plumbing()).await?;
-    match exercise(&mut w, fault, n).await {
+    let started = Instant::now();
+    let mut w = World::start(&slug, n, fault.plumbing(), flavour).await?;
+    eprintln!(
+        "chaos: {name}: world of {n} ready in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    match exercise(&mut w, fault, &name, n).await {
         Err(e) => {
             let kept = w.keep();
             Err(e.context(format!("state kept in {kept:?}")))
         }
-        outcome => outcome,
+        Ok(outcome) => {
+            let outcome = Outcome {
+                wall: started.elapsed(),
+                ..outcome
+            };
+            // Each row as it comes: a long matrix shows its figures early.
+            eprintln!("chaos: {}", outcome.row());
+            Ok(outcome)
+        }
     }
 }
 
 /// The rollout, the fault in its step 2, and the checks.
-async fn exercise(w: &mut World, fault: Fault, n: usize) -> anyhow::Result<Outcome> {
-    let rollout = w
-        .remote
-        .push(&world::manifest_rollout(), "everything to operator-2");
+async fn exercise(w: &mut World, fault: Fault, name: &str, n: usize) -> anyhow::Result<Outcome> {
+    let rollout = w.remote.push(
+        &world::manifest_rollout(w.flavour),
+        "everything to operator-2",
+    );
+    let pushed = Instant::now();
     // The middle of a step: the second one started.
     w.wait_status(Duration::from_secs(300), "at step 2", |s| {
         s.rollout
@@ -108,6 +138,10 @@ async fn exercise(w: &mut World, fault: Fault, n: usize) -> anyhow::Result<Outco
             .is_some_and(|r| r.revision == rollout && r.current_step >= 2)
     })
     .await?;
+    eprintln!(
+        "chaos: {name}: step 2 reached {:.1} s after the push",
+        pushed.elapsed().as_secs_f64()
+    );
 
     let mut expected_fingerprints = w.before.clone();
     let mut final_revision = rollout.clone();
@@ -127,9 +161,8 @@ async fn exercise(w: &mut World, fault: Fault, n: usize) -> anyhow::Result<Outco
             }
             w.operators.clear();
             for id in ["operator-1", "operator-2"] {
-                let again = format!("{id}-again");
-                w.operators
-                    .push(support::start_operator(&w.cluster, id, NS, &again, "200ms").await);
+                let operator = w.start_operator(id, &format!("{id}-again")).await?;
+                w.operators.push(operator);
             }
         }
         Fault::ThirdPartyWriter(d) => {
@@ -168,9 +201,10 @@ async fn exercise(w: &mut World, fault: Fault, n: usize) -> anyhow::Result<Outco
             }
         }
         Fault::ManifestEdit => {
-            final_revision = w
-                .remote
-                .push(&world::manifest_half(), "only group a to operator-2");
+            final_revision = w.remote.push(
+                &world::manifest_half(w.flavour),
+                "only group a to operator-2",
+            );
             half = true;
         }
         Fault::GitHang(d) => {
@@ -193,7 +227,12 @@ async fn exercise(w: &mut World, fault: Fault, n: usize) -> anyhow::Result<Outco
             proxy.set(Mode::Cut);
             let taken = tokio::time::timeout(
                 d,
-                support::wait_lock_holder(&w.admin, NS, "camelk-reconciler-lock", "r2"),
+                support::wait_lock_holder(
+                    &w.admin,
+                    NS,
+                    "camelk-reconciler-lock",
+                    &w.identity("r2"),
+                ),
             )
             .await;
             tokio::time::sleep(Duration::from_secs(2)).await;
@@ -205,6 +244,19 @@ async fn exercise(w: &mut World, fault: Fault, n: usize) -> anyhow::Result<Outco
             proxy.set(Mode::Cut);
             tokio::time::sleep(d).await;
             proxy.set(Mode::Pass);
+        }
+        Fault::Throttled => {
+            // In place until the end: the rollout has to finish under it, so
+            // the recovery is counted from the throttle's start.
+            world::throttle(&w.admin, "reconciler").await?;
+        }
+        Fault::GitRewrite => {
+            final_revision = w.remote.force_push_from(
+                &w.start_revision,
+                &world::manifest_half(w.flavour),
+                "only group a to operator-2, history rewritten",
+            );
+            half = true;
         }
         Fault::DeleteRecreate => {
             for (kind, name) in w.names.iter().take(6) {
@@ -235,6 +287,7 @@ async fn exercise(w: &mut World, fault: Fault, n: usize) -> anyhow::Result<Outco
     })
     .await?;
     let recovery = cleared.elapsed();
+    let checks = Instant::now();
 
     let mut problems = Vec::new();
     let owners = w.owners().await?;
@@ -266,17 +319,37 @@ async fn exercise(w: &mut World, fault: Fault, n: usize) -> anyhow::Result<Outco
     if !left.is_empty() {
         problems.push(format!("handoff requests left: {left:?}"));
     }
+    if fault == Fault::Throttled {
+        let refused = w.throttled_requests("reconciler")?;
+        if refused == 0 {
+            problems.push("no request of the reconciler was answered 429".into());
+        }
+        eprintln!("chaos: {refused} requests of the reconciler answered 429");
+    }
+    if w.stalled_seen() {
+        problems.push("the rollout was reported Stalled".into());
+    }
+    if fault == Fault::GitRewrite && !w.event_seen("BranchRewound").await? {
+        problems.push("no BranchRewound Event for the rewritten history".into());
+    }
     let (writes, moves, violations) = w.audit()?;
     problems.extend(violations.iter().take(5).cloned());
-    if !problems.is_empty()
+    eprintln!(
+        "chaos: {name}: recovered in {:.1} s, checked in {:.1} s",
+        recovery.as_secs_f64(),
+        checks.elapsed().as_secs_f64()
+    );
+    // CHAOS_KEEP=1 keeps the state of passing scenarios too.
+    if (!problems.is_empty() || std::env::var_os("CHAOS_KEEP").is_some())
         && let Some(dir) = w.keep()
     {
-        problems.push(format!("state kept in {}", dir.display()));
+        eprintln!("chaos: {name}: state kept in {}", dir.display());
     }
     Ok(Outcome {
-        scenario: fault.name(),
+        scenario: name.to_string(),
         resources: n,
         recovery,
+        wall: Duration::ZERO,
         writes_per_move: writes as f64 / moves.max(1) as f64,
         dual_owner_writes: violations.len(),
         fields_lost,
@@ -287,23 +360,32 @@ async fn exercise(w: &mut World, fault: Fault, n: usize) -> anyhow::Result<Outco
 /// The table of the note.
 pub fn table(outcomes: &[Outcome]) -> String {
     let mut out = String::from(
-        "| scenario | resources | time to recover | writes per move | dual-owner writes | fields lost | result |\n|---|---|---|---|---|---|---|\n",
+        "| scenario | resources | time to recover | scenario wall time | writes per move | dual-owner writes | fields lost | result |\n|---|---|---|---|---|---|---|---|\n",
     );
     for o in outcomes {
-        out.push_str(&format!(
-            "| {} | {} | {:.1} s | {:.2} | {} | {} | {} |\n",
-            o.scenario,
-            o.resources,
-            o.recovery.as_secs_f64(),
-            o.writes_per_move,
-            o.dual_owner_writes,
-            o.fields_lost,
-            if o.problems.is_empty() {
+        out.push_str(&o.row());
+        out.push('\n');
+    }
+    out
+}
+
+impl Outcome {
+    /// This scenario's row of [`table`].
+    pub fn row(&self) -> String {
+        format!(
+            "| {} | {} | {:.1} s | {:.1} min | {:.2} | {} | {} | {} |",
+            self.scenario,
+            self.resources,
+            self.recovery.as_secs_f64(),
+            self.wall.as_secs_f64() / 60.0,
+            self.writes_per_move,
+            self.dual_owner_writes,
+            self.fields_lost,
+            if self.problems.is_empty() {
                 "pass"
             } else {
                 "FAIL"
             }
-        ));
+        )
     }
-    out
 }

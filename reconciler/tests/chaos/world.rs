@@ -1,27 +1,72 @@
-//! One scenario's world: a control plane of its own, two reference
-//! operators, `reconciler sync` following a Git remote, and N Integrations
-//! and Pipes in namespace `apps`, with what a scenario needs to check that
-//! nothing was lost.
+//! One scenario's world: a control plane of its own, two operators (the
+//! reference ones or real upstream Camel K ones, [`Flavour`]), `reconciler
+//! sync` following a Git remote, and N Integrations and Pipes in namespace
+//! `apps`, with what a scenario needs to check that nothing was lost.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::OperatorAssignmentStatus;
-use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
 use camelk_testkit::TestCluster;
 use camelk_testkit::cluster::{self, ClusterDir, StartOptions};
 use camelk_testkit::crds::CrdSource;
 use camelk_testkit::manifest::{Assignment, Rollout, Rule};
+use camelk_testkit::upstream::{self, UpstreamOperator, UpstreamOptions};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::proxy::Proxy;
 use crate::support::{self, GitRemote, OperatorProcess};
+
+/// Which operators the world runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavour {
+    /// `reconciler operator` processes: owner label and annotation, fenced
+    /// writes.
+    Reference,
+    /// Real upstream operators (`kamel operator` of the pinned release), each
+    /// locked in its own namespace, on resources as `kamel run -x` and `kamel
+    /// bind -x` create them (the owner annotation only), with the owner
+    /// admission policy enforced, as the docs tell users of upstream to do.
+    Upstream,
+}
+
+impl Flavour {
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavour::Reference => "reference",
+            Flavour::Upstream => "upstream",
+        }
+    }
+}
+
+/// A running operator of either [`Flavour`].
+pub enum Operator {
+    Reference(OperatorProcess),
+    Upstream(UpstreamOperator),
+}
+
+impl Operator {
+    pub fn kill(&mut self) {
+        match self {
+            Operator::Reference(p) => p.kill(),
+            Operator::Upstream(p) => p.kill(),
+        }
+    }
+}
+
+/// The image of upstream Integrations: prebuilt, so no build runs (there is
+/// no Maven here); the simulated node runs its pods.
+const IMAGE: &str = "docker.io/library/camelk-chaos:1.0";
 
 /// Which connection of the world runs through a [`Proxy`] a fault can cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +93,11 @@ pub struct World {
     pub cluster: TestCluster,
     pub admin: Client,
     pub remote: GitRemote,
-    pub operators: Vec<OperatorProcess>,
+    pub operators: Vec<Operator>,
+    pub flavour: Flavour,
+    /// The API server address operators dial: a proxy's for operator-1 in
+    /// [`Plumbing::Operator1`].
+    operator1_server: Option<std::net::SocketAddr>,
     pub sync: OperatorProcess,
     /// Every resource the scenario created, by (plural, name).
     pub names: Vec<(CamelKind, String)>,
@@ -58,6 +107,13 @@ pub struct World {
     pub proxy: Option<Proxy>,
     /// The standby sync replica of [`Plumbing::Sync`].
     pub standby: Option<OperatorProcess>,
+    /// The revision of [`manifest_start`].
+    pub start_revision: String,
+    /// The scenario's slug, part of every process identity so that the
+    /// logs of scenarios run at once do not mix.
+    tag: String,
+    /// Whether [`World::wait_status`] ever saw the `Stalled` condition true.
+    stalled: AtomicBool,
     _git_server: Option<camelk_testkit::git_http::GitHttpServer>,
     /// The control plane's state (audit log, logs); deleted unless kept.
     state: Option<tempfile::TempDir>,
@@ -82,22 +138,35 @@ fn name_of(kind: CamelKind, i: usize) -> String {
     format!("{}-{group}-{i:04}", kind.plural().trim_end_matches('s'))
 }
 
-fn object(kind: CamelKind, name: &str, i: usize) -> DynamicObject {
-    let spec = match kind {
-        CamelKind::Pipe => json!({
+fn object(kind: CamelKind, name: &str, i: usize, flavour: Flavour) -> DynamicObject {
+    let flow = json!([{ "from": { "uri": format!("timer:t{i}"), "steps": [{ "to": "log:x" }] } }]);
+    let spec = match (kind, flavour) {
+        (CamelKind::Pipe, Flavour::Reference) => json!({
             "source": { "ref": { "kind": "Kamelet", "apiVersion": "camel.apache.org/v1", "name": "timer-source" } },
             "sink": { "uri": format!("log:pipe-{i}") }
         }),
-        _ => {
-            json!({ "replicas": 1 + i % 3, "flows": [{ "from": { "uri": format!("timer:t{i}"), "steps": [{ "to": "log:x" }] } }] })
+        // Endpoints by URI (no Kamelet to install) and an image: the Pipe's
+        // Integration runs without a build.
+        (CamelKind::Pipe, Flavour::Upstream) => json!({
+            "source": { "uri": format!("timer:p{i}") },
+            "sink": { "uri": format!("log:pipe-{i}") },
+            "traits": { "container": { "image": IMAGE } }
+        }),
+        (_, Flavour::Reference) => json!({ "replicas": 1 + i % 3, "flows": flow }),
+        (_, Flavour::Upstream) => {
+            json!({ "flows": flow, "traits": { "container": { "image": IMAGE } } })
         }
     };
+    let mut labels = json!({ USER_KEY: format!("team-{}", i % 7) });
+    if flavour == Flavour::Reference {
+        labels[OPERATOR_ID_KEY] = json!("operator-1");
+    }
     serde_json::from_value(json!({
         "apiVersion": kind.api_version(),
         "kind": kind.kind(),
         "metadata": {
             "name": name,
-            "labels": { OPERATOR_ID_KEY: "operator-1", USER_KEY: format!("team-{}", i % 7) },
+            "labels": labels,
             "annotations": { OPERATOR_ID_KEY: "operator-1", USER_KEY: format!("note {i}") }
         },
         "spec": spec
@@ -124,8 +193,9 @@ pub fn fingerprint(obj: &DynamicObject) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
+/// The owner by the one rule (label, else annotation), as the sync reads it.
 pub fn owner(obj: &DynamicObject) -> Option<String> {
-    obj.metadata.labels.as_ref()?.get(OPERATOR_ID_KEY).cloned()
+    owner_id(&obj.metadata)
 }
 
 pub fn api(client: &Client, kind: CamelKind) -> Api<DynamicObject> {
@@ -133,28 +203,34 @@ pub fn api(client: &Client, kind: CamelKind) -> Api<DynamicObject> {
 }
 
 /// The manifest everything starts from: operator-1 owns all.
-pub fn manifest_start() -> String {
-    base().render()
+pub fn manifest_start(flavour: Flavour) -> String {
+    base(flavour).render()
 }
 
 /// The rollout: everything to operator-2 in [`STEPS`].
-pub fn manifest_rollout() -> String {
-    base()
+pub fn manifest_rollout(flavour: Flavour) -> String {
+    base(flavour)
         .staged_move("operator-1", "operator-2", &STEPS)
         .render()
 }
 
 /// A revision that reverses half the moves: group `b` back with operator-1.
-pub fn manifest_half() -> String {
-    base()
+pub fn manifest_half(flavour: Flavour) -> String {
+    base(flavour)
         .rule(Rule::to("operator-2").named("group-a").names(&["*-a-*"]))
         .render()
 }
 
-fn base() -> Assignment {
-    Assignment::new(NAME)
-        .operator("operator-1", NS)
-        .operator("operator-2", NS)
+fn base(flavour: Flavour) -> Assignment {
+    let operators = match flavour {
+        Flavour::Reference => Assignment::new(NAME)
+            .operator("operator-1", NS)
+            .operator("operator-2", NS),
+        Flavour::Upstream => Assignment::new(NAME)
+            .upstream_operator("operator-1", &upstream::default_namespace("operator-1"))
+            .upstream_operator("operator-2", &upstream::default_namespace("operator-2")),
+    };
+    operators
         .scope(&[NS], &[CamelKind::Integration, CamelKind::Pipe])
         .default_operator("operator-1")
         .rollout(Rollout::new().gate_timeout("5m"))
@@ -164,7 +240,12 @@ fn base() -> Assignment {
 impl World {
     /// Starts the world with `n` resources (half Integrations, half Pipes),
     /// everything owned by operator-1 and running, the start manifest applied.
-    pub async fn start(scenario: &str, n: usize, plumbing: Plumbing) -> anyhow::Result<World> {
+    pub async fn start(
+        scenario: &str,
+        n: usize,
+        plumbing: Plumbing,
+        flavour: Flavour,
+    ) -> anyhow::Result<World> {
         let state = tempfile::Builder::new()
             .prefix(&format!("camelk-chaos-{scenario}-"))
             .tempdir()?;
@@ -174,7 +255,13 @@ impl World {
             bin_dir: camelk_testkit::binaries::control_plane_bin_dir()?,
             crds: CrdSource::locate(),
         };
-        cluster::start(&opts).await?;
+        let started = cluster::start(&opts).await?;
+        // The certificate names 127.0.0.1, which a proxy listens on too.
+        let api_server: std::net::SocketAddr = started
+            .server
+            .trim_start_matches("https://")
+            .trim_end_matches('/')
+            .parse()?;
         let cluster = TestCluster::attach(dir);
         let admin = cluster.admin().await;
         cluster.grant_camelk_roles().await;
@@ -184,6 +271,15 @@ impl World {
             .create(&PostParams::default(), &namespace)
             .await?;
         cluster.grant_sync_namespace(NS).await;
+        if flavour == Flavour::Upstream {
+            camelk_testkit::admission::enforce_in(
+                &admin,
+                NS,
+                &["reconciler"],
+                &["operator-1", "operator-2"],
+            )
+            .await?;
+        }
 
         let mut names = Vec::new();
         for i in 0..n {
@@ -198,7 +294,7 @@ impl World {
             .map(|(i, (kind, name))| {
                 let api = api(&admin, *kind);
                 async move {
-                    api.create(&PostParams::default(), &object(*kind, name, i))
+                    api.create(&PostParams::default(), &object(*kind, name, i, flavour))
                         .await
                 }
             })
@@ -206,29 +302,16 @@ impl World {
             .try_collect::<Vec<_>>()
             .await?;
 
-        let api_server = api_server_addr(&cluster.kubeconfig())?;
         let mut proxy = None;
-        let mut operators = Vec::new();
-        for id in ["operator-1", "operator-2"] {
-            if id == "operator-1" && plumbing == Plumbing::Operator1 {
-                let p = Proxy::start(api_server).await?;
-                let kubeconfig = through(&cluster.kubeconfig(), api_server, &p, state.path())?;
-                cluster.grant_operator(id, NS, NS).await;
-                operators.push(support::spawn_operator(
-                    id,
-                    NS,
-                    NS,
-                    id,
-                    "200ms",
-                    &kubeconfig,
-                ));
-                proxy = Some(p);
-            } else {
-                operators.push(support::start_operator(&cluster, id, NS, id, "200ms").await);
-            }
+        let mut operator1_server = None;
+        if plumbing == Plumbing::Operator1 {
+            let p = Proxy::start(api_server).await?;
+            operator1_server = Some(p.addr);
+            proxy = Some(p);
         }
+        let identity = |base: &str| format!("{base}-{scenario}");
         let remote = GitRemote::new();
-        remote.push(&manifest_start(), "operator-1 owns everything");
+        remote.push(&manifest_start(flavour), "operator-1 owns everything");
         let mut git_server = None;
         let mut standby = None;
         let sync = match plumbing {
@@ -251,7 +334,7 @@ impl World {
                 let sync = support::start_sync_via(
                     NS,
                     &format!("http://{}/remote.git", p.addr),
-                    "r1",
+                    &identity("r1"),
                     &remote.cache("r1"),
                     &cluster.kubeconfig(),
                     &["--token-file", token.to_str().expect("a UTF-8 path")],
@@ -262,39 +345,60 @@ impl World {
             }
             Plumbing::Sync => {
                 let p = Proxy::start(api_server).await?;
-                let kubeconfig = through(&cluster.kubeconfig(), api_server, &p, state.path())?;
+                let kubeconfig = through(&cluster.kubeconfig(), p.addr, state.path())?;
                 let url = format!("file://{}", remote.url().display());
-                let sync =
-                    support::start_sync_via(NS, &url, "r1", &remote.cache("r1"), &kubeconfig, &[]);
-                support::wait_lock_holder(&admin, NS, "camelk-reconciler-lock", "r1").await;
+                let sync = support::start_sync_via(
+                    NS,
+                    &url,
+                    &identity("r1"),
+                    &remote.cache("r1"),
+                    &kubeconfig,
+                    &[],
+                );
+                support::wait_lock_holder(&admin, NS, "camelk-reconciler-lock", &identity("r1"))
+                    .await;
                 standby = Some(support::start_sync(
                     &cluster,
                     NS,
                     &remote.url(),
-                    "r2",
+                    &identity("r2"),
                     &remote.cache("r2"),
                 ));
                 proxy = Some(p);
                 sync
             }
-            Plumbing::Direct | Plumbing::Operator1 => {
-                support::start_sync(&cluster, NS, &remote.url(), "r1", &remote.cache("r1"))
-            }
+            Plumbing::Direct | Plumbing::Operator1 => support::start_sync(
+                &cluster,
+                NS,
+                &remote.url(),
+                &identity("r1"),
+                &remote.cache("r1"),
+            ),
         };
         let mut world = World {
             cluster,
             admin,
             remote,
-            operators,
+            operators: Vec::new(),
+            flavour,
+            operator1_server,
             sync,
             names,
             before: BTreeMap::new(),
             proxy,
             standby,
+            start_revision: String::new(),
+            tag: scenario.to_string(),
+            stalled: AtomicBool::new(false),
             _git_server: git_server,
             state: Some(state),
         };
+        for id in ["operator-1", "operator-2"] {
+            let operator = world.start_operator(id, id).await?;
+            world.operators.push(operator);
+        }
         let head = world.remote_head();
+        world.start_revision = head.clone();
         world
             .wait_status(
                 Duration::from_secs(300),
@@ -305,6 +409,51 @@ impl World {
         world.wait_all_running("operator-1").await?;
         world.before = world.fingerprints().await?;
         Ok(world)
+    }
+
+    /// Starts operator `id` of the world's flavour as `identity` (reference
+    /// operators; an upstream one acts as its id), through the proxy when it
+    /// is operator-1 of [`Plumbing::Operator1`]; returns once it runs.
+    pub async fn start_operator(&self, id: &str, identity: &str) -> anyhow::Result<Operator> {
+        let server = self.operator1_server.filter(|_| id == "operator-1");
+        Ok(match self.flavour {
+            Flavour::Reference => {
+                let identity = self.identity(identity);
+                self.cluster.grant_operator(id, NS, NS).await;
+                match server {
+                    Some(addr) => {
+                        let state = self.state.as_ref().expect("the state directory").path();
+                        let kubeconfig = through(&self.cluster.kubeconfig(), addr, state)?;
+                        Operator::Reference(support::spawn_operator(
+                            id,
+                            NS,
+                            NS,
+                            &identity,
+                            "200ms",
+                            &kubeconfig,
+                        ))
+                    }
+                    None => Operator::Reference(
+                        support::start_operator(&self.cluster, id, NS, &identity, "200ms").await,
+                    ),
+                }
+            }
+            Flavour::Upstream => {
+                let opts = UpstreamOptions {
+                    server: server.map(|addr| format!("https://{addr}")),
+                    ..UpstreamOptions::new(id)
+                };
+                let operator = upstream::start(self.cluster.dir(), &opts).await?;
+                // Its platform, once: a restarted operator finds it Ready.
+                operator.ready_platform(&self.admin).await?;
+                Operator::Upstream(operator)
+            }
+        })
+    }
+
+    /// The identity of process `base` (`r1`, `operator-2`, ...) in this world.
+    pub fn identity(&self, base: &str) -> String {
+        format!("{base}-{}", self.tag)
     }
 
     /// Keeps the state directory (audit log, process logs) for a look
@@ -342,9 +491,18 @@ impl World {
             )
             .get_opt(NAME)
             .await
-                && o.status.as_ref().is_some_and(&check)
+                && let Some(status) = &o.status
             {
-                return Ok(());
+                if status
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "Stalled" && c.status == "True")
+                {
+                    self.stalled.store(true, Ordering::Relaxed);
+                }
+                if check(status) {
+                    return Ok(());
+                }
             }
             if Instant::now() > deadline {
                 anyhow::bail!(
@@ -357,30 +515,33 @@ impl World {
         }
     }
 
-    /// Waits until every created resource is owned by `id` and, for
-    /// Integrations, running.
+    /// Waits until every created Integration, and the Integration of every
+    /// created Pipe (named after it), is owned by `id` and running.
     async fn wait_all_running(&self, id: &str) -> anyhow::Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(300);
+        let deadline = Instant::now() + Duration::from_secs(600);
         loop {
-            let integrations = api(&self.admin, CamelKind::Integration)
-                .list(&ListParams::default())
-                .await?;
-            let running = integrations
-                .items
+            let running: std::collections::BTreeSet<String> =
+                api(&self.admin, CamelKind::Integration)
+                    .list(&ListParams::default())
+                    .await?
+                    .items
+                    .into_iter()
+                    .filter(|o| {
+                        owner(o).as_deref() == Some(id)
+                            && camelk_reconciler::camel_k::status::phase(o) == Some("Running")
+                    })
+                    .filter_map(|o| o.metadata.name)
+                    .collect();
+            let waiting = self
+                .names
                 .iter()
-                .filter(|o| {
-                    owner(o).as_deref() == Some(id)
-                        && camelk_reconciler::camel_k::status::phase(o) == Some("Running")
-                })
+                .filter(|(_, name)| !running.contains(name))
                 .count();
-            if running >= integrations.items.len() && !integrations.items.is_empty() {
+            if waiting == 0 {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                anyhow::bail!(
-                    "{running} of {} Integrations running under {id}",
-                    integrations.items.len()
-                );
+                anyhow::bail!("{waiting} of {} not running under {id}", self.names.len());
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
@@ -424,6 +585,32 @@ impl World {
             .collect())
     }
 
+    /// Whether the rollout was ever seen `Stalled` while waiting on it.
+    pub fn stalled_seen(&self) -> bool {
+        self.stalled.load(Ordering::Relaxed)
+    }
+
+    /// Whether the sync said `reason` in an Event about the assignment.
+    pub async fn event_seen(&self, reason: &str) -> anyhow::Result<bool> {
+        Ok(Api::<Event>::namespaced(self.admin.clone(), NS)
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some(reason)))
+    }
+
+    /// Requests of `user` that API Priority and Fairness refused (429).
+    pub fn throttled_requests(&self, user: &str) -> anyhow::Result<usize> {
+        Ok(self
+            .cluster
+            .audit_log()
+            .events()?
+            .iter()
+            .filter(|e| e.user.username == user && e.code() == Some(429))
+            .count())
+    }
+
     /// Handoff request Leases left in `apps` (locks excepted).
     pub async fn requests_left(&self) -> anyhow::Result<Vec<String>> {
         Ok(Api::<Lease>::namespaced(self.admin.clone(), NS)
@@ -442,7 +629,12 @@ impl World {
     /// the audit log.
     pub fn audit(&self) -> anyhow::Result<(usize, usize, Vec<String>)> {
         let events = self.cluster.audit_log().events_in(NS)?;
-        let flips = support::owner_changes(&self.cluster, NS).len();
+        // Moves between operators: the first label an upstream resource gets
+        // (adoption, from no owner label) is not one.
+        let flips = support::owner_changes(&self.cluster, NS)
+            .iter()
+            .filter(|c| c.from.is_some() && c.to.is_some())
+            .count();
         let requests = events
             .iter()
             .filter(|e| {
@@ -464,29 +656,65 @@ impl World {
     }
 }
 
-/// The API server's address, from the kubeconfig the cluster wrote.
-fn api_server_addr(kubeconfig: &std::path::Path) -> anyhow::Result<std::net::SocketAddr> {
-    let text = std::fs::read_to_string(kubeconfig)?;
-    let server = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("server: https://"))
-        .ok_or_else(|| anyhow::anyhow!("no server in {}", kubeconfig.display()))?;
-    Ok(server.parse()?)
+/// Puts every request of `user` in a priority level of its own with no
+/// nominal seats, no borrowing and no queue. API Priority and Fairness then
+/// serves its requests about one at a time and answers the others 429 (seen
+/// in the audit log: concurrent LISTs, a lease GET next to an Event).
+pub async fn throttle(admin: &Client, user: &str) -> anyhow::Result<()> {
+    let level = json!({
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "PriorityLevelConfiguration",
+        "metadata": { "name": "chaos-throttle" },
+        "spec": { "type": "Limited", "limited": {
+            "nominalConcurrencyShares": 0,
+            "lendablePercent": 0,
+            "borrowingLimitPercent": 0,
+            "limitResponse": { "type": "Reject" }
+        } }
+    });
+    let schema = json!({
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "FlowSchema",
+        "metadata": { "name": "chaos-throttle" },
+        "spec": {
+            "priorityLevelConfiguration": { "name": "chaos-throttle" },
+            // Ahead of the suggested schemas a plain user matches (`global-default`).
+            "matchingPrecedence": 100,
+            "distinguisherMethod": { "type": "ByUser" },
+            "rules": [{
+                "subjects": [{ "kind": "User", "user": { "name": user } }],
+                "resourceRules": [{ "verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                    "namespaces": ["*"], "clusterScope": true }],
+                "nonResourceRules": [{ "verbs": ["*"], "nonResourceURLs": ["*"] }]
+            }]
+        }
+    });
+    let apply = PatchParams::apply("chaos").force();
+    Api::<PriorityLevelConfiguration>::all(admin.clone())
+        .patch("chaos-throttle", &apply, &Patch::Apply(&level))
+        .await?;
+    Api::<FlowSchema>::all(admin.clone())
+        .patch("chaos-throttle", &apply, &Patch::Apply(&schema))
+        .await?;
+    Ok(())
 }
 
-/// A copy of `kubeconfig` whose server is `proxy` instead of `server` (the
-/// certificate names 127.0.0.1, which the proxy listens on too).
+/// A copy of `kubeconfig` whose server is `proxy` (the certificate names
+/// 127.0.0.1, which the proxy listens on too).
 fn through(
     kubeconfig: &std::path::Path,
-    server: std::net::SocketAddr,
-    proxy: &Proxy,
+    proxy: std::net::SocketAddr,
     dir: &std::path::Path,
 ) -> anyhow::Result<std::path::PathBuf> {
-    let text = std::fs::read_to_string(kubeconfig)?.replace(
-        &format!("https://{server}"),
-        &format!("https://{}", proxy.addr),
-    );
-    let path = dir.join(format!("kubeconfig-{}", proxy.addr.port()));
+    let text = std::fs::read_to_string(kubeconfig)?;
+    let text: String = text
+        .lines()
+        .map(|line| match line.split_once("server: https://") {
+            Some((indent, _)) => format!("{indent}server: https://{proxy}\n"),
+            None => format!("{line}\n"),
+        })
+        .collect();
+    let path = dir.join(format!("kubeconfig-{}", proxy.port()));
     std::fs::write(&path, text)?;
     Ok(path)
 }

@@ -76,6 +76,9 @@ pub struct UpstreamOptions {
     pub watch_namespace: String,
     /// `LOG_LEVEL` (`info` when unset, or `debug`, `error`, a number).
     pub log_level: Option<String>,
+    /// The API server address it dials (`https://host:port`): the cluster's
+    /// when unset, a fault-injecting proxy's in chaos tests.
+    pub server: Option<String>,
 }
 
 impl UpstreamOptions {
@@ -87,6 +90,7 @@ impl UpstreamOptions {
             version: CAMEL_K_VERSION.into(),
             watch_namespace: String::new(),
             log_level: None,
+            server: None,
         }
     }
 }
@@ -136,7 +140,7 @@ pub async fn start(dir: &ClusterDir, opts: &UpstreamOptions) -> Result<UpstreamO
     let home = dir.root().join("upstream").join(&name);
     fs::create_dir_all(&home).map_err(io("creating the operator's directory"))?;
     let kubeconfig = home.join("kubeconfig");
-    write_kubeconfig(dir, &opts.id, &kubeconfig)?;
+    write_kubeconfig(dir, &opts.id, opts.server.as_deref(), &kubeconfig)?;
     fs::create_dir_all(dir.root().join("logs")).map_err(io("creating the logs directory"))?;
     let log = dir.log(&format!("kamel-operator-{name}"));
     let out = fs::File::create(&log).map_err(io("creating the operator's log"))?;
@@ -465,8 +469,20 @@ fn parse<T: serde::de::DeserializeOwned>(text: &str, file: &str) -> Result<T, Er
 }
 
 /// The cluster's kubeconfig with `id` as its current context (written as JSON, which is YAML).
-fn write_kubeconfig(dir: &ClusterDir, id: &str, path: &Path) -> Result<(), Error> {
+fn write_kubeconfig(
+    dir: &ClusterDir,
+    id: &str,
+    server: Option<&str>,
+    path: &Path,
+) -> Result<(), Error> {
     let mut config = Kubeconfig::read_from(dir.kubeconfig())?;
+    if let Some(server) = server {
+        for named in &mut config.clusters {
+            if let Some(cluster) = named.cluster.as_mut() {
+                cluster.server = Some(server.to_string());
+            }
+        }
+    }
     if !config.contexts.iter().any(|c| c.name == id) {
         return Err(Error::Start {
             process: format!("kamel operator {id}"),

@@ -181,11 +181,8 @@ impl Demo {
         }
         let t = Instant::now();
         let options = |id: &str, version: &str| UpstreamOptions {
-            id: id.into(),
-            namespace: upstream::default_namespace(id),
             version: version.into(),
-            watch_namespace: String::new(),
-            log_level: None,
+            ..UpstreamOptions::new(id)
         };
         let (opts1, opts2) = (options("operator-1", old), options("operator-2", new));
         let (op1, op2) = tokio::join!(
