@@ -5,9 +5,26 @@
 //!    `reconciler operator` process) to operator-2 through the handoff
 //!    protocol, and, in the same run, relabels N other Integrations with a
 //!    plain label patch each. Reports wall time of both, their ratio, and API
-//!    writes per moved resource counted from the audit log.
+//!    writes per moved resource counted from the audit log. operator-1 has
+//!    up to `FLIPS_IN_FLIGHT` flips in flight, the plain patches go one
+//!    after another (what a script does); so the same N are also relabelled
+//!    back with that many plain patches in flight, and the ratio to that is
+//!    printed too: the protocol's cost at equal concurrency.
 //!    operator-2 is kept alive by its lock only, so its rebuilds do not load
 //!    the API server during the measurement.
+//!    For each round it also prints, from the audit log, where the handoff's
+//!    time went (request written, first and last flip, request deleted), the
+//!    requests each user made during it by verb, and the unowned window of
+//!    each move, p50 and p99.
+//!
+//! The unowned window of a move is the time in which neither operator acts on
+//! the resource: from the moment the API server receives operator-1's flip
+//! (its `requestReceivedTimestamp`; operator-1 writes nothing after it, and
+//! the flip commits a little later, so this errs long) to the moment the
+//! resource arrives in operator-2's label-selected watch, the earliest moment
+//! operator-2 can act on it. operator-2 does not run here (see above), so a
+//! watch with its selector, in this process, stands in for its informer; a
+//! real operator-2's first write comes after that by its own reconcile time.
 //! 2. Creates M Integrations (default 10,000), 1/10 owned by operator-1, and
 //!    measures the resident memory of a label-selected cache against an
 //!    unfiltered one (same code, child processes of this binary), and of a
@@ -15,28 +32,30 @@
 //!
 //! `BENCH_MOVES` and `BENCH_MEMORY_OBJECTS` change N and M.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use camelk_reconciler::handoff::FLIPS_IN_FLIGHT;
 use camelk_reconciler::handoff::{
     Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,
 };
 use camelk_reconciler::inventory::watch::{CachedObject, Scope, WatchCache, map_event};
 use camelk_reconciler::lock::{LockTiming, OperatorLock};
+use camelk_testkit::audit::{AuditEvent, owner_flips, quantile, unowned_windows};
+use common::env_usize;
 use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use tokio_util::sync::CancellationToken;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -80,6 +99,8 @@ async fn bench() {
         "handoff benchmark: {n} Integrations moved by the protocol vs {n} relabelled by plain patches, {rounds} rounds"
     );
     let mut ratios = Vec::new();
+    let mut concurrent_ratios = Vec::new();
+    let mut p99s = Vec::new();
     for round in 1..=rounds {
         let r = measure_round(cluster, &locks.name, n, timing, round % 2 == 0).await;
         let ratio = r.handoff.as_secs_f64() / r.plain.as_secs_f64();
@@ -93,6 +114,28 @@ async fn bench() {
             r.flips,
             r.writes - r.flips
         );
+        let concurrent_ratio = r.handoff.as_secs_f64() / r.plain_concurrent.as_secs_f64();
+        concurrent_ratios.push(concurrent_ratio);
+        println!(
+            "    plain with {FLIPS_IN_FLIGHT} in flight (as operator-1's flips) {:>7.3}s, ratio {concurrent_ratio:.2}",
+            r.plain_concurrent.as_secs_f64()
+        );
+        println!("    time split: {}", r.split);
+        println!(
+            "    requests during the handoff, by user and verb: {}",
+            r.requests
+        );
+        let ms = |q| quantile(&r.windows, q).map_or(f64::NAN, |d| d.as_secs_f64() * 1e3);
+        println!(
+            "    unowned window over {} moves: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            r.windows.len(),
+            ms(0.5),
+            ms(0.99),
+            ms(1.0)
+        );
+        if let Some(p99) = quantile(&r.windows, 0.99) {
+            p99s.push(p99);
+        }
     }
     stop_lock.cancel();
     ratios.sort_by(f64::total_cmp);
@@ -102,6 +145,20 @@ async fn bench() {
         ratios[0],
         ratios[ratios.len() - 1]
     );
+    concurrent_ratios.sort_by(f64::total_cmp);
+    println!(
+        "  median ratio handoff/plain with {FLIPS_IN_FLIGHT} in flight: {:.2} (min {:.2}, max {:.2})",
+        concurrent_ratios[concurrent_ratios.len() / 2],
+        concurrent_ratios[0],
+        concurrent_ratios[concurrent_ratios.len() - 1]
+    );
+    if let (Some(median), Some(worst)) = (quantile(&p99s, 0.5), p99s.iter().max()) {
+        println!(
+            "  unowned window p99, median over rounds: {:.1} ms (worst round {:.1} ms)",
+            median.as_secs_f64() * 1e3,
+            worst.as_secs_f64() * 1e3
+        );
+    }
     let locks_name = locks.name.clone();
     let admin = cluster.admin().await;
 
@@ -184,8 +241,16 @@ async fn bench() {
 struct Round {
     handoff: Duration,
     plain: Duration,
+    /// The plain relabelling with as many patches in flight as operator-1's flips.
+    plain_concurrent: Duration,
     writes: usize,
     flips: usize,
+    /// The unowned window of each move (see the module doc).
+    windows: Vec<Duration>,
+    /// Where the handoff's time went, from the audit log.
+    split: String,
+    /// Requests made during the handoff, by user and verb.
+    requests: String,
 }
 
 /// One side-by-side measurement in fresh namespaces; `plain_first` alternates the order.
@@ -254,30 +319,58 @@ async fn measure_round(
         &plain_ns.name,
         &CamelKind::Integration.api_resource(),
     );
-    let plain_relabel = || async {
-        let t = Instant::now();
-        for i in 0..n {
+    let relabel = |i: usize, to: &'static str| {
+        let api = api.clone();
+        async move {
             let patch = json!({ "metadata": {
-                "labels": { OPERATOR_ID_KEY: "operator-2" },
-                "annotations": { OPERATOR_ID_KEY: "operator-2" } } });
+                "labels": { OPERATOR_ID_KEY: to },
+                "annotations": { OPERATOR_ID_KEY: to } } });
             api.patch(&name(i), &PatchParams::default(), &Patch::Merge(patch))
                 .await
                 .unwrap();
         }
-        t.elapsed()
     };
-    let mut plain = Duration::ZERO;
+    // One after another to operator-2, then back with as many in flight as
+    // operator-1's releases: each a real change of both keys.
+    let plain_relabel = || async {
+        let t = Instant::now();
+        for i in 0..n {
+            relabel(i, "operator-2").await;
+        }
+        let sequential = t.elapsed();
+        let t = Instant::now();
+        futures::stream::iter(0..n)
+            .map(|i| relabel(i, "operator-1"))
+            .buffer_unordered(FLIPS_IN_FLIGHT)
+            .collect::<Vec<()>>()
+            .await;
+        (sequential, t.elapsed())
+    };
+    let (mut plain, mut plain_concurrent) = (Duration::ZERO, Duration::ZERO);
     if plain_first {
-        plain = plain_relabel().await;
+        (plain, plain_concurrent) = plain_relabel().await;
     }
+    let stop_arrivals = CancellationToken::new();
+    let arrivals = watch_arrivals(&admin, &moved_ns.name, "operator-2", &stop_arrivals).await;
+    let audit = cluster.audit_log();
+    let mark = audit.mark().unwrap();
+    let started = Timestamp::now();
     let t = Instant::now();
     let outcome = coordinator
         .execute(&batch, &opts, &mut |_| {})
         .await
         .unwrap();
     let handoff = t.elapsed();
+    let (requests, _) = audit.requests_since(mark).unwrap();
+    // The last arrivals may trail the coordinator's own watch a little.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while arrivals.lock().unwrap().len() < n && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop_arrivals.cancel();
+    let arrivals = arrivals.lock().unwrap().clone();
     if !plain_first {
-        plain = plain_relabel().await;
+        (plain, plain_concurrent) = plain_relabel().await;
     }
     let HandoffOutcome::Completed { moved, .. } = outcome else {
         panic!("handoff did not complete: {outcome:?}")
@@ -297,12 +390,126 @@ async fn measure_round(
         .iter()
         .filter(|e| e.resource() == Some("integrations") && e.user.username == "operator-1")
         .count();
+    let flip_times = owner_flips(&events, &moved_ns.name, "operator-1", "operator-2");
     Round {
         handoff,
         plain,
+        plain_concurrent,
         writes: successful.len(),
         flips,
+        windows: unowned_windows(&flip_times, &arrivals),
+        split: time_split(&events, started, handoff),
+        requests: by_user_and_verb(&requests),
     }
+}
+
+/// Stands in for operator-2's informer: the watch a scoped operator runs
+/// (Integrations labelled with its id), recording when each resource first
+/// arrives in it. Returns once the watch has listed.
+async fn watch_arrivals(
+    client: &kube::Client,
+    ns: &str,
+    owner: &str,
+    stop: &CancellationToken,
+) -> Arc<Mutex<BTreeMap<String, Timestamp>>> {
+    let api = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        ns,
+        &CamelKind::Integration.api_resource(),
+    );
+    let config = watcher::Config::default().labels(&format!("{OPERATOR_ID_KEY}={owner}"));
+    let arrivals = Arc::new(Mutex::new(BTreeMap::new()));
+    let (listed, on_listed) = tokio::sync::oneshot::channel();
+    let (seen, stop) = (arrivals.clone(), stop.clone());
+    tokio::spawn(async move {
+        let mut events = watcher(api, config).boxed();
+        let mut listed = Some(listed);
+        loop {
+            let event = tokio::select! {
+                () = stop.cancelled() => break,
+                Some(event) = events.next() => event,
+            };
+            let at = Timestamp::now();
+            match event {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                    if let Some(name) = o.metadata.name {
+                        seen.lock().unwrap().entry(name).or_insert(at);
+                    }
+                }
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(tx) = listed.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => eprintln!("operator-2 stand-in watch: {e}"),
+            }
+        }
+    });
+    on_listed.await.expect("the stand-in watch lists");
+    arrivals
+}
+
+/// Seconds since `started` of the handoff's milestones in the audit log:
+/// request written, first flip received, last flip answered, request
+/// deletion received; and when `execute` returned.
+fn time_split(events: &[AuditEvent], started: Timestamp, took: Duration) -> String {
+    let since =
+        |t: Option<Timestamp>| t.map_or(f64::NAN, |t| t.duration_since(started).as_secs_f64());
+    let ok = |e: &&AuditEvent| e.stage == "ResponseComplete" && e.is_successful_write();
+    let lease = |verb: &str| {
+        events
+            .iter()
+            .filter(ok)
+            .find(|e| e.resource() == Some("leases") && e.verb == verb)
+            .cloned()
+    };
+    let flips: Vec<&AuditEvent> = events
+        .iter()
+        .filter(ok)
+        .filter(|e| e.resource() == Some("integrations") && e.user.username == "operator-1")
+        .collect();
+    format!(
+        "request written +{:.3}s, first flip +{:.3}s, last flip +{:.3}s, request deleted +{:.3}s, returned +{:.3}s",
+        since(lease("create").and_then(|e| e.completed_at())),
+        since(flips.iter().filter_map(|e| e.received_at()).min()),
+        since(flips.iter().filter_map(|e| e.completed_at()).max()),
+        since(lease("delete").and_then(|e| e.received_at())),
+        took.as_secs_f64()
+    )
+}
+
+/// `user: verb count, ...; ...` over the requests (refused writes, 4xx,
+/// counted apart), users by their request count.
+fn by_user_and_verb(requests: &[camelk_testkit::audit::AuditRequest]) -> String {
+    let mut counts: BTreeMap<&str, BTreeMap<String, usize>> = BTreeMap::new();
+    for r in requests.iter().filter(|r| r.is_request_start()) {
+        let refused = r
+            .response_status
+            .as_ref()
+            .and_then(|s| s.code)
+            .is_some_and(|c| (400..500).contains(&c));
+        let verb = if refused {
+            format!("{} refused", r.verb)
+        } else {
+            r.verb.clone()
+        };
+        *counts
+            .entry(r.user.username.as_str())
+            .or_default()
+            .entry(verb)
+            .or_default() += 1;
+    }
+    let mut users: Vec<_> = counts.into_iter().collect();
+    users.sort_by_key(|(_, verbs)| std::cmp::Reverse(verbs.values().sum::<usize>()));
+    users
+        .iter()
+        .map(|(user, verbs)| {
+            let verbs: Vec<String> = verbs.iter().map(|(v, c)| format!("{v} {c}")).collect();
+            format!("{user}: {}", verbs.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn mib(bytes: u64) -> f64 {

@@ -2,11 +2,12 @@
 //! change of owner ([`flip`]), used by releasing operators, by the
 //! coordinator for upstream operators, and for dead-owner takeover alike.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use futures::stream::SelectAll;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -480,14 +481,21 @@ impl Coordinator {
         }
         let scopes: Vec<(CamelKind, usize)> =
             kinds.iter().flat_map(|k| [(*k, 0), (*k, 1)]).collect();
+        let uids = item_uids(&request);
         let mut tick = tokio::time::interval(opts.poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let ticked = tokio::select! {
                 // Polling the watches applies their events to `view`.
                 Some((_, event)) = watches.next() => {
-                    if let Err(e) = event {
-                        tracing::warn!(error = %e, "handoff progress watch failed; retrying");
+                    // Apply what is already queued too: a burst of flips is
+                    // counted once, not once per event.
+                    let mut next = Some(event);
+                    while let Some(event) = next {
+                        if let Err(e) = event {
+                            tracing::warn!(error = %e, "handoff progress watch failed; retrying");
+                        }
+                        next = watches.next().now_or_never().flatten().map(|(_, e)| e);
                     }
                     false
                 }
@@ -496,11 +504,11 @@ impl Coordinator {
             if !scopes.iter().all(|scope| view.synced(scope)) {
                 continue;
             }
-            let watched = covered(&request, &view);
+            let watched = covered(&request, &uids, &view);
             on_progress(&Progress {
                 total,
                 done: total - watched.len(),
-                waiting_on: watched.first().map(|(k, o)| describe(*k, o)),
+                waiting_on: watched.first().map(|(k, o)| describe(*k, &o.0)),
             });
             if watched.is_empty() {
                 break;
@@ -515,7 +523,7 @@ impl Coordinator {
             let remaining = if need_phase {
                 self.remaining(&request, true).await?
             } else {
-                watched
+                watched.iter().map(|(k, o)| (*k, o.0.clone())).collect()
             };
             if let Liveness::Expired { .. } = self.liveness(&batch.to, opts).await? {
                 self.withdraw(&request).await?;
@@ -561,9 +569,10 @@ impl Coordinator {
     }
 
     /// One tick of releases: flips every remaining item the release rules
-    /// allow now, upstream Pipes before the Integrations they create, and
-    /// says why each other item waits. Items flipped by takeover (the owner
-    /// is dead, or the drain timeout forces it) are added to `taken_over`.
+    /// allow now, [`FLIPS_IN_FLIGHT`] at a time, upstream Pipes before the
+    /// Integrations they create, and says why each other item waits. Items
+    /// flipped by takeover (the owner is dead, or the drain timeout forces
+    /// it) are added to `taken_over`.
     async fn flip_releasable(
         &self,
         remaining: &[(CamelKind, DynamicObject)],
@@ -577,43 +586,71 @@ impl Coordinator {
         let mut waiting = Vec::new();
         // Pipes still with the old owner after this tick's flips.
         let mut pipes_left = BTreeSet::new();
-        for (kind, obj) in upstream_flip_order(remaining) {
-            let is_pipe = matches!(kind, CamelKind::Pipe | CamelKind::KameletBinding);
-            let name = obj.metadata.name.clone().unwrap_or_default();
-            if opts.mode == ReleaseMode::Upstream
-                && !takeover
-                && let Some(pipe) = controlling_pipe(kind, obj)
-                && pipes_left.contains(&pipe)
-            {
-                waiting.push((describe(kind, obj), format!("waits for its Pipe {pipe}")));
-                continue;
-            }
-            let guard = match release_guard(kind, obj, opts.mode, takeover, &batch.from) {
-                Ok(guard) => guard,
-                Err(why) => {
-                    waiting.push((describe(kind, obj), why));
-                    if is_pipe {
-                        pipes_left.insert(name);
-                    }
+        let mut first_error = None;
+        for wave in upstream_flip_waves(remaining) {
+            let mut flips = Vec::new();
+            for (kind, obj) in wave {
+                let is_pipe = matches!(kind, CamelKind::Pipe | CamelKind::KameletBinding);
+                if opts.mode == ReleaseMode::Upstream
+                    && !takeover
+                    && let Some(pipe) = controlling_pipe(kind, obj)
+                    && pipes_left.contains(&pipe)
+                {
+                    waiting.push((describe(kind, obj), format!("waits for its Pipe {pipe}")));
                     continue;
                 }
-            };
-            let result = flip(
-                &self.client,
-                kind,
-                obj,
-                batch.from.as_str(),
-                batch.to.as_str(),
-                &guard,
-            )
-            .await
-            .map_err(api_err(format!("flipping {}", describe(kind, obj))))?;
-            if is_pipe && matches!(result, FlipResult::Refused) {
-                pipes_left.insert(name);
+                match release_guard(kind, obj, opts.mode, takeover, &batch.from) {
+                    Ok(guard) => flips.push((kind, obj, guard)),
+                    Err(why) => {
+                        waiting.push((describe(kind, obj), why));
+                        if is_pipe {
+                            pipes_left.insert(obj.metadata.name.clone().unwrap_or_default());
+                        }
+                    }
+                }
             }
-            if matches!(result, FlipResult::Flipped(_)) && takeover {
-                taken_over.insert(describe(kind, obj));
-                tracing::warn!(resource = %describe(kind, obj), owner_dead, forced, "owner did not release; taken over");
+            // Each flip is fenced on its own object, so they need no order
+            // within a wave; a few in flight hide the round trips.
+            let results: Vec<_> = futures::stream::iter(flips)
+                .map(|(kind, obj, guard)| async move {
+                    let result = flip(
+                        &self.client,
+                        kind,
+                        obj,
+                        batch.from.as_str(),
+                        batch.to.as_str(),
+                        &guard,
+                    )
+                    .await;
+                    (kind, obj, result)
+                })
+                .buffered(FLIPS_IN_FLIGHT)
+                .collect()
+                .await;
+            for (kind, obj, result) in results {
+                let result = match result {
+                    Ok(result) => result,
+                    Err(e) => {
+                        first_error.get_or_insert_with(|| {
+                            api_err(format!("flipping {}", describe(kind, obj)))(e)
+                        });
+                        continue;
+                    }
+                };
+                if matches!(kind, CamelKind::Pipe | CamelKind::KameletBinding)
+                    && matches!(result, FlipResult::Refused)
+                {
+                    pipes_left.insert(obj.metadata.name.clone().unwrap_or_default());
+                }
+                if matches!(result, FlipResult::Flipped(_)) && takeover {
+                    taken_over.insert(describe(kind, obj));
+                    tracing::warn!(resource = %describe(kind, obj), owner_dead, forced, "owner did not release; taken over");
+                }
+            }
+            // What the other flips of this wave did is recorded; the error
+            // stops the tick before the next wave.
+            if let Some(e) = first_error {
+                return Err(e);
             }
         }
         Ok(waiting)
@@ -732,22 +769,35 @@ fn owner_selectors(owner: &OperatorId) -> [String; 2] {
     ]
 }
 
-/// The request's items among `view`'s objects (uid-checked) that the old
-/// owner still owns, in order.
+/// The request's items by kind and name, to the uid each was requested with:
+/// one lookup per watched object instead of a scan of the request, since
+/// progress is recounted at every burst of watch events.
+fn item_uids(request: &HandoffRequest) -> HashMap<(CamelKind, &str), &str> {
+    request
+        .spec
+        .items
+        .iter()
+        .map(|i| ((i.kind, i.name.as_str()), i.uid.as_str()))
+        .collect()
+}
+
+/// The request's items among `view`'s objects (uid-checked against `uids`,
+/// from [`item_uids`]) that the old owner still owns, in order.
 fn covered(
     request: &HandoffRequest,
+    uids: &HashMap<(CamelKind, &str), &str>,
     view: &WatchCache<(CamelKind, usize), CachedObject>,
-) -> Vec<(CamelKind, DynamicObject)> {
+) -> Vec<(CamelKind, Arc<CachedObject>)> {
     let kinds: BTreeSet<CamelKind> = request.spec.items.iter().map(|i| i.kind).collect();
     let mut out = Vec::new();
     for kind in kinds {
         for o in view.all(&(kind, 0)).into_iter().chain(view.all(&(kind, 1))) {
             let name = o.metadata.name.as_deref().unwrap_or_default();
             let uid = o.metadata.uid.as_deref().unwrap_or_default();
-            if request.covers(kind, name, uid)
+            if uids.get(&(kind, name)) == Some(&uid)
                 && owner_id(&o.metadata).as_deref() == Some(request.spec.from.as_str())
             {
-                out.push((kind, o.0.clone()));
+                out.push((kind, o));
             }
         }
     }
@@ -764,6 +814,12 @@ fn metadata_only(m: PartialObjectMeta<DynamicObject>) -> DynamicObject {
     }
 }
 
+/// Flips a releasing operator or the coordinator has in flight at once. Each
+/// is one fenced write to a different resource, so they need no order among
+/// them, and a few in flight hide the round trip that a handoff (or a
+/// takeover) of hundreds of resources would otherwise pay one after another.
+pub const FLIPS_IN_FLIGHT: usize = 4;
+
 fn describe(kind: CamelKind, obj: &DynamicObject) -> String {
     format!(
         "{kind}/{}",
@@ -771,20 +827,21 @@ fn describe(kind: CamelKind, obj: &DynamicObject) -> String {
     )
 }
 
-/// The order an upstream release flips items in: Pipes (and KameletBindings)
+/// The waves an upstream release flips items in: Pipes (and KameletBindings)
 /// before the Integrations they create. Upstream's Pipe controller rebuilds
 /// a Pipe whose Integration names another operator: flipping the Integration
 /// first makes the old owner reset its Pipe to phase `""` and recreate the
 /// Integration, which it no longer may, so the Pipe never reaches a stable
 /// phase. Flipped first, the Pipe is rebuilt by its new owner, which takes
 /// its Integration once that is flipped right after.
-fn upstream_flip_order(
+fn upstream_flip_waves(
     remaining: &[(CamelKind, DynamicObject)],
-) -> impl Iterator<Item = (CamelKind, &DynamicObject)> {
-    let pipe = |k: &CamelKind| matches!(k, CamelKind::Pipe | CamelKind::KameletBinding);
-    let first = remaining.iter().filter(move |(k, _)| pipe(k));
-    let then = remaining.iter().filter(move |(k, _)| !pipe(k));
-    first.chain(then).map(|(k, o)| (*k, o))
+) -> [Vec<(CamelKind, &DynamicObject)>; 2] {
+    let (pipes, rest) = remaining
+        .iter()
+        .map(|(k, o)| (*k, o))
+        .partition(|(k, _)| matches!(k, CamelKind::Pipe | CamelKind::KameletBinding));
+    [pipes, rest]
 }
 
 /// The Pipe (or KameletBinding) that created an Integration: its controller.
@@ -848,7 +905,9 @@ mod tests {
             (CamelKind::Integration, obj("Integration", "svc", None)),
             (CamelKind::Pipe, obj("Pipe", "p", None)),
         ];
-        let order: Vec<_> = upstream_flip_order(&remaining)
+        let order: Vec<_> = upstream_flip_waves(&remaining)
+            .concat()
+            .into_iter()
             .map(|(k, o)| (k, o.metadata.name.clone().unwrap()))
             .collect();
         assert_eq!(

@@ -40,5 +40,5 @@ pub mod executor;
 pub mod fence;
 pub mod request;
 
-pub use executor::{Coordinator, HandoffOptions, HandoffOutcome, MoveBatch};
+pub use executor::{Coordinator, FLIPS_IN_FLIGHT, HandoffOptions, HandoffOutcome, MoveBatch};
 pub use request::{ForcePolicy, HandoffItem, HandoffRequest, HandoffSpec, ReleaseMode};

@@ -8,9 +8,10 @@
 //!    received or cached. Handoff requests addressed to it come through a
 //!    watch of Leases labelled `camelk.dev/handoff-from=<id>`.
 //! 2. On every event and every resync tick, while it leads, it first releases
-//!    what it may (`crate::camel_k::release::owner_may_release`), then moves
-//!    each owned resource one step along the reference lifecycle
-//!    ([`lifecycle`]), through fenced writes ([`writer`]).
+//!    what it may (`crate::camel_k::release::owner_may_release`; up to
+//!    [`FLIPS_IN_FLIGHT`](crate::handoff::FLIPS_IN_FLIGHT) fenced flips at once, each of another
+//!    resource), then moves each owned resource one step along the
+//!    reference lifecycle ([`lifecycle`]), through fenced writes ([`writer`]).
 //!
 //! # Guarantees
 //! - Only the leading replica writes, and only while its last renewal is
@@ -153,6 +154,7 @@ pub async fn run(client: Client, cfg: OperatorConfig, shutdown: CancellationToke
         client: client.clone(),
         build_started: HashMap::new(),
         acted: HashMap::new(),
+        released: HashMap::new(),
         cfg: cfg.clone(),
     };
     let mut events = watches(&client, &cfg, &mut loops.cache);
@@ -173,11 +175,43 @@ pub async fn run(client: Client, cfg: OperatorConfig, shutdown: CancellationToke
             _ = tick.tick() => {}
         }
         if leadership.is_leading() {
-            loops.pass(&leadership).await;
+            pass_while_watching(&mut loops, &leadership, &mut events, &shutdown).await;
         }
     }
     let _ = lock_task.await;
     tracing::info!(id = %cfg.id, "operator stopped");
+}
+
+/// Runs reconcile passes, reading the watches while each one writes, until
+/// a pass sees no new event arrive (or `shutdown`). An unread watch makes the
+/// API server hold (and at last drop) this operator's events, and a stale
+/// cache makes the next pass resend writes the fences then refuse. The cache is a concurrent
+/// store; each write stays fenced on the version its decision was made on.
+async fn pass_while_watching(
+    loops: &mut Loops,
+    leadership: &Leadership,
+    events: &mut SelectAll<Events>,
+    shutdown: &CancellationToken,
+) {
+    loop {
+        let mut changed = false;
+        {
+            let pass = loops.pass(leadership);
+            tokio::pin!(pass);
+            loop {
+                tokio::select! {
+                    () = &mut pass => break,
+                    Some((_, event)) = events.next() => match event {
+                        Ok(_) => changed = true,
+                        Err(e) => tracing::warn!(error = %e, "watch error; the watcher retries"),
+                    },
+                }
+            }
+        }
+        if !changed || !leadership.is_leading() || shutdown.is_cancelled() {
+            return;
+        }
+    }
 }
 
 struct Loops {
@@ -189,6 +223,11 @@ struct Loops {
     build_started: HashMap<(String, String), Instant>,
     /// Resource version each object had when it was last acted on.
     acted: HashMap<(CamelKind, String, String), String>,
+    /// Resource version each requested object had when this replica sent its
+    /// release. That version is not flipped again: the flip went through, or
+    /// the fence refused it because the object changed since; either way the
+    /// watch brings a newer version (or the object leaves it).
+    released: HashMap<(CamelKind, String, String), String>,
 }
 
 impl Loops {
@@ -211,6 +250,9 @@ impl Loops {
                 HandoffRequest::from_lease(&lease).ok()
             })
             .collect();
+        let cache = &self.cache;
+        self.released
+            .retain(|(kind, ns, name), _| cache.get(&Watched::Camel(*kind), ns, name).is_some());
         let mut held = BTreeSet::new();
         for request in requests {
             let builds = self.cache.all(&Watched::Camel(CamelKind::Build));
@@ -230,6 +272,11 @@ impl Loops {
                 if obj.metadata.uid.as_deref() != Some(item.uid.as_str()) {
                     continue;
                 }
+                let key = (item.kind, request.namespace.clone(), item.name.clone());
+                let version = obj.metadata.resource_version.clone().unwrap_or_default();
+                if self.released.get(&key) == Some(&version) {
+                    continue;
+                }
                 match owner_may_release(item.kind, &obj, &builds) {
                     Some(reason) => {
                         tracing::debug!(resource = %item.name, %reason, "release waits for work in flight");
@@ -238,31 +285,41 @@ impl Loops {
                     None => releasable.push((item.kind, obj.clone())),
                 }
             }
-            for (kind, obj) in releasable {
-                if !leadership.is_leading() {
-                    return held;
-                }
-                let name = obj.metadata.name.clone().unwrap_or_default();
-                let to = request.spec.to.as_str();
-                match flip(
-                    &self.client,
-                    kind,
-                    &obj,
-                    self.cfg.id.as_str(),
-                    to,
-                    &FlipGuard::default(),
-                )
-                .await
-                {
-                    Ok(FlipResult::Flipped(_)) => {
-                        tracing::info!(%kind, namespace = %request.namespace, %name, %to, "released");
+            let client = &self.client;
+            let id = self.cfg.id.as_str();
+            let to = request.spec.to.as_str();
+            let results: Vec<_> = futures::stream::iter(releasable)
+                .map(move |(kind, obj)| async move {
+                    // Checked as each flip starts: a replica that stopped
+                    // leading starts no more.
+                    if !leadership.is_leading() {
+                        return None;
                     }
-                    Ok(_) => {}
+                    let result = flip(client, kind, &obj, id, to, &FlipGuard::default()).await;
+                    Some((kind, obj, result))
+                })
+                .buffer_unordered(crate::handoff::FLIPS_IN_FLIGHT)
+                .collect()
+                .await;
+            for (kind, obj, result) in results.into_iter().flatten() {
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                match result {
+                    Ok(result) => {
+                        let key = (kind, request.namespace.clone(), name.clone());
+                        let version = obj.metadata.resource_version.clone().unwrap_or_default();
+                        self.released.insert(key, version);
+                        if matches!(result, FlipResult::Flipped(_)) {
+                            tracing::info!(%kind, namespace = %request.namespace, %name, %to, "released");
+                        }
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, %name, "release failed");
                         held.insert((kind, request.namespace.clone(), name));
                     }
                 }
+            }
+            if !leadership.is_leading() {
+                return held;
             }
         }
         held

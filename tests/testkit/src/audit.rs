@@ -5,8 +5,11 @@
 //! event per line, written synchronously (the log backend's blocking mode), so
 //! a request that has been answered is already in the file.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
 use serde::Deserialize;
 
 /// The audit policy the local control plane runs with.
@@ -43,6 +46,8 @@ pub struct AuditEvent {
     #[serde(default)]
     pub response_object: Option<serde_json::Value>,
     #[serde(default)]
+    pub request_received_timestamp: Option<String>,
+    #[serde(default)]
     pub stage_timestamp: Option<String>,
 }
 
@@ -74,6 +79,17 @@ pub struct ResponseStatus {
 }
 
 impl AuditEvent {
+    /// When the API server received the request (`requestReceivedTimestamp`).
+    pub fn received_at(&self) -> Option<Timestamp> {
+        self.request_received_timestamp.as_deref()?.parse().ok()
+    }
+
+    /// When the API server logged this stage (`stageTimestamp`): for
+    /// `ResponseComplete`, once the answer was sent.
+    pub fn completed_at(&self) -> Option<Timestamp> {
+        self.stage_timestamp.as_deref()?.parse().ok()
+    }
+
     /// The HTTP status the API server answered with, if the stage records one.
     pub fn code(&self) -> Option<u16> {
         self.response_status.as_ref().and_then(|s| s.code)
@@ -94,6 +110,15 @@ impl AuditEvent {
             "create" | "update" | "patch" | "delete" | "deletecollection"
         ) && self.code().is_some_and(|c| (200..300).contains(&c))
             && !self.is_dry_run()
+    }
+
+    /// A completed, successful write to a Camel K resource in `namespace`.
+    pub fn is_camel_write_in(&self, namespace: &str) -> bool {
+        self.object_ref.as_ref().is_some_and(|o| {
+            o.api_group.as_deref() == Some("camel.apache.org")
+                && o.namespace.as_deref() == Some(namespace)
+        }) && self.stage == "ResponseComplete"
+            && self.is_successful_write()
     }
 
     /// A `dryRun=All` request: admitted and answered, but nothing stored.
@@ -267,7 +292,12 @@ fn resource_version(object: &serde_json::Value) -> Option<u64> {
 
 /// The owner label value a JSON patch request tests, if it tests one.
 fn tested_owner(event: &AuditEvent) -> Option<String> {
-    let path = format!("/metadata/labels/{}", OWNER_KEY.replace('/', "~1"));
+    tested_key(event, "labels")
+}
+
+/// The value a JSON patch request tests at `/metadata/<map>/<owner key>`.
+fn tested_key(event: &AuditEvent, map: &str) -> Option<String> {
+    let path = format!("/metadata/{map}/{}", OWNER_KEY.replace('/', "~1"));
     event
         .request_object
         .as_ref()?
@@ -277,6 +307,64 @@ fn tested_owner(event: &AuditEvent) -> Option<String> {
         .get("value")?
         .as_str()
         .map(str::to_string)
+}
+
+/// When each fenced change of owner `from` → `to` of a Camel K resource in
+/// `namespace` reached the API server: resource name → the flip's
+/// `requestReceivedTimestamp`. A flip is a successful JSON patch that tested
+/// the owner key it was read from (the label; the annotation for a resource
+/// `kamel` created) equal to `from` and left the object owned by `to`.
+pub fn owner_flips(
+    events: &[AuditEvent],
+    namespace: &str,
+    from: &str,
+    to: &str,
+) -> BTreeMap<String, Timestamp> {
+    let mut flips = BTreeMap::new();
+    for e in events {
+        let Some(obj_ref) = e
+            .object_ref
+            .as_ref()
+            .filter(|_| e.is_camel_write_in(namespace))
+        else {
+            continue;
+        };
+        let tested = tested_key(e, "labels").or_else(|| tested_key(e, "annotations"));
+        let after = e.response_object.as_ref().and_then(owner_of);
+        if tested.as_deref() != Some(from) || after.as_deref() != Some(to) {
+            continue;
+        }
+        if let (Some(name), Some(at)) = (&obj_ref.name, e.received_at()) {
+            flips.insert(name.clone(), at);
+        }
+    }
+    flips
+}
+
+/// The unowned window of each flipped resource its new owner acted on: from
+/// the moment the API server received the flip (`flips`, as [`owner_flips`]
+/// gives them) to the new owner's first act on it (`first_acts`), by name.
+/// A flip is received before it commits, so a window errs long, never short.
+/// A resource missing from either map has no window.
+pub fn unowned_windows(
+    flips: &BTreeMap<String, Timestamp>,
+    first_acts: &BTreeMap<String, Timestamp>,
+) -> Vec<Duration> {
+    flips
+        .iter()
+        .filter_map(|(name, flipped)| {
+            let gap = first_acts.get(name)?.duration_since(*flipped);
+            Some(Duration::try_from(gap).unwrap_or(Duration::ZERO))
+        })
+        .collect()
+}
+
+/// The `q` quantile (`0.0..=1.0`) of `values` by nearest rank; `None` when empty.
+pub fn quantile(values: &[Duration], q: f64) -> Option<Duration> {
+    let mut sorted = values.to_vec();
+    sorted.sort();
+    let rank = (q.clamp(0.0, 1.0) * sorted.len() as f64).ceil() as usize;
+    sorted.get(rank.max(1) - 1).copied()
 }
 
 /// The single-owner judge: every successful write to a Camel K resource in
@@ -306,16 +394,13 @@ pub fn single_owner_violations_with(
     type History<'a> = Vec<(u64, &'a AuditEvent, serde_json::Value)>;
     let mut writes: BTreeMap<(String, String), History> = BTreeMap::new();
     for e in events {
-        let Some(obj_ref) = &e.object_ref else {
+        let Some(obj_ref) = e
+            .object_ref
+            .as_ref()
+            .filter(|_| e.is_camel_write_in(namespace))
+        else {
             continue;
         };
-        if obj_ref.api_group.as_deref() != Some("camel.apache.org")
-            || obj_ref.namespace.as_deref() != Some(namespace)
-            || e.stage != "ResponseComplete"
-            || !e.is_successful_write()
-        {
-            continue;
-        }
         let Some(response) = e.response_object.clone() else {
             continue;
         };
@@ -419,6 +504,71 @@ mod tests {
         assert!(requests.iter().all(|r| r.is_request_start()));
         assert_eq!(next, log.mark().unwrap());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn at(micros: i64) -> Timestamp {
+        Timestamp::from_microsecond(1_800_000_000_000_000 + micros).unwrap()
+    }
+
+    /// A fenced flip `from` → `to` of `name`, received at `received` µs.
+    fn flip_event(name: &str, from: &str, to: &str, key: &str, received: i64) -> AuditEvent {
+        let mut e = write("operator-1", "patch", to, 9);
+        let obj_ref = e.object_ref.as_mut().unwrap();
+        obj_ref.name = Some(name.into());
+        e.request_object = Some(serde_json::json!([
+            { "op": "test", "path": format!("/metadata/{key}/camel.apache.org~1operator.id"), "value": from },
+            { "op": "add", "path": "/metadata/labels/camel.apache.org~1operator.id", "value": to }
+        ]));
+        e.request_received_timestamp = Some(at(received).to_string());
+        e
+    }
+
+    #[test]
+    fn flips_are_fenced_owner_changes_timed_when_received() {
+        let mut refused = flip_event("c", "operator-1", "operator-2", "labels", 30);
+        refused.response_status = Some(ResponseStatus { code: Some(422) });
+        let mut status_write = write("operator-1", "patch", "operator-1", 4);
+        status_write.request_received_timestamp = Some(at(40).to_string());
+        let events = vec![
+            flip_event("a", "operator-1", "operator-2", "labels", 10),
+            flip_event("b", "operator-1", "operator-2", "annotations", 20),
+            refused,
+            flip_event("d", "operator-3", "operator-2", "labels", 50),
+            status_write,
+        ];
+        let flips = owner_flips(&events, "ns", "operator-1", "operator-2");
+        assert_eq!(
+            flips,
+            BTreeMap::from([("a".to_string(), at(10)), ("b".to_string(), at(20))])
+        );
+        assert!(owner_flips(&events, "other", "operator-1", "operator-2").is_empty());
+    }
+
+    #[test]
+    fn a_window_runs_from_the_flip_to_the_first_act() {
+        let flips = BTreeMap::from([
+            ("a".to_string(), at(1_000)),
+            ("b".to_string(), at(2_000)),
+            ("never-acted".to_string(), at(3_000)),
+        ]);
+        let acts = BTreeMap::from([
+            ("a".to_string(), at(1_250)),
+            ("b".to_string(), at(1_900)),
+            ("not-flipped".to_string(), at(0)),
+        ]);
+        let windows = unowned_windows(&flips, &acts);
+        // An act stamped before the flip (clock granularity) counts as no window.
+        assert_eq!(windows, [Duration::from_micros(250), Duration::ZERO]);
+    }
+
+    #[test]
+    fn quantiles_are_nearest_rank() {
+        let ms: Vec<Duration> = (1..=100).rev().map(Duration::from_millis).collect();
+        assert_eq!(quantile(&ms, 0.5), Some(Duration::from_millis(50)));
+        assert_eq!(quantile(&ms, 0.99), Some(Duration::from_millis(99)));
+        assert_eq!(quantile(&ms, 1.0), Some(Duration::from_millis(100)));
+        assert_eq!(quantile(&ms, 0.0), Some(Duration::from_millis(1)));
+        assert_eq!(quantile(&[], 0.5), None);
     }
 
     #[test]
