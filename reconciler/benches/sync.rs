@@ -23,10 +23,18 @@
 //!     by verb, from the control plane's audit log. Run once per live cache
 //!     (`--live-cache metadata` and `--live-cache full`) when the binary has
 //!     that flag; otherwise once with its default, and the comparison is
-//!     reported as unavailable.
+//!     reported as unavailable. `BENCH_SYNC_OBJECTS` may list sizes
+//!     (`10000,100000`): the objects are created up to each size in turn
+//!     (`BENCH_SYNC_CREATE_IN_FLIGHT`, default 64, requests at a time; timed),
+//!     (b) runs at each, and the growth between sizes is reported as bytes of
+//!     resident memory per additional tracked resource (target ≤ 2 KiB).
 //!
 //! `BENCH_SYNC_REPS` (default 5) sets the repetitions of (a),
+//! `BENCH_SYNC_SKIP_LATENCY=1` skips (a),
 //! `BENCH_SYNC_STEADY_INTERVAL` (default 10s) the `--interval` of (b).
+
+#[path = "common/mod.rs"]
+mod common;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -38,6 +46,7 @@ use camelk_reconciler::api::{OperatorAssignment, OperatorAssignmentStatus, parse
 use camelk_reconciler::camel_k::status::{kit_name, phase};
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_testkit::TestCluster;
+use common::{env_usize, stats};
 use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 use kube::api::{Api, DynamicObject, PostParams};
@@ -47,6 +56,8 @@ use serde_json::json;
 const NAME: &str = "camel-k";
 const RECONCILER: &str = "reconciler";
 const RSS_TARGET_MIB: f64 = 64.0;
+/// Resident memory a sync may grow by per additional tracked resource.
+const GROWTH_TARGET_BYTES: f64 = 2048.0;
 /// Moves of (a) before the counted repetitions, one to each operator.
 const WARM_UP: usize = 2;
 /// Lock timing of (a), as the end-to-end tests use: a killed sync or
@@ -61,13 +72,6 @@ const SHORT_LEASES: [&str; 8] = [
     "--operator-lease-duration",
     "4s",
 ];
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// A duration from the environment, as the binary's flags spell them (`2s`).
 fn env_duration(name: &str, default: &str) -> (String, Duration) {
@@ -91,7 +95,9 @@ async fn bench() {
     install_assignment_crd(cluster).await;
     let reps = env_usize("BENCH_SYNC_REPS", 5).max(1);
     let (poll_text, poll) = env_duration("BENCH_SYNC_POLL_INTERVAL", "2s");
-    let objects = env_usize("BENCH_SYNC_OBJECTS", 10_000);
+    let sizes = env_sizes("BENCH_SYNC_OBJECTS", 10_000);
+    let in_flight = env_usize("BENCH_SYNC_CREATE_IN_FLIGHT", 64).max(1);
+    let skip_latency = std::env::var("BENCH_SYNC_SKIP_LATENCY").is_ok_and(|v| v == "1");
     let spread = env_usize("BENCH_SYNC_NAMESPACES", 4).max(1);
     let (window_text, window) = env_duration("BENCH_SYNC_WINDOW", "60s");
     let (steady_interval, _) = env_duration("BENCH_SYNC_STEADY_INTERVAL", "10s");
@@ -120,8 +126,16 @@ async fn bench() {
     println!(
         "    (a) sync lock lease 4s/3s/1s, --operator-lease-duration 4s; (b) the binary's defaults (15s/10s/2s, 15s)"
     );
+    if skip_latency {
+        println!("    (a) SKIPPED (BENCH_SYNC_SKIP_LATENCY=1)");
+    }
     println!(
-        "    (b) {objects} Integrations over {spread} namespaces, owned as the manifest says, no operators running; --interval {steady_interval}; window {window_text}"
+        "    (b) {} Integrations over {spread} namespaces (created {in_flight} at a time), owned as the manifest says, no operators running; --interval {steady_interval}; window {window_text}",
+        sizes
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", then ")
     );
     match &live_cache {
         Some(modes) => println!(
@@ -134,6 +148,45 @@ async fn bench() {
     }
     println!();
 
+    if !skip_latency {
+        report_latency(cluster, reps, poll, &poll_text).await;
+    }
+
+    let modes: Vec<Option<&str>> = match &live_cache {
+        Some(modes) => modes.iter().map(|m| Some(*m)).collect(),
+        None => vec![None],
+    };
+    let namespaces = steady_namespaces(cluster, spread).await;
+    let mut created = 0;
+    let mut by_size = Vec::new();
+    for &objects in &sizes {
+        create_steady_objects(cluster, &namespaces, created..objects, in_flight).await;
+        created = objects;
+        let mut steady = Vec::new();
+        for mode in &modes {
+            let s = steady_state(
+                cluster,
+                &namespaces,
+                objects,
+                *mode,
+                &steady_interval,
+                window,
+            );
+            steady.push(s.await);
+        }
+        print_steady(&steady, objects, spread, &window_text, &steady_interval);
+        by_size.push((objects, steady));
+    }
+    print_growth(&by_size);
+    if live_cache.is_none() {
+        println!(
+            "  metadata/full comparison UNAVAILABLE: this `reconciler sync` has no --live-cache flag"
+        );
+    }
+}
+
+/// Runs (a) in both modes and prints its table.
+async fn report_latency(cluster: &TestCluster, reps: usize, poll: Duration, poll_text: &str) {
     let webhook = latency(cluster, reps, poll, true).await;
     let polling = latency(cluster, reps, poll, false).await;
     println!();
@@ -164,22 +217,25 @@ async fn bench() {
         stats(&webhook.first_move).0 / stats(&polling.first_move).0,
         stats(&webhook.applied).0 / stats(&polling.applied).0
     );
+}
 
-    let namespaces = create_steady_objects(cluster, objects, spread).await;
-    let modes: Vec<Option<&str>> = match &live_cache {
-        Some(modes) => modes.iter().map(|m| Some(*m)).collect(),
-        None => vec![None],
+/// `name` as a comma-separated list of sizes, ascending (`10000,100000`).
+fn env_sizes(name: &str, default: usize) -> Vec<usize> {
+    let Ok(text) = std::env::var(name) else {
+        return vec![default];
     };
-    let mut steady = Vec::new();
-    for mode in modes {
-        steady.push(steady_state(cluster, &namespaces, mode, &steady_interval, window).await);
-    }
-    print_steady(&steady, objects, spread, &window_text, &steady_interval);
-    if live_cache.is_none() {
-        println!(
-            "  metadata/full comparison UNAVAILABLE: this `reconciler sync` has no --live-cache flag"
-        );
-    }
+    let mut sizes: Vec<usize> = text
+        .split(',')
+        .map(|n| {
+            n.trim()
+                .replace('_', "")
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}={text}: `{n}` is not a count"))
+        })
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes
 }
 
 /// The live-cache modes to compare, when `reconciler sync` has `--live-cache`.
@@ -192,19 +248,6 @@ fn live_cache_flag() -> Option<Vec<&'static str>> {
     let help = String::from_utf8_lossy(&out.stdout);
     help.contains("--live-cache")
         .then(|| vec!["metadata", "full"])
-}
-
-/// Median, min and max.
-fn stats(samples: &[f64]) -> (f64, f64, f64) {
-    let mut s = samples.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    let median = if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    };
-    (median, s[0], s[n - 1])
 }
 
 // ---------------------------------------------------------------- (a) latency
@@ -250,6 +293,7 @@ async fn latency(cluster: &TestCluster, reps: usize, poll: Duration, webhook: bo
     let admin = cluster.admin().await;
     let guard = cluster.namespace(&format!("bench-sync-{mode}")).await;
     let ns = guard.name.clone();
+    cluster.grant_sync_namespace(&ns).await;
     let git = GitRepo::new();
     let _op1 = spawn_operator(cluster, "operator-1", &ns).await;
     let _op2 = spawn_operator(cluster, "operator-2", &ns).await;
@@ -444,6 +488,8 @@ fn free_port() -> u16 {
 
 struct Steady {
     mode: String,
+    /// Integrations tracked.
+    objects: usize,
     initial_sync: f64,
     initial_lists: usize,
     window: f64,
@@ -481,40 +527,64 @@ spec:
     )
 }
 
-/// Creates `count` Integrations owned by operator-1 over `spread` namespaces,
-/// 32 requests at a time; returns the namespaces (kept for the whole run).
-async fn create_steady_objects(
+/// The namespaces of (b), kept for the whole run.
+async fn steady_namespaces(
     cluster: &TestCluster,
-    count: usize,
     spread: usize,
 ) -> Vec<camelk_testkit::TestNamespace> {
-    let admin = cluster.admin().await;
     let mut namespaces = Vec::new();
     for _ in 0..spread {
         namespaces.push(cluster.namespace("bench-steady").await);
     }
+    namespaces
+}
+
+/// Creates Integrations `range` (by index, round robin over `namespaces`),
+/// owned by operator-1, `in_flight` requests at a time; prints how long it
+/// took and how the control plane holds up.
+async fn create_steady_objects(
+    cluster: &TestCluster,
+    namespaces: &[camelk_testkit::TestNamespace],
+    range: std::ops::Range<usize>,
+    in_flight: usize,
+) {
+    let admin = cluster.admin().await;
     let names: Vec<String> = namespaces.iter().map(|n| n.name.clone()).collect();
+    let count = range.len();
     let t = Instant::now();
-    futures::stream::iter(0..count)
+    futures::stream::iter(range.clone())
         .map(|i| {
             let admin = admin.clone();
-            let ns = names[i % spread].clone();
-            async move { create_integration(&admin, &ns, &format!("it-{i:05}"), "operator-1", i).await }
+            let ns = names[i % names.len()].clone();
+            async move { create_integration(&admin, &ns, &format!("it-{i:06}"), "operator-1", i).await }
         })
-        .buffer_unordered(32)
+        .buffer_unordered(in_flight)
         .collect::<Vec<_>>()
         .await;
+    let took = t.elapsed().as_secs_f64();
+    let root = cluster.dir().root();
+    let etcd_db = std::fs::metadata(root.join("etcd/member/snap/db")).map_or(0, |m| m.len());
+    let apiserver = camelk_testkit::cluster::pid_of(cluster.dir(), "kube-apiserver")
+        .map_or(0, |pid| proc_status(pid, "VmRSS:"));
+    let etcd = camelk_testkit::cluster::pid_of(cluster.dir(), "etcd")
+        .map_or(0, |pid| proc_status(pid, "VmRSS:"));
     println!();
     println!(
-        "  (b) created {count} Integrations over {spread} namespaces in {:.1}s",
-        t.elapsed().as_secs_f64()
+        "  (b) created Integrations {}..{} ({count}) over {} namespaces in {took:.1}s ({:.0}/s, {in_flight} in flight); etcd db {:.0} MiB (quota: etcd's default, 2 GiB), etcd VmRSS {:.0} MiB, kube-apiserver VmRSS {:.0} MiB",
+        range.start,
+        range.end,
+        names.len(),
+        count as f64 / took,
+        mib(etcd_db),
+        mib(etcd),
+        mib(apiserver)
     );
-    namespaces
 }
 
 async fn steady_state(
     cluster: &TestCluster,
     namespaces: &[camelk_testkit::TestNamespace],
+    objects: usize,
     mode: Option<&str>,
     interval: &str,
     window: Duration,
@@ -525,6 +595,7 @@ async fn steady_state(
     let admin = cluster.admin().await;
     let home_guard = cluster.namespace("bench-steady-sync").await;
     let home = home_guard.name.clone();
+    cluster.grant_sync_namespace(&home).await;
     let names: Vec<String> = namespaces.iter().map(|n| n.name.clone()).collect();
     let git = GitRepo::new();
     let rev = git.push(&steady_manifest(&names, &home, &label), "steady");
@@ -536,7 +607,9 @@ async fn steady_state(
     let start_mark = audit.mark().unwrap();
     let started = Instant::now();
     let mut sync = spawn_sync(cluster, &git, &home, "bench-steady", &extra);
-    wait_applied(&admin, &home, &rev, Duration::from_secs(300), &sync).await;
+    // The initial list and plan grow with the objects: 300 s, plus 5 s per thousand past 20,000.
+    let timeout = Duration::from_secs(300 + 5 * (objects.saturating_sub(20_000) / 1000) as u64);
+    wait_applied(&admin, &home, &rev, timeout, &sync).await;
     let initial_sync = started.elapsed().as_secs_f64();
     let pid = sync.child.id();
 
@@ -556,7 +629,7 @@ async fn steady_state(
         .filter(|r| r.user.username == RECONCILER && r.is_request_start() && r.verb == "list")
         .count();
     println!(
-        "  (b) {label}: requests until the initial sync was applied: {}",
+        "  (b) {label} at {objects}: requests until the initial sync was applied: {}",
         initial_detail
             .iter()
             .map(|(k, n)| format!("{k} {n}"))
@@ -602,13 +675,14 @@ async fn steady_state(
         );
     }
     println!(
-        "  (b) {label}: initial sync {initial_sync:.1}s, window {elapsed:.0}s, VmRSS {:.1} MiB, VmHWM {:.1} MiB",
+        "  (b) {label} at {objects}: initial sync {initial_sync:.1}s, window {elapsed:.0}s, VmRSS {:.1} MiB, VmHWM {:.1} MiB",
         mib(rss),
         mib(hwm)
     );
     sync.kill();
     Steady {
         mode: label,
+        objects,
         initial_sync,
         initial_lists,
         window: elapsed,
@@ -708,6 +782,72 @@ fn print_steady(rows: &[Steady], objects: usize, spread: usize, window: &str, in
             total(metadata) / total(full),
             metadata.initial_sync / full.initial_sync
         );
+    }
+}
+
+/// Each size side by side, per live cache: memory per tracked resource,
+/// LISTs per minute, and the growth from one size to the next.
+fn print_growth(by_size: &[(usize, Vec<Steady>)]) {
+    if by_size.len() < 2 {
+        return;
+    }
+    println!();
+    println!("(b) by size: resident memory per tracked Integration and LISTs per minute");
+    println!(
+        "  {:<26} {:>8} {:>8} {:>9} {:>8} {:>9} {:>8} {:>8} {:>10}",
+        "mode",
+        "objects",
+        "init s",
+        "VmRSS MiB",
+        "B/object",
+        "VmHWM MiB",
+        "B/object",
+        "LIST/m",
+        "requests/m"
+    );
+    let modes = by_size[0].1.len();
+    for m in 0..modes {
+        for (_, rows) in by_size {
+            let r = &rows[m];
+            let per_min = |n: usize| n as f64 * 60.0 / r.window;
+            println!(
+                "  {:<26} {:>8} {:>8.1} {:>9.1} {:>8.0} {:>9.1} {:>8.0} {:>8.1} {:>10.1}",
+                r.mode,
+                r.objects,
+                r.initial_sync,
+                mib(r.rss),
+                r.rss as f64 / r.objects as f64,
+                mib(r.hwm),
+                r.hwm as f64 / r.objects as f64,
+                per_min(r.verbs.get("list").copied().unwrap_or(0)),
+                per_min(r.verbs.values().sum())
+            );
+        }
+    }
+    println!(
+        "  growth: (memory at the larger size − at the smaller) / additional Integrations; target ≤ {GROWTH_TARGET_BYTES:.0} B (2 KiB) per tracked resource, on VmRSS after the window"
+    );
+    for pair in by_size.windows(2) {
+        let [(small, a), (large, b)] = pair else {
+            continue;
+        };
+        let added = (large - small) as f64;
+        for (a, b) in a.iter().zip(b) {
+            let rss = (b.rss as f64 - a.rss as f64) / added;
+            let hwm = (b.hwm as f64 - a.hwm as f64) / added;
+            println!(
+                "  {:<26} {small} → {large}: VmRSS {:+.1} MiB, {rss:.0} B per added Integration (target: {}); VmHWM {:+.1} MiB, {hwm:.0} B per added Integration; initial sync ×{:.2}",
+                a.mode,
+                mib(b.rss) - mib(a.rss),
+                if rss <= GROWTH_TARGET_BYTES {
+                    "met"
+                } else {
+                    "MISSED"
+                },
+                mib(b.hwm) - mib(a.hwm),
+                b.initial_sync / a.initial_sync
+            );
+        }
     }
 }
 
