@@ -49,12 +49,11 @@ helm:
 
 ## The fault matrix at scale: every scenario, 1,000 Integrations and Pipes each (up
 ## to 30 minutes here). `make test` runs the reduced matrix (100 resources, the
-## quickest faults). CHAOS_RESOURCES, CHAOS_SCENARIOS (quick|all) and CHAOS_PARALLEL
-## (worlds at once, default 2) override.
+## quickest faults). CHAOS_RESOURCES, CHAOS_SCENARIOS (quick|all), CHAOS_OPERATORS
+## (reference|upstream) and CHAOS_PARALLEL (worlds at once, default 2) override.
 .PHONY: chaos
 chaos: control-plane camel-k
 	CHAOS_RESOURCES=$${CHAOS_RESOURCES:-1000} CHAOS_SCENARIOS=$${CHAOS_SCENARIOS:-all} \
-		CHAOS_PARALLEL=$${CHAOS_PARALLEL:-2} \
 		cargo test --locked -p camelk-reconciler --test chaos
 
 ## The older release the demo upgrades from.

@@ -12,8 +12,8 @@
 //! `make chaos` the whole one: `CHAOS_RESOURCES` (default 100),
 //! `CHAOS_SCENARIOS` (`quick`, the default, or `all`), `CHAOS_OPERATORS`
 //! (`reference`, `upstream`, or both, the default; `CHAOS_ONLY=etcd` keeps
-//! the scenarios whose name contains it; `CHAOS_PARALLEL=2` runs two worlds
-//! at once; `CHAOS_KEEP=1` keeps the state directory of every scenario, not
+//! the scenarios whose name contains it; `CHAOS_PARALLEL` (default 2) worlds
+//! run at once; `CHAOS_KEEP=1` keeps the state directory of every scenario, not
 //! only of failed ones). It prints the table of the figures and fails when
 //! any scenario does.
 
@@ -72,41 +72,41 @@ fn main() -> ExitCode {
             scenarios::scenario_name(*fault, *flavour).contains(only.as_str())
         })
         .collect();
-    // CHAOS_PARALLEL=<n>: scenarios run n at a time, each in its own world.
+    // CHAOS_PARALLEL=<n>: scenarios run n at a time, each in its own world;
+    // two keep both cores of a machine of this kind busy.
     let parallel: usize = std::env::var("CHAOS_PARALLEL")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
+        .unwrap_or(2)
         .max(1);
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     let started = std::time::Instant::now();
-    let results: Vec<_> = runtime.block_on(
+    // Each scenario's problems are said as it ends, not after the matrix.
+    let results: Vec<Option<scenarios::Outcome>> = runtime.block_on(
         futures::stream::iter(scenarios)
             .map(|(fault, flavour)| async move {
                 let name = scenarios::scenario_name(fault, flavour);
                 eprintln!("chaos: {name} with {resources} resources");
-                (name, scenarios::run(fault, flavour, resources).await)
+                match scenarios::run(fault, flavour, resources).await {
+                    Ok(outcome) => {
+                        for problem in &outcome.problems {
+                            eprintln!("chaos: {name}: {problem}");
+                        }
+                        Some(outcome)
+                    }
+                    Err(e) => {
+                        eprintln!("chaos: {name}: {e:#}");
+                        None
+                    }
+                }
             })
             .buffered(parallel)
             .collect(),
     );
-    let mut outcomes = Vec::new();
-    let mut failed = false;
-    for (name, result) in results {
-        match result {
-            Ok(outcome) => {
-                for problem in &outcome.problems {
-                    eprintln!("chaos: {}: {problem}", outcome.scenario);
-                }
-                failed |= !outcome.problems.is_empty();
-                outcomes.push(outcome);
-            }
-            Err(e) => {
-                eprintln!("chaos: {name}: {e:#}");
-                failed = true;
-            }
-        }
-    }
+    let failed = results
+        .iter()
+        .any(|r| r.as_ref().is_none_or(|o| !o.problems.is_empty()));
+    let outcomes: Vec<_> = results.into_iter().flatten().collect();
     eprintln!(
         "chaos: {} scenarios, {parallel} at a time, in {:.1} min",
         outcomes.len(),

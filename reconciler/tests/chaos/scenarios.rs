@@ -110,7 +110,7 @@ pub async fn run(fault: Fault, flavour: Flavour, n: usize) -> anyhow::Result<Out
     match exercise(&mut w, fault, &name, n).await {
         Err(e) => {
             let kept = w.keep();
-            Err(e.context(format!("state kept in {kept:?}")))
+            Err(e.context(format!("state kept in {}", kept.display())))
         }
         Ok(outcome) => {
             let outcome = Outcome {
@@ -132,7 +132,7 @@ async fn exercise(w: &mut World, fault: Fault, name: &str, n: usize) -> anyhow::
     );
     let pushed = Instant::now();
     // The middle of a step: the second one started.
-    w.wait_status(Duration::from_secs(300), "at step 2", |s| {
+    w.wait_status(world::patience(n), "at step 2", |s| {
         s.rollout
             .as_ref()
             .is_some_and(|r| r.revision == rollout && r.current_step >= 2)
@@ -340,10 +340,8 @@ async fn exercise(w: &mut World, fault: Fault, name: &str, n: usize) -> anyhow::
         checks.elapsed().as_secs_f64()
     );
     // CHAOS_KEEP=1 keeps the state of passing scenarios too.
-    if (!problems.is_empty() || std::env::var_os("CHAOS_KEEP").is_some())
-        && let Some(dir) = w.keep()
-    {
-        eprintln!("chaos: {name}: state kept in {}", dir.display());
+    if !problems.is_empty() || std::env::var_os("CHAOS_KEEP").is_some() {
+        eprintln!("chaos: {name}: state kept in {}", w.keep().display());
     }
     Ok(Outcome {
         scenario: name.to_string(),

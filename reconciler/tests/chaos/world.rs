@@ -116,7 +116,8 @@ pub struct World {
     stalled: AtomicBool,
     _git_server: Option<camelk_testkit::git_http::GitHttpServer>,
     /// The control plane's state (audit log, logs); deleted unless kept.
-    state: Option<tempfile::TempDir>,
+    state: std::path::PathBuf,
+    keep_state: bool,
 }
 
 impl Drop for World {
@@ -129,6 +130,9 @@ impl Drop for World {
             standby.kill();
         }
         cluster::stop(self.cluster.dir());
+        if !self.keep_state {
+            let _ = std::fs::remove_dir_all(&self.state);
+        }
     }
 }
 
@@ -193,6 +197,12 @@ pub fn fingerprint(obj: &DynamicObject) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
+/// How long a step of the set-up or the rollout may take with `n` resources:
+/// a guard against a hang, not a measure, so generous for a loaded machine.
+pub fn patience(n: usize) -> Duration {
+    Duration::from_secs(300) + Duration::from_millis(600) * n as u32
+}
+
 /// The owner by the one rule (label, else annotation), as the sync reads it.
 pub fn owner(obj: &DynamicObject) -> Option<String> {
     owner_id(&obj.metadata)
@@ -240,6 +250,7 @@ fn base(flavour: Flavour) -> Assignment {
 impl World {
     /// Starts the world with `n` resources (half Integrations, half Pipes),
     /// everything owned by operator-1 and running, the start manifest applied.
+    /// When that fails, its control plane is stopped and its state kept.
     pub async fn start(
         scenario: &str,
         n: usize,
@@ -248,8 +259,25 @@ impl World {
     ) -> anyhow::Result<World> {
         let state = tempfile::Builder::new()
             .prefix(&format!("camelk-chaos-{scenario}-"))
-            .tempdir()?;
-        let dir = ClusterDir::new(state.path().join("cluster"));
+            .tempdir()?
+            .keep();
+        match World::start_in(&state, scenario, n, plumbing, flavour).await {
+            Ok(world) => Ok(world),
+            Err(e) => {
+                cluster::stop(&ClusterDir::new(state.join("cluster")));
+                Err(e.context(format!("state kept in {}", state.display())))
+            }
+        }
+    }
+
+    async fn start_in(
+        state: &std::path::Path,
+        scenario: &str,
+        n: usize,
+        plumbing: Plumbing,
+        flavour: Flavour,
+    ) -> anyhow::Result<World> {
+        let dir = ClusterDir::new(state.join("cluster"));
         let opts = StartOptions {
             dir: dir.clone(),
             bin_dir: camelk_testkit::binaries::control_plane_bin_dir()?,
@@ -329,7 +357,7 @@ impl World {
                     .and_then(|p| p.parse().ok())
                     .expect("the server's port");
                 let p = Proxy::start(([127, 0, 0, 1], port).into()).await?;
-                let token = state.path().join("git-token");
+                let token = state.join("git-token");
                 std::fs::write(&token, "chaos-token")?;
                 let sync = support::start_sync_via(
                     NS,
@@ -345,7 +373,7 @@ impl World {
             }
             Plumbing::Sync => {
                 let p = Proxy::start(api_server).await?;
-                let kubeconfig = through(&cluster.kubeconfig(), p.addr, state.path())?;
+                let kubeconfig = through(&cluster.kubeconfig(), p.addr, state)?;
                 let url = format!("file://{}", remote.url().display());
                 let sync = support::start_sync_via(
                     NS,
@@ -391,7 +419,8 @@ impl World {
             tag: scenario.to_string(),
             stalled: AtomicBool::new(false),
             _git_server: git_server,
-            state: Some(state),
+            state: state.to_path_buf(),
+            keep_state: false,
         };
         for id in ["operator-1", "operator-2"] {
             let operator = world.start_operator(id, id).await?;
@@ -400,11 +429,9 @@ impl World {
         let head = world.remote_head();
         world.start_revision = head.clone();
         world
-            .wait_status(
-                Duration::from_secs(300),
-                "the start manifest applied",
-                |s| s.last_applied_revision.as_deref() == Some(head.as_str()),
-            )
+            .wait_status(patience(n), "the start manifest applied", |s| {
+                s.last_applied_revision.as_deref() == Some(head.as_str())
+            })
             .await?;
         world.wait_all_running("operator-1").await?;
         world.before = world.fingerprints().await?;
@@ -422,8 +449,7 @@ impl World {
                 self.cluster.grant_operator(id, NS, NS).await;
                 match server {
                     Some(addr) => {
-                        let state = self.state.as_ref().expect("the state directory").path();
-                        let kubeconfig = through(&self.cluster.kubeconfig(), addr, state)?;
+                        let kubeconfig = through(&self.cluster.kubeconfig(), addr, &self.state)?;
                         Operator::Reference(support::spawn_operator(
                             id,
                             NS,
@@ -458,8 +484,9 @@ impl World {
 
     /// Keeps the state directory (audit log, process logs) for a look
     /// afterwards; returns where it is.
-    pub fn keep(&mut self) -> Option<std::path::PathBuf> {
-        self.state.take().map(|dir| dir.keep())
+    pub fn keep(&mut self) -> std::path::PathBuf {
+        self.keep_state = true;
+        self.state.clone()
     }
 
     pub fn remote_head(&self) -> String {
@@ -518,7 +545,7 @@ impl World {
     /// Waits until every created Integration, and the Integration of every
     /// created Pipe (named after it), is owned by `id` and running.
     async fn wait_all_running(&self, id: &str) -> anyhow::Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(600);
+        let deadline = Instant::now() + patience(self.names.len());
         loop {
             let running: std::collections::BTreeSet<String> =
                 api(&self.admin, CamelKind::Integration)
