@@ -318,17 +318,6 @@ impl World {
             };
             names.push((kind, name_of(kind, i)));
         }
-        futures::stream::iter(names.iter().enumerate())
-            .map(|(i, (kind, name))| {
-                let api = api(&admin, *kind);
-                async move {
-                    api.create(&PostParams::default(), &object(*kind, name, i, flavour))
-                        .await
-                }
-            })
-            .buffer_unordered(16)
-            .try_collect::<Vec<_>>()
-            .await?;
 
         let mut proxy = None;
         let mut operator1_server = None;
@@ -420,12 +409,28 @@ impl World {
             stalled: AtomicBool::new(false),
             _git_server: git_server,
             state: state.to_path_buf(),
-            keep_state: false,
+            // Until the start succeeds: a failed one is looked at afterwards.
+            keep_state: true,
         };
         for id in ["operator-1", "operator-2"] {
             let operator = world.start_operator(id, id).await?;
             world.operators.push(operator);
         }
+        // Created once the operators run, as users install Camel K before
+        // `kamel run`: an upstream (v2.10.1) Integration that had waited for
+        // its platform was seen building a kit despite its image, and no
+        // build can succeed here.
+        futures::stream::iter(world.names.iter().enumerate())
+            .map(|(i, (kind, name))| {
+                let api = api(&world.admin, *kind);
+                async move {
+                    api.create(&PostParams::default(), &object(*kind, name, i, flavour))
+                        .await
+                }
+            })
+            .buffer_unordered(16)
+            .try_collect::<Vec<_>>()
+            .await?;
         let head = world.remote_head();
         world.start_revision = head.clone();
         world
@@ -435,6 +440,7 @@ impl World {
             .await?;
         world.wait_all_running("operator-1").await?;
         world.before = world.fingerprints().await?;
+        world.keep_state = false;
         Ok(world)
     }
 
@@ -547,28 +553,40 @@ impl World {
     async fn wait_all_running(&self, id: &str) -> anyhow::Result<()> {
         let deadline = Instant::now() + patience(self.names.len());
         loop {
-            let running: std::collections::BTreeSet<String> =
+            // Each Integration's owner and phase, by name.
+            let seen: BTreeMap<String, (Option<String>, Option<String>)> =
                 api(&self.admin, CamelKind::Integration)
                     .list(&ListParams::default())
                     .await?
                     .items
                     .into_iter()
-                    .filter(|o| {
-                        owner(o).as_deref() == Some(id)
-                            && camelk_reconciler::camel_k::status::phase(o) == Some("Running")
+                    .filter_map(|o| {
+                        let state = (
+                            owner(&o),
+                            camelk_reconciler::camel_k::status::phase(&o).map(str::to_string),
+                        );
+                        Some((o.metadata.name?, state))
                     })
-                    .filter_map(|o| o.metadata.name)
                     .collect();
-            let waiting = self
+            let waiting: Vec<String> = self
                 .names
                 .iter()
-                .filter(|(_, name)| !running.contains(name))
-                .count();
-            if waiting == 0 {
+                .filter_map(|(_, name)| match seen.get(name) {
+                    Some((Some(o), Some(p))) if o == id && p == "Running" => None,
+                    Some((o, p)) => Some(format!("{name} (owner {o:?}, phase {p:?})")),
+                    None => Some(format!("{name} (no Integration)")),
+                })
+                .collect();
+            if waiting.is_empty() {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                anyhow::bail!("{waiting} of {} not running under {id}", self.names.len());
+                anyhow::bail!(
+                    "{} of {} not running under {id}: {}",
+                    waiting.len(),
+                    self.names.len(),
+                    waiting[..waiting.len().min(5)].join(", ")
+                );
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
