@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use arbitrary::Arbitrary;
 use camelk_reconciler::api::{
-    Match, Operator, OperatorAssignmentSpec, OperatorId, Pin, Protocol, Rule, Scope, StagedMove,
+    Labels, Match, Operator, OperatorAssignmentSpec, OperatorId, Pin, Protocol, Rule, Scope, StagedMove,
     Step,
 };
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
@@ -215,7 +215,7 @@ fn spec(s: &SpecIn) -> OperatorAssignmentSpec {
 fn resource(r: &ResourceIn) -> Resource {
     let kind = kind(r.kind);
     let namespace: String = pick(&NAMESPACES, r.namespace).into();
-    let mut labels: BTreeMap<String, String> = r
+    let mut labels: Labels = r
         .labels
         .iter()
         .map(|&(k, v)| (pick(&LABEL_KEYS, k).into(), pick(&LABEL_VALUES, v).into()))

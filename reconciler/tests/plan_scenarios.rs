@@ -1,8 +1,7 @@
 //! The plan engine on small, readable scenarios: each test states one rule of
 //! the engine's contract (see `camelk_reconciler::plan`).
 
-use std::collections::BTreeMap;
-
+use camelk_reconciler::api::Labels;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_reconciler::inventory::{Inventory, Resource, ResourceRef};
 use camelk_reconciler::manifest::Manifest;
@@ -25,7 +24,7 @@ fn res(
     phase: Option<&str>,
     labels: &[(&str, &str)],
 ) -> Resource {
-    let mut map: BTreeMap<String, String> = labels
+    let mut map: Labels = labels
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();

@@ -50,7 +50,7 @@ fn resource() -> impl Strategy<Value = Resource> {
                     namespace: NAMESPACES[ns].into(),
                     name: NAMES[name].into(),
                 },
-                labels,
+                labels: labels.into_iter().collect(),
                 owner_annotation: annotation.map(|o| OPERATORS[o].to_string()),
                 phase: None,
                 in_flight: None,

@@ -34,7 +34,7 @@ pub use annotations::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, is_suspe
 pub use operator_id::{InvalidOperatorId, OperatorId};
 pub use outcome::{MigrationResult, RolloutState};
 pub(crate) use selector::{LabelMatcher, NameGlob};
-pub use selector::{SelectorError, glob_matches, parse_selector};
+pub use selector::{Labels, SelectorError, glob_matches, parse_selector};
 pub use step::{Step, StepError};
 
 use crate::camel_k::CamelKind;

@@ -12,7 +12,12 @@ use std::collections::BTreeMap;
 
 use globset::{GlobBuilder, GlobMatcher};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
-use kube::core::{Selector, SelectorExt};
+use kube::core::{Expression, Selector};
+
+/// The labels of one object, as selectors match them: a vector sorted by
+/// key. A resource carries a handful, and the sync keeps those of every
+/// resource it tracks; a `BTreeMap` would allocate a node of 11 slots for each.
+pub type Labels = litemap::LiteMap<String, String>;
 
 /// Why a selector text cannot be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -162,13 +167,13 @@ pub fn glob_matches(glob: &str, name: &str) -> bool {
     NameGlob::new(glob).is_match(name)
 }
 
-/// A `LabelSelector` compiled once into kube's [`Selector`], with the
+/// A `LabelSelector` compiled once into kube's [`Expression`]s, with the
 /// Kubernetes semantics: an empty selector matches everything, `NotIn` and
 /// `DoesNotExist` match when the key is absent. A requirement with an
 /// unknown operator makes the selector match nothing (validation refuses
 /// it before), and a missing `values` list reads as an empty one.
 #[derive(Clone, Debug)]
-pub(crate) struct LabelMatcher(Option<Selector>);
+pub(crate) struct LabelMatcher(Option<Vec<Expression>>);
 
 impl LabelMatcher {
     pub(crate) fn new(selector: &LabelSelector) -> LabelMatcher {
@@ -178,11 +183,31 @@ impl LabelMatcher {
             // matching treats them as an empty set, and so did this library.
             requirement.values.get_or_insert_with(Vec::new);
         }
-        LabelMatcher(Selector::try_from(selector).ok())
+        LabelMatcher(
+            Selector::try_from(selector)
+                .ok()
+                .map(|s| s.into_iter().collect()),
+        )
     }
 
-    pub(crate) fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.0.as_ref().is_some_and(|s| s.matches(labels))
+    pub(crate) fn matches(&self, labels: &Labels) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|all| all.iter().all(|e| expression_matches(e, labels)))
+    }
+}
+
+/// Kubernetes' rule for one requirement (as kube's `SelectorExt`, which
+/// reads a `BTreeMap`).
+fn expression_matches(expression: &Expression, labels: &Labels) -> bool {
+    let value = |key: &String| labels.get(key.as_str());
+    match expression {
+        Expression::In(key, values) => value(key).is_some_and(|v| values.contains(v)),
+        Expression::NotIn(key, values) => value(key).is_none_or(|v| !values.contains(v)),
+        Expression::Equal(key, wanted) => value(key) == Some(wanted),
+        Expression::NotEqual(key, wanted) => value(key) != Some(wanted),
+        Expression::Exists(key) => value(key).is_some(),
+        Expression::DoesNotExist(key) => value(key).is_none(),
     }
 }
 
@@ -190,7 +215,7 @@ impl LabelMatcher {
 mod tests {
     use super::*;
 
-    fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    fn selector_matches(selector: &LabelSelector, labels: &Labels) -> bool {
         LabelMatcher::new(selector).matches(labels)
     }
 
@@ -257,7 +282,7 @@ mod tests {
         assert!(!glob_matches("a.c", "abc"));
     }
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -11,13 +11,12 @@ pub mod cluster;
 pub mod file;
 pub mod watch;
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::{Deserialize, Serialize};
 
-use crate::api::OperatorId;
+use crate::api::{Labels, OperatorId};
 use crate::camel_k::release::BlockReason;
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, owner_from_keys};
 
@@ -45,7 +44,7 @@ pub struct Resource {
     /// Which resource it is.
     pub id: ResourceRef,
     /// Its `metadata.labels`.
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     /// Value of the owner annotation (the key upstream operators read).
     pub owner_annotation: Option<String>,
     /// `status.phase`; `None` when unknown (a metadata-only read).
@@ -110,7 +109,7 @@ impl Resource {
                 namespace,
                 name: meta.name.unwrap_or_default(),
             },
-            labels: meta.labels.unwrap_or_default(),
+            labels: meta.labels.unwrap_or_default().into_iter().collect(),
             owner_annotation: annotations.remove(OPERATOR_ID_KEY),
             phase,
             in_flight: None,

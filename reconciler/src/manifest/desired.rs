@@ -196,7 +196,6 @@ impl<'a> Desired<'a> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use super::*;
     use crate::inventory::ResourceRef;
@@ -235,7 +234,7 @@ mod tests {
             labels: labels
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect::<BTreeMap<_, _>>(),
+                .collect(),
             owner_annotation: None,
             phase: None,
             in_flight: None,

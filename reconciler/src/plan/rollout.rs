@@ -438,7 +438,11 @@ mod tests {
                         name: name.to_string(),
                     },
                     labels: owner
-                        .map(|o| [(OPERATOR_ID_KEY.to_string(), o.to_string())].into())
+                        .map(|o| {
+                            [(OPERATOR_ID_KEY.to_string(), o.to_string())]
+                                .into_iter()
+                                .collect()
+                        })
                         .unwrap_or_default(),
                     owner_annotation: owner.map(str::to_string),
                     phase: Some("Building Kit".into()),
@@ -524,7 +528,11 @@ mod tests {
                 name: name.to_string(),
             },
             labels: label
-                .map(|o| [(OPERATOR_ID_KEY.to_string(), o.to_string())].into())
+                .map(|o| {
+                    [(OPERATOR_ID_KEY.to_string(), o.to_string())]
+                        .into_iter()
+                        .collect()
+                })
                 .unwrap_or_default(),
             owner_annotation: annotation.map(str::to_string),
             phase: None,

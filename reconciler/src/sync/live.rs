@@ -380,7 +380,6 @@ mod tests {
     use super::*;
     use crate::camel_k::OPERATOR_ID_KEY;
     use crate::inventory::ResourceRef;
-    use std::collections::BTreeMap;
 
     fn entry(name: &str, owner: &str) -> Entry {
         Entry {
@@ -390,7 +389,9 @@ mod tests {
                     namespace: "ns".into(),
                     name: name.into(),
                 },
-                labels: BTreeMap::from([(OPERATOR_ID_KEY.to_string(), owner.to_string())]),
+                labels: [(OPERATOR_ID_KEY.to_string(), owner.to_string())]
+                    .into_iter()
+                    .collect(),
                 owner_annotation: Some(owner.into()),
                 phase: None,
                 in_flight: None,

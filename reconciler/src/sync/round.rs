@@ -645,7 +645,11 @@ mod tests {
                     name: "x".into(),
                 },
                 labels: owner
-                    .map(|o| [(OPERATOR_ID_KEY.to_string(), o.to_string())].into())
+                    .map(|o| {
+                        [(OPERATOR_ID_KEY.to_string(), o.to_string())]
+                            .into_iter()
+                            .collect()
+                    })
                     .unwrap_or_default(),
                 owner_annotation: owner.map(str::to_string),
                 phase: None,
