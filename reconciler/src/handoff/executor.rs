@@ -283,15 +283,20 @@ impl Coordinator {
         let ns = opts.lock_namespace(id).to_string();
         let name = lock_name(id.as_str());
         let api: Api<Lease> = Api::namespaced(self.client.clone(), &ns);
-        let lease = api
-            .get_opt(&name)
-            .await
-            .map_err(api_err(format!("reading lock {ns}/{name}")))?;
+        let asked = Instant::now();
+        let lease = match api.get_opt(&name).await {
+            Ok(lease) => lease,
+            Err(e) => {
+                self.observer.read_failed();
+                return Err(api_err(format!("reading lock {ns}/{name}"))(e));
+            }
+        };
         Ok(self.observer.observe(
             &ns,
             &name,
             lease.as_ref(),
             opts.lock_timing.lease_duration,
+            asked,
             Instant::now(),
         ))
     }

@@ -125,10 +125,13 @@ impl OperatorLock {
     pub(crate) async fn try_acquire_or_renew(&mut self) -> Result<bool, LockError> {
         // Each call must end well before the renew deadline.
         let budget = self.timing.renew_deadline / 2;
-        let current = tokio::time::timeout(budget, self.api.get_opt(&self.name))
-            .await
-            .map_err(|_| LockError::Timeout(self.name.clone()))?
-            .map_err(|source| self.api_error(source))?;
+        let asked = Instant::now();
+        let read = match tokio::time::timeout(budget, self.api.get_opt(&self.name)).await {
+            Ok(Ok(read)) => Ok(read),
+            Ok(Err(source)) => Err(self.api_error(source)),
+            Err(_) => Err(LockError::Timeout(self.name.clone())),
+        };
+        let current = read.inspect_err(|_| self.observer.read_failed())?;
         let now = Instant::now();
         let Some(lease) = current else {
             let fresh = self.lease(None, 0);
@@ -146,6 +149,7 @@ impl OperatorLock {
             &self.name,
             Some(&lease),
             self.timing.lease_duration,
+            asked,
             now,
         );
         let transitions = spec.lease_transitions.unwrap_or(0);

@@ -4,6 +4,11 @@
 //! local instant it first saw it. A Lease that has not changed for
 //! `lease_duration` of local time is expired; renewTime in the object is
 //! never compared with this machine's clock.
+//!
+//! Only time the observer could see counts. When a read failed, or took
+//! more than half a lease duration (the API server restarting, etcd
+//! stopped), the holders may have been as unable to renew as the observer
+//! was to read, so the clocks of all Leases start again at the next answer.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -32,6 +37,8 @@ struct Seen {
 #[derive(Debug, Default)]
 pub(crate) struct LeaseObserver {
     seen: HashMap<(String, String), Seen>,
+    /// A read failed since the last answer.
+    read_failed: bool,
 }
 
 impl LeaseObserver {
@@ -40,19 +47,28 @@ impl LeaseObserver {
     }
 
     /// Records a read of Lease `namespace/name` (`None`: it does not exist)
-    /// at `now`, and judges it with `lease_duration`.
+    /// sent at `asked` and answered at `now`, and judges it with
+    /// `lease_duration`.
     pub(crate) fn observe(
         &mut self,
         namespace: &str,
         name: &str,
         lease: Option<&Lease>,
         lease_duration: Duration,
+        asked: Instant,
         now: Instant,
     ) -> Liveness {
         let version = lease.and_then(|l| l.metadata.resource_version.clone());
         let holder = lease
             .and_then(|l| l.spec.as_ref())
             .and_then(|s| s.holder_identity.clone());
+        if std::mem::take(&mut self.read_failed)
+            || now.saturating_duration_since(asked) > lease_duration / 2
+        {
+            for seen in self.seen.values_mut() {
+                seen.first_seen = now;
+            }
+        }
         let key = (namespace.to_string(), name.to_string());
         let entry = self.seen.entry(key).or_insert_with(|| Seen {
             version: version.clone(),
@@ -73,6 +89,12 @@ impl LeaseObserver {
             Liveness::Unknown
         }
     }
+
+    /// Records that a read failed: the time until the next answer does not
+    /// count as any holder's silence.
+    pub(crate) fn read_failed(&mut self) {
+        self.read_failed = true;
+    }
 }
 
 #[cfg(test)]
@@ -90,81 +112,117 @@ mod tests {
         }
     }
 
+    /// Reads Lease `name` once a second from `from` to `to` seconds after
+    /// `t0`, at resourceVersion `rv`; returns the last judgement.
+    fn watch(
+        o: &mut LeaseObserver,
+        name: &str,
+        rv: Option<&str>,
+        t0: Instant,
+        (from, to): (u64, u64),
+    ) -> Liveness {
+        let d = Duration::from_secs(10);
+        let mut last = Liveness::Unknown;
+        for s in from..=to {
+            let l = rv.map(lease);
+            let at = t0 + Duration::from_secs(s);
+            last = o.observe("ns", name, l.as_ref(), d, at, at);
+        }
+        last
+    }
+
     #[test]
     fn a_renewed_lease_is_alive_and_a_silent_one_expires() {
-        let d = Duration::from_secs(10);
         let t0 = Instant::now();
         let mut o = LeaseObserver::new();
         assert_eq!(
-            o.observe("ns", "a-lock", Some(&lease("1")), d, t0),
+            watch(&mut o, "a-lock", Some("1"), t0, (0, 2)),
             Liveness::Unknown
         );
         assert_eq!(
-            o.observe(
-                "ns",
-                "a-lock",
-                Some(&lease("2")),
-                d,
-                t0 + Duration::from_secs(3)
-            ),
+            watch(&mut o, "a-lock", Some("2"), t0, (3, 3)),
             Liveness::Alive { holder: None }
         );
         assert_eq!(
-            o.observe(
-                "ns",
-                "a-lock",
-                Some(&lease("2")),
-                d,
-                t0 + Duration::from_secs(12)
-            ),
+            watch(&mut o, "a-lock", Some("2"), t0, (4, 12)),
             Liveness::Alive { holder: None },
             "9 s since the change it saw: not yet expired"
         );
         assert_eq!(
-            o.observe(
-                "ns",
-                "a-lock",
-                Some(&lease("2")),
-                d,
-                t0 + Duration::from_secs(13)
-            ),
+            watch(&mut o, "a-lock", Some("2"), t0, (13, 13)),
             Liveness::Expired { holder: None }
         );
     }
 
     #[test]
     fn expiry_counts_from_first_observation_not_from_the_object() {
-        let d = Duration::from_secs(10);
         let t0 = Instant::now();
         let mut o = LeaseObserver::new();
         // An old renewTime in the object does not matter: only local observation does.
         assert_eq!(
-            o.observe("ns", "b-lock", Some(&lease("5")), d, t0),
+            watch(&mut o, "b-lock", Some("5"), t0, (0, 9)),
             Liveness::Unknown
         );
         assert_eq!(
-            o.observe(
-                "ns",
-                "b-lock",
-                Some(&lease("5")),
-                d,
-                t0 + Duration::from_secs(9)
-            ),
-            Liveness::Unknown
-        );
-        assert_eq!(
-            o.observe(
-                "ns",
-                "b-lock",
-                Some(&lease("5")),
-                d,
-                t0 + Duration::from_secs(10)
-            ),
+            watch(&mut o, "b-lock", Some("5"), t0, (10, 10)),
             Liveness::Expired { holder: None }
         );
         assert_eq!(
-            o.observe("ns", "missing", None, d, t0 + Duration::from_secs(10)),
+            watch(&mut o, "missing", None, t0, (0, 10)),
+            Liveness::Expired { holder: None },
+            "absent for a whole lease duration"
+        );
+    }
+
+    #[test]
+    fn time_the_observer_could_not_read_does_not_count_as_silence() {
+        let d = Duration::from_secs(10);
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut o = LeaseObserver::new();
+        watch(&mut o, "c-lock", Some("1"), t0, (0, 1));
+        assert_eq!(
+            watch(&mut o, "c-lock", Some("2"), t0, (2, 4)),
+            Liveness::Alive { holder: None }
+        );
+        // Reads fail from 5 s to 19 s (the API server restarting): the same
+        // version at 20 s is no proof that the holder died.
+        o.read_failed();
+        assert_eq!(
+            watch(&mut o, "c-lock", Some("2"), t0, (20, 29)),
+            Liveness::Alive { holder: None }
+        );
+        assert_eq!(
+            watch(&mut o, "c-lock", Some("2"), t0, (30, 30)),
+            Liveness::Expired { holder: None },
+            "silent for a lease duration of reads answered"
+        );
+        // A read that took 12 s (etcd stopped): the clock starts at its answer.
+        let lease2 = lease("2");
+        assert_eq!(
+            o.observe("ns", "c-lock", Some(&lease2), d, at(31), at(43)),
+            Liveness::Alive { holder: None }
+        );
+        assert_eq!(
+            watch(&mut o, "c-lock", Some("2"), t0, (44, 53)),
+            Liveness::Expired { holder: None }
+        );
+        // The clocks of the other Leases start again too: the outage was
+        // everyone's.
+        let mut o = LeaseObserver::new();
+        watch(&mut o, "e-lock", Some("1"), t0, (0, 8));
+        watch(&mut o, "f-lock", Some("1"), t0, (0, 8));
+        o.observe("ns", "e-lock", Some(&lease("1")), d, at(9), at(20));
+        assert_eq!(
+            o.observe("ns", "f-lock", Some(&lease("1")), d, at(20), at(20)),
             Liveness::Unknown
+        );
+        // A read of up to half the lease duration is only a slow read.
+        let mut o = LeaseObserver::new();
+        watch(&mut o, "d-lock", Some("2"), t0, (0, 4));
+        assert_eq!(
+            o.observe("ns", "d-lock", Some(&lease2), d, at(5), at(10)),
+            Liveness::Expired { holder: None }
         );
     }
 }
