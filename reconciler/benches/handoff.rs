@@ -49,7 +49,7 @@ use camelk_reconciler::handoff::{
 use camelk_reconciler::inventory::watch::{CachedObject, Scope, WatchCache, map_event};
 use camelk_reconciler::lock::{LockTiming, OperatorLock};
 use camelk_testkit::audit::{AuditEvent, owner_flips, quantile, unowned_windows};
-use common::env_usize;
+use common::{env_usize, stats};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -138,19 +138,11 @@ async fn bench() {
         }
     }
     stop_lock.cancel();
-    ratios.sort_by(f64::total_cmp);
+    let (median, min, max) = stats(&ratios);
+    println!("  median ratio handoff/plain: {median:.2} (min {min:.2}, max {max:.2})");
+    let (median, min, max) = stats(&concurrent_ratios);
     println!(
-        "  median ratio handoff/plain: {:.2} (min {:.2}, max {:.2})",
-        ratios[ratios.len() / 2],
-        ratios[0],
-        ratios[ratios.len() - 1]
-    );
-    concurrent_ratios.sort_by(f64::total_cmp);
-    println!(
-        "  median ratio handoff/plain with {FLIPS_IN_FLIGHT} in flight: {:.2} (min {:.2}, max {:.2})",
-        concurrent_ratios[concurrent_ratios.len() / 2],
-        concurrent_ratios[0],
-        concurrent_ratios[concurrent_ratios.len() - 1]
+        "  median ratio handoff/plain with {FLIPS_IN_FLIGHT} in flight: {median:.2} (min {min:.2}, max {max:.2})"
     );
     if let (Some(median), Some(worst)) = (quantile(&p99s, 0.5), p99s.iter().max()) {
         println!(

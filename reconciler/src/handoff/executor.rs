@@ -595,7 +595,6 @@ impl Coordinator {
         for wave in upstream_flip_waves(remaining) {
             let mut flips = Vec::new();
             for (kind, obj) in wave {
-                let is_pipe = matches!(kind, CamelKind::Pipe | CamelKind::KameletBinding);
                 if opts.mode == ReleaseMode::Upstream
                     && !takeover
                     && let Some(pipe) = controlling_pipe(kind, obj)
@@ -608,7 +607,7 @@ impl Coordinator {
                     Ok(guard) => flips.push((kind, obj, guard)),
                     Err(why) => {
                         waiting.push((describe(kind, obj), why));
-                        if is_pipe {
+                        if creates_integration(kind) {
                             pipes_left.insert(obj.metadata.name.clone().unwrap_or_default());
                         }
                     }
@@ -642,9 +641,7 @@ impl Coordinator {
                         continue;
                     }
                 };
-                if matches!(kind, CamelKind::Pipe | CamelKind::KameletBinding)
-                    && matches!(result, FlipResult::Refused)
-                {
+                if creates_integration(kind) && matches!(result, FlipResult::Refused) {
                     pipes_left.insert(obj.metadata.name.clone().unwrap_or_default());
                 }
                 if matches!(result, FlipResult::Flipped(_)) && takeover {
@@ -845,8 +842,13 @@ fn upstream_flip_waves(
     let (pipes, rest) = remaining
         .iter()
         .map(|(k, o)| (*k, o))
-        .partition(|(k, _)| matches!(k, CamelKind::Pipe | CamelKind::KameletBinding));
+        .partition(|(k, _)| creates_integration(*k));
     [pipes, rest]
+}
+
+/// A Pipe or KameletBinding: a kind whose controller creates an Integration.
+fn creates_integration(kind: CamelKind) -> bool {
+    matches!(kind, CamelKind::Pipe | CamelKind::KameletBinding)
 }
 
 /// The Pipe (or KameletBinding) that created an Integration: its controller.

@@ -107,16 +107,12 @@ pub async fn run(fault: Fault, flavour: Flavour, n: usize) -> anyhow::Result<Out
         "chaos: {name}: world of {n} ready in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    match exercise(&mut w, fault, &name, n).await {
+    match exercise(&mut w, fault, &name, n, started).await {
         Err(e) => {
             let kept = w.keep();
             Err(e.context(format!("state kept in {}", kept.display())))
         }
         Ok(outcome) => {
-            let outcome = Outcome {
-                wall: started.elapsed(),
-                ..outcome
-            };
             // Each row as it comes: a long matrix shows its figures early.
             eprintln!("chaos: {}", outcome.row());
             Ok(outcome)
@@ -124,8 +120,15 @@ pub async fn run(fault: Fault, flavour: Flavour, n: usize) -> anyhow::Result<Out
     }
 }
 
-/// The rollout, the fault in its step 2, and the checks.
-async fn exercise(w: &mut World, fault: Fault, name: &str, n: usize) -> anyhow::Result<Outcome> {
+/// The rollout, the fault in its step 2, and the checks of the scenario
+/// `started` at that instant.
+async fn exercise(
+    w: &mut World,
+    fault: Fault,
+    name: &str,
+    n: usize,
+    started: Instant,
+) -> anyhow::Result<Outcome> {
     let rollout = w.remote.push(
         &world::manifest_rollout(w.flavour),
         "everything to operator-2",
@@ -347,7 +350,7 @@ async fn exercise(w: &mut World, fault: Fault, name: &str, n: usize) -> anyhow::
         scenario: name.to_string(),
         resources: n,
         recovery,
-        wall: Duration::ZERO,
+        wall: started.elapsed(),
         writes_per_move: writes as f64 / moves.max(1) as f64,
         dual_owner_writes: violations.len(),
         fields_lost,

@@ -362,7 +362,7 @@ impl World {
             }
             Plumbing::Sync => {
                 let p = Proxy::start(api_server).await?;
-                let kubeconfig = through(&cluster.kubeconfig(), p.addr, state)?;
+                let kubeconfig = through(cluster.dir(), p.addr, state)?;
                 let url = format!("file://{}", remote.url().display());
                 let sync = support::start_sync_via(
                     NS,
@@ -455,7 +455,7 @@ impl World {
                 self.cluster.grant_operator(id, NS, NS).await;
                 match server {
                     Some(addr) => {
-                        let kubeconfig = through(&self.cluster.kubeconfig(), addr, &self.state)?;
+                        let kubeconfig = through(self.cluster.dir(), addr, &self.state)?;
                         Operator::Reference(support::spawn_operator(
                             id,
                             NS,
@@ -744,22 +744,14 @@ pub async fn throttle(admin: &Client, user: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A copy of `kubeconfig` whose server is `proxy` (the certificate names
-/// 127.0.0.1, which the proxy listens on too).
+/// A copy of the cluster's kubeconfig that dials `proxy` (the certificate
+/// names 127.0.0.1, which the proxy listens on too).
 fn through(
-    kubeconfig: &std::path::Path,
+    cluster: &ClusterDir,
     proxy: std::net::SocketAddr,
     dir: &std::path::Path,
 ) -> anyhow::Result<std::path::PathBuf> {
-    let text = std::fs::read_to_string(kubeconfig)?;
-    let text: String = text
-        .lines()
-        .map(|line| match line.split_once("server: https://") {
-            Some((indent, _)) => format!("{indent}server: https://{proxy}\n"),
-            None => format!("{line}\n"),
-        })
-        .collect();
     let path = dir.join(format!("kubeconfig-{}", proxy.port()));
-    std::fs::write(&path, text)?;
+    cluster::write_kubeconfig_copy(cluster, Some(&format!("https://{proxy}")), None, &path)?;
     Ok(path)
 }

@@ -112,13 +112,15 @@ impl AuditEvent {
             && !self.is_dry_run()
     }
 
-    /// A completed, successful write to a Camel K resource in `namespace`.
-    pub fn is_camel_write_in(&self, namespace: &str) -> bool {
-        self.object_ref.as_ref().is_some_and(|o| {
+    /// The resource written, when this is a completed, successful write to a
+    /// Camel K resource in `namespace`.
+    pub fn camel_write_in(&self, namespace: &str) -> Option<&ObjectRef> {
+        self.object_ref.as_ref().filter(|o| {
             o.api_group.as_deref() == Some("camel.apache.org")
                 && o.namespace.as_deref() == Some(namespace)
-        }) && self.stage == "ResponseComplete"
-            && self.is_successful_write()
+                && self.stage == "ResponseComplete"
+                && self.is_successful_write()
+        })
     }
 
     /// A `dryRun=All` request: admitted and answered, but nothing stored.
@@ -322,11 +324,7 @@ pub fn owner_flips(
 ) -> BTreeMap<String, Timestamp> {
     let mut flips = BTreeMap::new();
     for e in events {
-        let Some(obj_ref) = e
-            .object_ref
-            .as_ref()
-            .filter(|_| e.is_camel_write_in(namespace))
-        else {
+        let Some(obj_ref) = e.camel_write_in(namespace) else {
             continue;
         };
         let tested = tested_key(e, "labels").or_else(|| tested_key(e, "annotations"));
@@ -394,11 +392,7 @@ pub fn single_owner_violations_with(
     type History<'a> = Vec<(u64, &'a AuditEvent, serde_json::Value)>;
     let mut writes: BTreeMap<(String, String), History> = BTreeMap::new();
     for e in events {
-        let Some(obj_ref) = e
-            .object_ref
-            .as_ref()
-            .filter(|_| e.is_camel_write_in(namespace))
-        else {
+        let Some(obj_ref) = e.camel_write_in(namespace) else {
             continue;
         };
         let Some(response) = e.response_object.clone() else {

@@ -396,6 +396,36 @@ async fn start_once(
     })
 }
 
+/// A copy of the kubeconfig of the cluster in `dir` at `path` (JSON, which
+/// is YAML; mode 0600): dialing `server` instead when given (a proxy a fault
+/// test can cut), with `context` (which must exist) current when given.
+pub fn write_kubeconfig_copy(
+    dir: &ClusterDir,
+    server: Option<&str>,
+    context: Option<&str>,
+    path: &Path,
+) -> Result<(), Error> {
+    let mut config = Kubeconfig::read_from(dir.kubeconfig())?;
+    if let Some(server) = server {
+        for named in &mut config.clusters {
+            if let Some(cluster) = named.cluster.as_mut() {
+                cluster.server = Some(server.to_string());
+            }
+        }
+    }
+    if let Some(context) = context {
+        if !config.contexts.iter().any(|c| c.name == context) {
+            return Err(Error::Start {
+                process: format!("a client as {context}"),
+                message: format!("no context {context} in {}", dir.kubeconfig().display()),
+            });
+        }
+        config.current_context = Some(context.into());
+    }
+    let text = serde_json::to_string_pretty(&config).expect("a kubeconfig serializes");
+    write_private(path, &text)
+}
+
 /// A client for `context` (an identity's name) of the cluster in `dir`.
 pub async fn client_for(dir: &ClusterDir, context: &str) -> Result<Client, Error> {
     let kubeconfig = Kubeconfig::read_from(dir.kubeconfig())?;

@@ -30,7 +30,7 @@ use std::fs;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -38,7 +38,6 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::config::Kubeconfig;
 use kube::{Client, ResourceExt};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -140,7 +139,7 @@ pub async fn start(dir: &ClusterDir, opts: &UpstreamOptions) -> Result<UpstreamO
     let home = dir.root().join("upstream").join(&name);
     fs::create_dir_all(&home).map_err(io("creating the operator's directory"))?;
     let kubeconfig = home.join("kubeconfig");
-    write_kubeconfig(dir, &opts.id, opts.server.as_deref(), &kubeconfig)?;
+    cluster::write_kubeconfig_copy(dir, opts.server.as_deref(), Some(&opts.id), &kubeconfig)?;
     fs::create_dir_all(dir.root().join("logs")).map_err(io("creating the logs directory"))?;
     let log = dir.log(&format!("kamel-operator-{name}"));
     let out = fs::File::create(&log).map_err(io("creating the operator's log"))?;
@@ -467,42 +466,6 @@ fn parse<T: serde::de::DeserializeOwned>(text: &str, file: &str) -> Result<T, Er
         message: format!("{RBAC_DIR}/{file}: {e}"),
     })
 }
-
-/// The cluster's kubeconfig with `id` as its current context (written as JSON, which is YAML).
-fn write_kubeconfig(
-    dir: &ClusterDir,
-    id: &str,
-    server: Option<&str>,
-    path: &Path,
-) -> Result<(), Error> {
-    let mut config = Kubeconfig::read_from(dir.kubeconfig())?;
-    if let Some(server) = server {
-        for named in &mut config.clusters {
-            if let Some(cluster) = named.cluster.as_mut() {
-                cluster.server = Some(server.to_string());
-            }
-        }
-    }
-    if !config.contexts.iter().any(|c| c.name == id) {
-        return Err(Error::Start {
-            process: format!("kamel operator {id}"),
-            message: format!("no context {id} in {}", dir.kubeconfig().display()),
-        });
-    }
-    config.current_context = Some(id.into());
-    let text = serde_json::to_string_pretty(&config).expect("a kubeconfig serializes");
-    let mut file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(io("writing the operator's kubeconfig"))?;
-    file.write_all(text.as_bytes())
-        .map_err(io("writing the operator's kubeconfig"))
-}
-
-use std::os::unix::fs::OpenOptionsExt;
 
 /// A shell that kills `pid` when its stdin closes (this process exited).
 fn spawn_watchdog(pid: u32) -> std::io::Result<(Child, ChildStdin)> {
