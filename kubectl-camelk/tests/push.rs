@@ -18,9 +18,18 @@ struct Daemon {
 impl Daemon {
     fn start(root: &Path) -> Daemon {
         let port = free_port();
-        let child = Command::new("git")
+        // `git-daemon` itself, not `git daemon`: the wrapper runs it as a child
+        // of its own, which outlives a kill of the wrapper.
+        let exec_path = String::from_utf8(
+            Command::new("git")
+                .arg("--exec-path")
+                .output()
+                .expect("git --exec-path")
+                .stdout,
+        )
+        .expect("a UTF-8 path");
+        let child = Command::new(Path::new(exec_path.trim()).join("git-daemon"))
             .args([
-                "daemon",
                 "--reuseaddr",
                 "--export-all",
                 "--enable=receive-pack",

@@ -87,9 +87,6 @@ pub struct Outcome {
     pub problems: Vec<String>,
 }
 
-/// How long the rollout may take to finish once the fault is gone.
-const RECOVERY_LIMIT: Duration = Duration::from_secs(600);
-
 /// The name of `fault` run with operators of `flavour`.
 pub fn scenario_name(fault: Fault, flavour: Flavour) -> String {
     format!("{} ({})", fault.name(), flavour.name())
@@ -135,7 +132,7 @@ async fn exercise(
     );
     let pushed = Instant::now();
     // The middle of a step: the second one started.
-    w.wait_status(world::patience(n), "at step 2", |s| {
+    w.wait_status(w.flavour.patience(n), "at step 2", |s| {
         s.rollout
             .as_ref()
             .is_some_and(|r| r.revision == rollout && r.current_step >= 2)
@@ -282,7 +279,7 @@ async fn exercise(
         }
     }
     let cleared = Instant::now();
-    w.wait_status(RECOVERY_LIMIT, "Ready at the final revision", |s| {
+    w.wait_status(w.flavour.patience(n), "Ready at the final revision", |s| {
         s.last_applied_revision.as_deref() == Some(final_revision.as_str())
             && s.conditions
                 .iter()

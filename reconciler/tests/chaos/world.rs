@@ -47,6 +47,20 @@ impl Flavour {
             Flavour::Upstream => "upstream",
         }
     }
+
+    /// How long a step of the set-up or the rollout, or the recovery after a
+    /// fault, may take with `n` resources: a guard against a hang, not a
+    /// measure, so generous for a loaded machine. Upstream operators get more
+    /// time a resource: their client is held to 20 requests a second, and each
+    /// reconcile of an Integration asks discovery for the OpenShift and Knative
+    /// APIs (about 15 requests an Integration, with its writes, in the audit log).
+    pub fn patience(self, n: usize) -> Duration {
+        let per_resource = match self {
+            Flavour::Reference => Duration::from_millis(600),
+            Flavour::Upstream => Duration::from_millis(1500),
+        };
+        Duration::from_secs(300) + per_resource * n as u32
+    }
 }
 
 /// A running operator of either [`Flavour`].
@@ -195,12 +209,6 @@ pub fn fingerprint(obj: &DynamicObject) -> String {
     })
     .to_string();
     hex::encode(Sha256::digest(text.as_bytes()))
-}
-
-/// How long a step of the set-up or the rollout may take with `n` resources:
-/// a guard against a hang, not a measure, so generous for a loaded machine.
-pub fn patience(n: usize) -> Duration {
-    Duration::from_secs(300) + Duration::from_millis(600) * n as u32
 }
 
 /// The owner by the one rule (label, else annotation), as the sync reads it.
@@ -434,7 +442,7 @@ impl World {
         let head = world.remote_head();
         world.start_revision = head.clone();
         world
-            .wait_status(patience(n), "the start manifest applied", |s| {
+            .wait_status(flavour.patience(n), "the start manifest applied", |s| {
                 s.last_applied_revision.as_deref() == Some(head.as_str())
             })
             .await?;
@@ -551,7 +559,7 @@ impl World {
     /// Waits until every created Integration, and the Integration of every
     /// created Pipe (named after it), is owned by `id` and running.
     async fn wait_all_running(&self, id: &str) -> anyhow::Result<()> {
-        let deadline = Instant::now() + patience(self.names.len());
+        let deadline = Instant::now() + self.flavour.patience(self.names.len());
         loop {
             // Each Integration's owner and phase, by name.
             let seen: BTreeMap<String, (Option<String>, Option<String>)> =
@@ -588,7 +596,8 @@ impl World {
                     waiting[..waiting.len().min(5)].join(", ")
                 );
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            // Each look lists every Integration: a few MB at 1,000.
+            tokio::time::sleep(Duration::from_secs(2)).await;
         }
     }
 
