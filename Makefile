@@ -51,7 +51,8 @@ helm:
 ## Integrations and Pipes each (22 worlds: more than an hour on 2 cores). `make test`
 ## runs the reduced matrix (100 resources, the quickest faults). CHAOS_RESOURCES,
 ## CHAOS_SCENARIOS (quick|all), CHAOS_OPERATORS (reference|upstream), CHAOS_ONLY (parts
-## of scenarios' names, comma-separated) and CHAOS_PARALLEL (worlds at once, default 2) override.
+## of scenarios' names, comma-separated) and CHAOS_PARALLEL (worlds at once, default 2)
+## override.
 .PHONY: chaos
 chaos: control-plane camel-k
 	CHAOS_RESOURCES=$${CHAOS_RESOURCES:-1000} CHAOS_SCENARIOS=$${CHAOS_SCENARIOS:-all} \

@@ -13,8 +13,8 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Output, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use camelk_reconciler::camel_k::{CamelKind, generated_crd};
@@ -41,8 +41,6 @@ const INTEGRATIONS: &str = "integrations.camel.apache.org";
 struct Plane {
     cluster: TestCluster,
     reconciler: PathBuf,
-    // Held, never written: closing it at exit stops the control plane.
-    _watchdog: Mutex<(Child, ChildStdin)>,
 }
 
 static PLANE: OnceLock<Result<Plane, String>> = OnceLock::new();
@@ -77,37 +75,12 @@ fn boot() -> Result<Plane, String> {
     let started = runtime
         .block_on(cluster::start(&opts))
         .map_err(|e| e.to_string())?;
-    let watchdog = watchdog(&started.processes, &[&root, &no_crds])?;
+    // Stopped, and both folders removed, when this binary exits.
+    let cluster = TestCluster::guard(started.dir, &[&root, &no_crds]).map_err(|e| e.to_string())?;
     Ok(Plane {
-        cluster: TestCluster::attach(started.dir),
+        cluster,
         reconciler: reconciler_binary(),
-        _watchdog: Mutex::new(watchdog),
     })
-}
-
-/// A shell that stops `processes` and removes `dirs` once this process
-/// exits, however it exits (its stdin, held only here, closes).
-fn watchdog(processes: &[(String, u32)], dirs: &[&Path]) -> Result<(Child, ChildStdin), String> {
-    let pids: Vec<String> = processes.iter().rev().map(|(_, p)| p.to_string()).collect();
-    let script = format!(
-        "read _ignored; kill -TERM {pids} 2>/dev/null; sleep 5; kill -KILL {pids} 2>/dev/null; \
-         [ -n \"$CAMELK_TEST_KEEP\" ] || rm -rf {dirs}",
-        pids = pids.join(" "),
-        dirs = dirs
-            .iter()
-            .map(|d| format!("'{}'", d.display()))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    let mut child = Command::new("sh")
-        .args(["-c", &script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("starting the watchdog: {e}"))?;
-    let stdin = child.stdin.take().expect("piped stdin");
-    Ok((child, stdin))
 }
 
 /// The `reconciler` binary of this workspace, built by cargo now (a no-op

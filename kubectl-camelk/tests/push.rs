@@ -20,14 +20,7 @@ impl Daemon {
         let port = free_port();
         // `git-daemon` itself, not `git daemon`: the wrapper runs it as a child
         // of its own, which outlives a kill of the wrapper.
-        let exec_path = String::from_utf8(
-            Command::new("git")
-                .arg("--exec-path")
-                .output()
-                .expect("git --exec-path")
-                .stdout,
-        )
-        .expect("a UTF-8 path");
+        let exec_path = git(root, &["--exec-path"]);
         let child = Command::new(Path::new(exec_path.trim()).join("git-daemon"))
             .args([
                 "--reuseaddr",

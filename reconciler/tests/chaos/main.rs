@@ -13,10 +13,10 @@
 //! `cargo test` runs the reduced matrix (100 resources, the quickest faults);
 //! `make chaos` the whole one: `CHAOS_RESOURCES` (default 100),
 //! `CHAOS_SCENARIOS` (`quick`, the default, or `all`), `CHAOS_OPERATORS`
-//! (`reference`, `upstream`, or both, the default; `CHAOS_ONLY=etcd,Git` keeps
-//! the scenarios whose name contains one of the words; `CHAOS_PARALLEL` (default 2) worlds
-//! run at once; `CHAOS_KEEP=1` keeps the state directory of every scenario, not
-//! only of failed ones). It prints the table of the figures and fails when
+//! (`reference`, `upstream`, or both, the default; `CHAOS_ONLY=etcd,Git`
+//! keeps the scenarios whose name contains one of the words; `CHAOS_PARALLEL`
+//! (default 2) worlds run at once; `CHAOS_KEEP=1` keeps the state directory of
+//! every scenario, not only of failed ones). It prints the table of the figures and fails when
 //! any scenario does.
 
 #[path = "../support/mod.rs"]

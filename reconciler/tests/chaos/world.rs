@@ -52,8 +52,8 @@ impl Flavour {
     /// fault, may take with `n` resources: a guard against a hang, not a
     /// measure, so generous for a loaded machine. Upstream operators get more
     /// time a resource: their client is held to 20 requests a second, and each
-    /// reconcile of an Integration asks discovery for the OpenShift and Knative
-    /// APIs (about 15 requests an Integration, with its writes, in the audit log).
+    /// reconcile of an Integration also asks discovery for the OpenShift and
+    /// Knative APIs (a third of an operator's requests in a world's audit log).
     pub fn patience(self, n: usize) -> Duration {
         let per_resource = match self {
             Flavour::Reference => Duration::from_millis(600),
@@ -298,7 +298,8 @@ impl World {
             .trim_start_matches("https://")
             .trim_end_matches('/')
             .parse()?;
-        let cluster = TestCluster::attach(dir);
+        // Stopped even if this process is killed; the state stays for Drop.
+        let cluster = TestCluster::guard(dir, &[])?;
         let admin = cluster.admin().await;
         cluster.grant_camelk_roles().await;
         support::install_assignment_crd(&cluster).await;

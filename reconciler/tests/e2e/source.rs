@@ -105,11 +105,7 @@ fn start_sync_process(
         .stderr(out)
         .spawn()
         .expect("start reconciler sync");
-    OperatorProcess {
-        id: "reconciler".into(),
-        child,
-        log,
-    }
+    OperatorProcess::new("reconciler", child, log)
 }
 
 fn condition<'a>(s: &'a OperatorAssignmentStatus, type_: &str) -> Option<(&'a str, &'a str)> {

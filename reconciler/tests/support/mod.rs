@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use camelk_reconciler::camel_k::status::phase;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_testkit::TestCluster;
+use camelk_testkit::watchdog::Watchdog;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, DynamicObject, PostParams};
@@ -28,14 +29,25 @@ pub async fn grant_rbac(cluster: &TestCluster) {
     cluster.grant_camelk_roles().await;
 }
 
-/// A running `reconciler operator` process, killed when dropped.
+/// A running `reconciler` process (an operator or a sync), killed when
+/// dropped, or when this test process exits first, however it exits.
 pub struct OperatorProcess {
     pub id: String,
     pub child: Child,
     pub log: std::path::PathBuf,
+    watchdog: Option<Watchdog>,
 }
 
 impl OperatorProcess {
+    pub fn new(id: &str, child: Child, log: std::path::PathBuf) -> OperatorProcess {
+        let watchdog = Watchdog::kill_on_exit(child.id()).ok();
+        OperatorProcess {
+            id: id.into(),
+            child,
+            log,
+            watchdog,
+        }
+    }
     pub fn pid(&self) -> Pid {
         Pid::from_raw(self.child.id() as i32)
     }
@@ -45,6 +57,10 @@ impl OperatorProcess {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // Its pid is free now: a watchdog left would kill whoever takes it.
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.retire();
+        }
     }
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
@@ -138,11 +154,7 @@ pub fn spawn_operator(
         .stderr(out)
         .spawn()
         .expect("start the reconciler binary");
-    OperatorProcess {
-        id: id.into(),
-        child,
-        log,
-    }
+    OperatorProcess::new(id, child, log)
 }
 
 /// Who holds the lock Lease `name` in `ns`, if anyone.
@@ -376,11 +388,7 @@ pub fn start_sync_via(
         .stderr(out)
         .spawn()
         .expect("start reconciler sync");
-    OperatorProcess {
-        id: "reconciler".into(),
-        child,
-        log,
-    }
+    OperatorProcess::new("reconciler", child, log)
 }
 
 /// A Git remote (bare) and a clone that commits and pushes to it.

@@ -10,14 +10,14 @@
 //! capture, to count and time them.
 //!
 //! Tear-down cannot rely on destructors of statics, which Rust never runs, so
-//! a watchdog shell holds the read end of a pipe whose write end only this
-//! process holds: when the test binary exits in any way, the pipe closes and
-//! the watchdog stops the control plane and removes its directory
-//! (`CAMELK_TEST_KEEP=1` keeps the directory for a post-mortem).
+//! a [`Watchdog`] stops the control plane when the test binary exits in any
+//! way and removes its directory
+//! (`CAMELK_TEST_KEEP=1` keeps the directory for a post-mortem). A test that
+//! starts control planes of its own guards them the same way
+//! ([`TestCluster::guard`]).
 
 use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -30,6 +30,7 @@ use crate::binaries::control_plane_bin_dir;
 use crate::cluster::{self, ClusterDir, StartOptions};
 use crate::crds::{self, CrdSource};
 use crate::identity::{ADMIN, RECONCILER, random_hex};
+use crate::watchdog::Watchdog;
 
 pub const REUSE_ENV: &str = "CAMELK_TEST_KUBECONFIG";
 const KEEP_ENV: &str = "CAMELK_TEST_KEEP";
@@ -39,8 +40,8 @@ pub const TEST_NAMESPACE_LABEL: &str = "camelk.dev/test";
 /// A control plane shared by the tests of one binary.
 pub struct TestCluster {
     dir: ClusterDir,
-    // Held, never written: closing it (at process exit) tells the watchdog to stop the cluster.
-    _watchdog: Option<(Child, ChildStdin)>,
+    // Stops the cluster when this process exits (see the module doc).
+    _watchdog: Option<Watchdog>,
 }
 
 static SHARED: OnceLock<Result<TestCluster, String>> = OnceLock::new();
@@ -111,41 +112,8 @@ fn boot() -> Result<TestCluster, Error> {
         std::env::args().next().unwrap_or_default(),
         root.display()
     );
-    let watchdog = spawn_watchdog(&started.dir, &started.processes)?;
-    Ok(TestCluster {
-        dir: started.dir,
-        _watchdog: Some(watchdog),
-    })
+    TestCluster::guard(started.dir, &[&root])
 }
-
-fn spawn_watchdog(
-    dir: &ClusterDir,
-    processes: &[(String, u32)],
-) -> Result<(Child, ChildStdin), Error> {
-    let keep = std::env::var_os(KEEP_ENV).is_some();
-    let script = "read _ignored; kill -TERM \"$@\" 2>/dev/null; sleep 5; kill -KILL \"$@\" 2>/dev/null; \
-                  [ -n \"$KEEP\" ] || rm -rf \"$STATE_DIR\"";
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .arg("camelk-test-watchdog")
-        .args(processes.iter().rev().map(|(_, pid)| pid.to_string()))
-        .env("STATE_DIR", dir.root())
-        .env("KEEP", if keep { "1" } else { "" })
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .map_err(|source| Error::Io {
-            context: "starting the watchdog".into(),
-            source,
-        })?;
-    let stdin = child.stdin.take().expect("piped stdin");
-    Ok((child, stdin))
-}
-
-use std::os::unix::process::CommandExt;
 
 impl TestCluster {
     /// A control plane this process started itself with [`cluster::start`]
@@ -155,6 +123,23 @@ impl TestCluster {
             dir,
             _watchdog: None,
         }
+    }
+
+    /// A control plane this process started with [`cluster::start`], which a
+    /// watchdog stops when this process exits in any way, killed included,
+    /// then removes the directories `remove` (`CAMELK_TEST_KEEP=1` keeps
+    /// them). A caller may still stop it earlier with [`cluster::stop`].
+    pub fn guard(dir: ClusterDir, remove: &[&Path]) -> Result<TestCluster, Error> {
+        let keep = std::env::var_os(KEEP_ENV).is_some();
+        let watchdog =
+            Watchdog::stop_cluster_on_exit(&dir, remove, keep).map_err(|source| Error::Io {
+                context: "starting the watchdog".into(),
+                source,
+            })?;
+        Ok(TestCluster {
+            dir,
+            _watchdog: Some(watchdog),
+        })
     }
 
     pub fn dir(&self) -> &ClusterDir {

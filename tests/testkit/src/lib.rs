@@ -35,6 +35,7 @@ pub mod operator_rbac;
 pub mod pki;
 pub mod reconciler_rbac;
 pub mod upstream;
+pub mod watchdog;
 
 use std::path::PathBuf;
 

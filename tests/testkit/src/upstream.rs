@@ -31,7 +31,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -47,6 +47,7 @@ use crate::Error;
 use crate::binaries::{CAMEL_K_VERSION, camel_k_dir};
 use crate::cluster::{self, ClusterDir};
 use crate::identity::ADMIN;
+use crate::watchdog::Watchdog;
 
 /// The annotation upstream reads to tell which operator handles a resource.
 pub const OPERATOR_ID_ANNOTATION: &str = "camel.apache.org/operator.id";
@@ -116,8 +117,8 @@ pub struct UpstreamOperator {
     pub health_port: u16,
     pub monitoring_port: u16,
     child: Child,
-    // Held, never written: closing it (when this process exits) makes the watchdog kill the operator.
-    watchdog: Option<(Child, ChildStdin)>,
+    // Kills the operator if this process exits first.
+    watchdog: Option<Watchdog>,
 }
 
 /// Starts `kamel operator` for `opts` on the cluster in `dir`: builds the
@@ -176,7 +177,7 @@ pub async fn start(dir: &ClusterDir, opts: &UpstreamOptions) -> Result<UpstreamO
         process: format!("kamel operator {}", opts.id),
         message: format!("{}: {e}", kamel.display()),
     })?;
-    let watchdog = spawn_watchdog(child.id()).ok();
+    let watchdog = Watchdog::kill_on_exit(child.id()).ok();
     let mut operator = UpstreamOperator {
         id: opts.id.clone(),
         namespace: opts.namespace.clone(),
@@ -208,10 +209,8 @@ impl UpstreamOperator {
         let _ = self.child.wait();
         // Its pid is free now: retire the watchdog before it could kill a
         // process that reuses it.
-        if let Some((mut watchdog, stdin)) = self.watchdog.take() {
-            let _ = watchdog.kill();
-            let _ = watchdog.wait();
-            drop(stdin);
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.retire();
         }
     }
 
@@ -465,22 +464,6 @@ fn parse<T: serde::de::DeserializeOwned>(text: &str, file: &str) -> Result<T, Er
         process: "upstream operator RBAC".into(),
         message: format!("{RBAC_DIR}/{file}: {e}"),
     })
-}
-
-/// A shell that kills `pid` when its stdin closes (this process exited).
-fn spawn_watchdog(pid: u32) -> std::io::Result<(Child, ChildStdin)> {
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg("read _ignored; kill -KILL \"$1\" 2>/dev/null")
-        .arg("camelk-operator-watchdog")
-        .arg(pid.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()?;
-    let stdin = child.stdin.take().expect("piped stdin");
-    Ok((child, stdin))
 }
 
 /// Whether `GET http://127.0.0.1:port/path` answers 200.
