@@ -283,7 +283,6 @@ impl Coordinator {
         let ns = opts.lock_namespace(id).to_string();
         let name = lock_name(id.as_str());
         let api: Api<Lease> = Api::namespaced(self.client.clone(), &ns);
-        let asked = Instant::now();
         let lease = match api.get_opt(&name).await {
             Ok(lease) => lease,
             Err(e) => {
@@ -296,7 +295,6 @@ impl Coordinator {
             &name,
             lease.as_ref(),
             opts.lock_timing.lease_duration,
-            asked,
             Instant::now(),
         ))
     }

@@ -125,7 +125,6 @@ impl OperatorLock {
     pub(crate) async fn try_acquire_or_renew(&mut self) -> Result<bool, LockError> {
         // Each call must end well before the renew deadline.
         let budget = self.timing.renew_deadline / 2;
-        let asked = Instant::now();
         let read = match tokio::time::timeout(budget, self.api.get_opt(&self.name)).await {
             Ok(Ok(read)) => Ok(read),
             Ok(Err(source)) => Err(self.api_error(source)),
@@ -149,7 +148,6 @@ impl OperatorLock {
             &self.name,
             Some(&lease),
             self.timing.lease_duration,
-            asked,
             now,
         );
         let transitions = spec.lease_transitions.unwrap_or(0);

@@ -5,10 +5,11 @@
 //! `lease_duration` of local time is expired; renewTime in the object is
 //! never compared with this machine's clock.
 //!
-//! Only time the observer could see counts. When a read failed, or took
-//! more than half a lease duration (the API server restarting, etcd
-//! stopped), the holders may have been as unable to renew as the observer
-//! was to read, so the clocks of all Leases start again at the next answer.
+//! Only time the observer saw the API server answer counts. When a read
+//! failed, or more than half a lease duration passed since the last answer
+//! (a slow read, or one that waited behind a write hung on a stopped etcd),
+//! the holders may have been as unable to renew as the observer was to see,
+//! so the clocks of all Leases start again at this answer.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -39,6 +40,8 @@ pub(crate) struct LeaseObserver {
     seen: HashMap<(String, String), Seen>,
     /// A read failed since the last answer.
     read_failed: bool,
+    /// When the last read was answered.
+    last_answer: Option<Instant>,
 }
 
 impl LeaseObserver {
@@ -47,24 +50,24 @@ impl LeaseObserver {
     }
 
     /// Records a read of Lease `namespace/name` (`None`: it does not exist)
-    /// sent at `asked` and answered at `now`, and judges it with
-    /// `lease_duration`.
+    /// answered at `now`, and judges it with `lease_duration`.
     pub(crate) fn observe(
         &mut self,
         namespace: &str,
         name: &str,
         lease: Option<&Lease>,
         lease_duration: Duration,
-        asked: Instant,
         now: Instant,
     ) -> Liveness {
         let version = lease.and_then(|l| l.metadata.resource_version.clone());
         let holder = lease
             .and_then(|l| l.spec.as_ref())
             .and_then(|s| s.holder_identity.clone());
-        if std::mem::take(&mut self.read_failed)
-            || now.saturating_duration_since(asked) > lease_duration / 2
-        {
+        let unseen = self
+            .last_answer
+            .replace(now)
+            .is_some_and(|last| now.saturating_duration_since(last) > lease_duration / 2);
+        if std::mem::take(&mut self.read_failed) || unseen {
             for seen in self.seen.values_mut() {
                 seen.first_seen = now;
             }
@@ -126,7 +129,7 @@ mod tests {
         for s in from..=to {
             let l = rv.map(lease);
             let at = t0 + Duration::from_secs(s);
-            last = o.observe("ns", name, l.as_ref(), d, at, at);
+            last = o.observe("ns", name, l.as_ref(), d, at);
         }
         last
     }
@@ -197,10 +200,11 @@ mod tests {
             Liveness::Expired { holder: None },
             "silent for a lease duration of reads answered"
         );
-        // A read that took 12 s (etcd stopped): the clock starts at its answer.
+        // A read answered 13 s after the last (it took 12 s, etcd stopped):
+        // the clock starts at its answer.
         let lease2 = lease("2");
         assert_eq!(
-            o.observe("ns", "c-lock", Some(&lease2), d, at(31), at(43)),
+            o.observe("ns", "c-lock", Some(&lease2), d, at(43)),
             Liveness::Alive { holder: None }
         );
         assert_eq!(
@@ -212,17 +216,37 @@ mod tests {
         let mut o = LeaseObserver::new();
         watch(&mut o, "e-lock", Some("1"), t0, (0, 8));
         watch(&mut o, "f-lock", Some("1"), t0, (0, 8));
-        o.observe("ns", "e-lock", Some(&lease("1")), d, at(9), at(20));
+        o.observe("ns", "e-lock", Some(&lease("1")), d, at(20));
         assert_eq!(
-            o.observe("ns", "f-lock", Some(&lease("1")), d, at(20), at(20)),
+            o.observe("ns", "f-lock", Some(&lease("1")), d, at(20)),
             Liveness::Unknown
         );
-        // A read of up to half the lease duration is only a slow read.
+        // Up to half the lease duration between answers is only a slow read.
         let mut o = LeaseObserver::new();
-        watch(&mut o, "d-lock", Some("2"), t0, (0, 4));
+        watch(&mut o, "d-lock", Some("2"), t0, (0, 5));
         assert_eq!(
-            o.observe("ns", "d-lock", Some(&lease2), d, at(5), at(10)),
+            o.observe("ns", "d-lock", Some(&lease2), d, at(10)),
             Liveness::Expired { holder: None }
+        );
+    }
+
+    #[test]
+    fn time_the_observer_did_not_read_does_not_count_as_silence() {
+        // The coordinator reads a Lease, then waits 9 s on a write that hung
+        // while etcd was stopped; no read failed, but nobody could renew.
+        let t0 = Instant::now();
+        let mut o = LeaseObserver::new();
+        watch(&mut o, "g-lock", Some("1"), t0, (0, 1));
+        watch(&mut o, "g-lock", Some("2"), t0, (2, 4));
+        assert_eq!(
+            watch(&mut o, "g-lock", Some("2"), t0, (13, 13)),
+            Liveness::Alive { holder: None },
+            "11 s unchanged, but only 2 of them seen"
+        );
+        assert_eq!(
+            watch(&mut o, "g-lock", Some("2"), t0, (14, 23)),
+            Liveness::Expired { holder: None },
+            "then silent for a lease duration of reads answered"
         );
     }
 }
