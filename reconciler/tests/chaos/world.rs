@@ -482,6 +482,9 @@ impl World {
             Flavour::Upstream => {
                 let opts = UpstreamOptions {
                     server: server.map(|addr| format!("https://{addr}")),
+                    // As in a Deployment: an operator that lost its lock
+                    // (etcd stopped past its renew deadline) exits, and runs again.
+                    restart_on_exit: true,
                     ..UpstreamOptions::new(id)
                 };
                 let operator = upstream::start(self.cluster.dir(), &opts).await?;

@@ -16,7 +16,11 @@
 //! annotated with the id, with a registry address) and waits until it is `Ready`.
 //!
 //! The process is killed when the [`UpstreamOperator`] is dropped, and, through
-//! a watchdog holding a pipe, when the process that started it exits.
+//! a watchdog holding a pipe, when the process that started it exits. With
+//! [`UpstreamOptions::restart_on_exit`] it is started again when it exits by
+//! itself, as the kubelet restarts the container of a Deployment's pod: an
+//! upstream operator exits when it cannot renew its lock within the renew
+//! deadline (etcd stopped longer than 10 s, say).
 //!
 //! ```no_run
 //! # async fn example() {
@@ -31,7 +35,8 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -62,6 +67,11 @@ const BINDING: &str = include_str!("../../../examples/deploy/upstream-operator/b
 const LOCK: &str = include_str!("../../../examples/deploy/upstream-operator/lock.yaml");
 const FIELD_MANAGER: &str = "camelk-testkit";
 const HEALTHY_TIMEOUT: Duration = Duration::from_secs(60);
+/// The kubelet's container restart back-off: 10 s, doubled after each
+/// restart up to 5 min, and back to 10 s once a container ran 10 min.
+const RESTART_DELAY: Duration = Duration::from_secs(10);
+const MAX_RESTART_DELAY: Duration = Duration::from_secs(300);
+const BACKOFF_RESET: Duration = Duration::from_secs(600);
 
 /// How to run one upstream operator.
 #[derive(Clone, Debug)]
@@ -79,6 +89,10 @@ pub struct UpstreamOptions {
     /// The API server address it dials (`https://host:port`): the cluster's
     /// when unset, a fault-injecting proxy's in chaos tests.
     pub server: Option<String>,
+    /// Start the process again when it exits by itself, after the kubelet's
+    /// back-off, as a Deployment would. Off by default, so that a test sees
+    /// an exit.
+    pub restart_on_exit: bool,
 }
 
 impl UpstreamOptions {
@@ -91,6 +105,7 @@ impl UpstreamOptions {
             watch_namespace: String::new(),
             log_level: None,
             server: None,
+            restart_on_exit: false,
         }
     }
 }
@@ -116,9 +131,28 @@ pub struct UpstreamOperator {
     pub kubeconfig: PathBuf,
     pub health_port: u16,
     pub monitoring_port: u16,
+    process: Arc<Mutex<Process>>,
+}
+
+/// The operator's current process; replaced when restarted.
+struct Process {
     child: Child,
     // Kills the operator if this process exits first.
     watchdog: Option<Watchdog>,
+    /// Killed on purpose: not to be restarted.
+    killed: bool,
+}
+
+/// What starts the operator's process, again at each restart.
+#[derive(Clone)]
+struct Launch {
+    kamel: PathBuf,
+    home: PathBuf,
+    kubeconfig: PathBuf,
+    log: PathBuf,
+    opts: UpstreamOptions,
+    health_port: u16,
+    monitoring_port: u16,
 }
 
 /// Starts `kamel operator` for `opts` on the cluster in `dir`: builds the
@@ -143,41 +177,19 @@ pub async fn start(dir: &ClusterDir, opts: &UpstreamOptions) -> Result<UpstreamO
     cluster::write_kubeconfig_copy(dir, opts.server.as_deref(), Some(&opts.id), &kubeconfig)?;
     fs::create_dir_all(dir.root().join("logs")).map_err(io("creating the logs directory"))?;
     let log = dir.log(&format!("kamel-operator-{name}"));
-    let out = fs::File::create(&log).map_err(io("creating the operator's log"))?;
-    let err = out.try_clone().map_err(io("creating the operator's log"))?;
-
+    // A new log for a new operator; restarts of its process append to it.
+    fs::File::create(&log).map_err(io("creating the operator's log"))?;
     let [health_port, monitoring_port] = free_ports()?;
-    let mut command = Command::new(&kamel);
-    command
-        .args([
-            "operator".to_string(),
-            format!("--health-port={health_port}"),
-            format!("--monitoring-port={monitoring_port}"),
-        ])
-        .current_dir(&home)
-        .env("KUBECONFIG", &kubeconfig)
-        .env("OPERATOR_ID", &opts.id)
-        .env("NAMESPACE", &opts.namespace)
-        .env("WATCH_NAMESPACE", &opts.watch_namespace)
-        // The bundled Kamelet catalog is fetched with Maven, which is not here;
-        // and its default folder (/tmp/kamelets) would be shared by all operators.
-        .env("KAMEL_INSTALL_DEFAULT_KAMELETS", "false")
-        .env("KAMELET_CATALOG_DIR", home.join("kamelets"))
-        .env_remove("KAMEL_OPERATOR_ID")
-        .env_remove("POD_NAME")
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .process_group(0);
-    match &opts.log_level {
-        Some(level) => command.env("LOG_LEVEL", level),
-        None => command.env_remove("LOG_LEVEL"),
+    let launch = Launch {
+        kamel,
+        home,
+        kubeconfig: kubeconfig.clone(),
+        log: log.clone(),
+        opts: opts.clone(),
+        health_port,
+        monitoring_port,
     };
-    let child = command.spawn().map_err(|e| Error::Start {
-        process: format!("kamel operator {}", opts.id),
-        message: format!("{}: {e}", kamel.display()),
-    })?;
-    let watchdog = Watchdog::kill_on_exit(child.id()).ok();
+    let process = Arc::new(Mutex::new(launch.spawn()?));
     let mut operator = UpstreamOperator {
         id: opts.id.clone(),
         namespace: opts.namespace.clone(),
@@ -186,30 +198,139 @@ pub async fn start(dir: &ClusterDir, opts: &UpstreamOptions) -> Result<UpstreamO
         kubeconfig,
         health_port,
         monitoring_port,
-        child,
-        watchdog,
+        process: Arc::clone(&process),
     };
     operator.wait_healthy(HEALTHY_TIMEOUT).await?;
+    if opts.restart_on_exit {
+        std::thread::spawn(move || supervise(&process, &launch));
+    }
     Ok(operator)
 }
 
+impl Launch {
+    /// Starts `kamel operator`, its output appended to the log.
+    fn spawn(&self) -> Result<Process, Error> {
+        let opts = &self.opts;
+        let out = fs::File::options()
+            .append(true)
+            .open(&self.log)
+            .map_err(io("opening the operator's log"))?;
+        let err = out.try_clone().map_err(io("opening the operator's log"))?;
+        let mut command = Command::new(&self.kamel);
+        command
+            .args([
+                "operator".to_string(),
+                format!("--health-port={}", self.health_port),
+                format!("--monitoring-port={}", self.monitoring_port),
+            ])
+            .current_dir(&self.home)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("OPERATOR_ID", &opts.id)
+            .env("NAMESPACE", &opts.namespace)
+            .env("WATCH_NAMESPACE", &opts.watch_namespace)
+            // The bundled Kamelet catalog is fetched with Maven, which is not here;
+            // and its default folder (/tmp/kamelets) would be shared by all operators.
+            .env("KAMEL_INSTALL_DEFAULT_KAMELETS", "false")
+            .env("KAMELET_CATALOG_DIR", self.home.join("kamelets"))
+            .env_remove("KAMEL_OPERATOR_ID")
+            .env_remove("POD_NAME")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0);
+        match &opts.log_level {
+            Some(level) => command.env("LOG_LEVEL", level),
+            None => command.env_remove("LOG_LEVEL"),
+        };
+        let child = command.spawn().map_err(|e| Error::Start {
+            process: format!("kamel operator {}", opts.id),
+            message: format!("{}: {e}", self.kamel.display()),
+        })?;
+        let watchdog = Watchdog::kill_on_exit(child.id()).ok();
+        Ok(Process {
+            child,
+            watchdog,
+            killed: false,
+        })
+    }
+
+    /// A line of the test kit's in the operator's log.
+    fn note(&self, line: &str) {
+        if let Ok(mut log) = fs::File::options().append(true).open(&self.log) {
+            let _ = writeln!(log, "testkit: {line}");
+        }
+    }
+}
+
+/// Restarts the operator each time it exits by itself, until it is killed.
+fn supervise(process: &Mutex<Process>, launch: &Launch) {
+    let mut delay = RESTART_DELAY;
+    let mut started = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let status: ExitStatus = {
+            let mut p = lock(process);
+            if p.killed {
+                return;
+            }
+            match p.child.try_wait() {
+                Ok(Some(status)) => status,
+                _ => continue,
+            }
+        };
+        if started.elapsed() >= BACKOFF_RESET {
+            delay = RESTART_DELAY;
+        }
+        launch.note(&format!(
+            "kamel operator exited ({status}); started again in {delay:?}, as by the kubelet"
+        ));
+        std::thread::sleep(delay);
+        let mut p = lock(process);
+        if p.killed {
+            return;
+        }
+        match launch.spawn() {
+            Ok(next) => {
+                // The old pid is reaped: its watchdog must not kill a reuse of it.
+                if let Some(watchdog) = std::mem::replace(&mut *p, next).watchdog {
+                    watchdog.retire();
+                }
+            }
+            Err(e) => launch.note(&format!("restart failed: {e}")),
+        }
+        started = Instant::now();
+        delay = (delay * 2).min(MAX_RESTART_DELAY);
+    }
+}
+
+fn lock(process: &Mutex<Process>) -> MutexGuard<'_, Process> {
+    // A panic while holding it left a consistent Process: use it anyway.
+    process
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 impl UpstreamOperator {
+    /// The pid of its current process.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        lock(&self.process).child.id()
     }
 
     /// Whether the process is still alive (a stopped process counts as alive).
     pub fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        matches!(lock(&self.process).child.try_wait(), Ok(None))
     }
 
-    /// SIGKILL, and reap it: the operator dies without releasing its lock.
+    /// SIGKILL, and reap it: the operator dies without releasing its lock,
+    /// and is not restarted.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let mut p = lock(&self.process);
+        p.killed = true;
+        let _ = p.child.kill();
+        let _ = p.child.wait();
         // Its pid is free now: retire the watchdog before it could kill a
         // process that reuses it.
-        if let Some(watchdog) = self.watchdog.take() {
+        if let Some(watchdog) = p.watchdog.take() {
             watchdog.retire();
         }
     }
@@ -225,7 +346,7 @@ impl UpstreamOperator {
     }
 
     fn signal(&self, signal: Signal) {
-        let _ = kill(Pid::from_raw(self.child.id() as i32), signal);
+        let _ = kill(Pid::from_raw(self.pid() as i32), signal);
     }
 
     /// The last `lines` lines of its log.
@@ -370,7 +491,7 @@ impl UpstreamOperator {
             if http_ok(self.health_port, "/healthz") {
                 return Ok(());
             }
-            let exited = self.child.try_wait().ok().flatten();
+            let exited = lock(&self.process).child.try_wait().ok().flatten();
             if exited.is_some() || Instant::now() > deadline {
                 let why = match exited {
                     Some(status) => format!("exited with {status}"),
