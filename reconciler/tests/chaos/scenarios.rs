@@ -127,7 +127,7 @@ async fn exercise(
     started: Instant,
 ) -> anyhow::Result<Outcome> {
     let rollout = w.remote.push(
-        &world::manifest_rollout(w.flavour),
+        &world::manifest_rollout(w.flavour, n),
         "everything to operator-2",
     );
     let pushed = Instant::now();
@@ -205,7 +205,7 @@ async fn exercise(
         }
         Fault::ManifestEdit => {
             final_revision = w.remote.push(
-                &world::manifest_half(w.flavour),
+                &world::manifest_half(w.flavour, n),
                 "only group a to operator-2",
             );
             half = true;
@@ -256,7 +256,7 @@ async fn exercise(
         Fault::GitRewrite => {
             final_revision = w.remote.force_push_from(
                 &w.start_revision,
-                &world::manifest_half(w.flavour),
+                &world::manifest_half(w.flavour, n),
                 "only group a to operator-2, history rewritten",
             );
             half = true;

@@ -221,25 +221,26 @@ pub fn api(client: &Client, kind: CamelKind) -> Api<DynamicObject> {
 }
 
 /// The manifest everything starts from: operator-1 owns all.
-pub fn manifest_start(flavour: Flavour) -> String {
-    base(flavour).render()
+pub fn manifest_start(flavour: Flavour, n: usize) -> String {
+    base(flavour, n).render()
 }
 
 /// The rollout: everything to operator-2 in [`STEPS`].
-pub fn manifest_rollout(flavour: Flavour) -> String {
-    base(flavour)
+pub fn manifest_rollout(flavour: Flavour, n: usize) -> String {
+    base(flavour, n)
         .staged_move("operator-1", "operator-2", &STEPS)
         .render()
 }
 
 /// A revision that reverses half the moves: group `b` back with operator-1.
-pub fn manifest_half(flavour: Flavour) -> String {
-    base(flavour)
+pub fn manifest_half(flavour: Flavour, n: usize) -> String {
+    base(flavour, n)
         .rule(Rule::to("operator-2").named("group-a").names(&["*-a-*"]))
         .render()
 }
 
-fn base(flavour: Flavour) -> Assignment {
+/// The operators of `flavour`, and a world of `n` resources' timeouts.
+fn base(flavour: Flavour, n: usize) -> Assignment {
     let operators = match flavour {
         Flavour::Reference => Assignment::new(NAME)
             .operator("operator-1", NS)
@@ -251,7 +252,10 @@ fn base(flavour: Flavour) -> Assignment {
     operators
         .scope(&[NS], &[CamelKind::Integration, CamelKind::Pipe])
         .default_operator("operator-1")
-        .rollout(Rollout::new().gate_timeout("5m"))
+        // A step's health gate waits as long as a step may take: upstream
+        // operators take over ~85 moved Integrations a minute (each starts
+        // again from Initialization), so a 500-move step outlasts 5 minutes.
+        .rollout(Rollout::new().gate_timeout(&format!("{}s", flavour.patience(n).as_secs())))
         .drain_timeout("2m")
 }
 
@@ -337,7 +341,7 @@ impl World {
         }
         let identity = |base: &str| format!("{base}-{scenario}");
         let remote = GitRemote::new();
-        remote.push(&manifest_start(flavour), "operator-1 owns everything");
+        remote.push(&manifest_start(flavour, n), "operator-1 owns everything");
         let mut git_server = None;
         let mut standby = None;
         let sync = match plumbing {
