@@ -53,6 +53,7 @@ impl Syncer {
             rules.require_ready,
             budget,
             self.cfg.poll,
+            &mut self.gate_first_seen,
             cancel,
         )
         .await?;

@@ -14,7 +14,10 @@
 //!   names a kit the new owner built (its own work, as when a resource goes
 //!   back to the operator that built it), or, failing those, once the object
 //!   has changed since the gate first saw it (the new owner has reconciled
-//!   it). The first rule compares the operator's clock with this process's,
+//!   it). What the gate first saw is kept across rounds ([`FirstSeen`]): a
+//!   gate is checked one interval a round, and an object the new owner
+//!   reconciled between two rounds, never to change again, would otherwise
+//!   look stale forever. The first rule compares the operator's clock with this process's,
 //!   so a skew larger than a step can let a stale status pass; the gate is
 //!   about health, not about who may write. Without a recorded start (a
 //!   status written before it was kept), health alone decides. Pipes are
@@ -42,6 +45,26 @@ pub(crate) struct Watch {
     pub(crate) owner: OperatorId,
     /// When the step that moved it first started; `None` when unknown.
     pub(crate) since: Option<Timestamp>,
+}
+
+/// The resourceVersion at which a gate first saw each resource it watches,
+/// for one step (its start time); kept by the caller across rounds.
+#[derive(Debug, Default)]
+pub(crate) struct FirstSeen {
+    since: Option<Timestamp>,
+    versions: HashMap<ResourceRef, String>,
+}
+
+impl FirstSeen {
+    /// The versions seen for the step that started at `since`; those of
+    /// another step are forgotten.
+    fn for_step(&mut self, since: Option<Timestamp>) -> &mut HashMap<ResourceRef, String> {
+        if self.since != since {
+            self.since = since;
+            self.versions.clear();
+        }
+        &mut self.versions
+    }
 }
 
 /// Why the gate could not pass.
@@ -159,14 +182,12 @@ pub(crate) async fn wait(
     require_ready: bool,
     timeout: Duration,
     poll: Duration,
+    first_seen: &mut FirstSeen,
     cancel: &CancellationToken,
 ) -> Result<Vec<String>, GateError> {
     let deadline = Instant::now() + timeout;
-    // resourceVersion at the start for fresh resources already looking healthy.
-    let mut stale: HashMap<usize, String> = HashMap::new();
     let mut pending: Vec<usize> = (0..watches.len()).collect();
     let mut builders = KitBuilders::new();
-    let mut first = true;
     loop {
         let mut failing = Vec::new();
         let mut still = Vec::new();
@@ -186,26 +207,26 @@ pub(crate) async fn wait(
                 continue; // deleted: nothing to wait for
             };
             let rv = object.metadata.resource_version.clone().unwrap_or_default();
+            let changed = *first_seen
+                .for_step(w.since)
+                .entry(id.clone())
+                .or_insert_with(|| rv.clone())
+                != rv;
             let verdict = judge(id.kind, &object, &w.owner, require_ready);
             let verdict = match verdict {
                 Ok(()) if id.kind == CamelKind::Integration && w.since.is_some() => {
-                    if ready_since(&object)
-                        .zip(w.since)
-                        .is_some_and(|(t, m)| turned_ready_since(t, m))
+                    if changed
+                        || ready_since(&object)
+                            .zip(w.since)
+                            .is_some_and(|(t, m)| turned_ready_since(t, m))
                         || runs_on_kit_of(client, &mut builders, &object, &w.owner).await
                     {
                         Ok(())
                     } else {
-                        if first {
-                            stale.insert(i, rv.clone());
-                        }
-                        match stale.get(&i) {
-                            Some(seen) if *seen == rv => Err(format!(
-                                "status not yet reconciled by {} since the move",
-                                w.owner
-                            )),
-                            _ => Ok(()),
-                        }
+                        Err(format!(
+                            "status not yet reconciled by {} since the move",
+                            w.owner
+                        ))
                     }
                 }
                 other => other,
@@ -215,7 +236,6 @@ pub(crate) async fn wait(
                 still.push(i);
             }
         }
-        first = false;
         pending = still;
         if pending.is_empty() || Instant::now() >= deadline {
             return Ok(failing);
@@ -232,6 +252,28 @@ mod tests {
     use super::*;
     use crate::camel_k::OPERATOR_ID_KEY;
     use serde_json::json;
+
+    #[test]
+    fn what_a_gate_first_saw_outlives_a_round_but_not_its_step() {
+        let t = |s: &str| s.parse::<Timestamp>().unwrap();
+        let r = ResourceRef {
+            kind: CamelKind::Integration,
+            namespace: "n".into(),
+            name: "x".into(),
+        };
+        let mut seen = FirstSeen::default();
+        let step2 = Some(t("2026-12-05T07:17:41Z"));
+        seen.for_step(step2).insert(r.clone(), "100".into());
+        // The next round of the same step remembers version 100, so version
+        // 120 written between the rounds counts as a change.
+        assert_eq!(
+            seen.for_step(step2).get(&r).map(String::as_str),
+            Some("100")
+        );
+        // A new step starts from nothing.
+        let step3 = Some(t("2026-12-05T07:22:04Z"));
+        assert!(seen.for_step(step3).is_empty());
+    }
 
     fn obj(kind: &str, owner: &str, status: serde_json::Value) -> DynamicObject {
         serde_json::from_value(json!({

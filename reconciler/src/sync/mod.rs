@@ -213,6 +213,8 @@ pub(crate) struct Syncer {
     /// Whether this process has written owner keys (then the watch cache
     /// may lag its own writes).
     wrote_owners: bool,
+    /// What the health gate of the current step first saw, across rounds.
+    gate_first_seen: health::FirstSeen,
 }
 
 impl Syncer {
@@ -241,6 +243,7 @@ impl Syncer {
             live: None,
             last_fetched: None,
             wrote_owners: false,
+            gate_first_seen: health::FirstSeen::default(),
         }
     }
 
