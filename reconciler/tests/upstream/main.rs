@@ -15,6 +15,7 @@
 mod support;
 
 mod adoption;
+mod restart;
 mod unowned;
 
 use camelk_testkit::TestCluster;
