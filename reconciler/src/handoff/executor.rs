@@ -528,6 +528,11 @@ impl Coordinator {
             } else {
                 watched.iter().map(|(k, o)| (*k, o.0.clone())).collect()
             };
+            // A fresh read ahead of the watches: every item has moved, so the
+            // handoff is done, whatever the target's lock says now.
+            if remaining.is_empty() {
+                break;
+            }
             if let Liveness::Expired { .. } = self.liveness(&batch.to, opts).await? {
                 self.withdraw(&request).await?;
                 let moved = self.with_owner(&request, &batch.to).await?;
