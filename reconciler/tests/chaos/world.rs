@@ -76,6 +76,15 @@ impl Operator {
             Operator::Upstream(p) => p.kill(),
         }
     }
+
+    /// How often it exited by itself and was started again (upstream only:
+    /// the reference operator does not exit when it loses its lock).
+    pub fn restarts(&self) -> usize {
+        match self {
+            Operator::Reference(_) => 0,
+            Operator::Upstream(p) => p.restarts(),
+        }
+    }
 }
 
 /// The image of upstream Integrations: prebuilt, so no build runs (there is
@@ -648,6 +657,11 @@ impl World {
     }
 
     /// Whether the rollout was ever seen `Stalled` while waiting on it.
+    /// How often the running operators exited by themselves and were started again.
+    pub fn operator_restarts(&self) -> usize {
+        self.operators.iter().map(Operator::restarts).sum()
+    }
+
     pub fn stalled_seen(&self) -> bool {
         self.stalled.load(Ordering::Relaxed)
     }

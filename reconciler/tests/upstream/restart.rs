@@ -66,6 +66,7 @@ async fn an_operator_that_exits_is_started_again_as_by_the_kubelet() {
         log.contains("testkit: kamel operator exited"),
         "the restart is said in the operator's log"
     );
+    assert_eq!(op3.restarts(), 1);
     op3.kill();
     assert!(!op3.is_running());
 }

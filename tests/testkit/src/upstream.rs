@@ -141,6 +141,8 @@ struct Process {
     watchdog: Option<Watchdog>,
     /// Killed on purpose: not to be restarted.
     killed: bool,
+    /// How often the operator was started again after exiting by itself.
+    restarts: usize,
 }
 
 /// What starts the operator's process, again at each restart.
@@ -251,6 +253,7 @@ impl Launch {
             child,
             watchdog,
             killed: false,
+            restarts: 0,
         })
     }
 
@@ -291,8 +294,10 @@ fn supervise(process: &Mutex<Process>, launch: &Launch) {
         }
         match launch.spawn() {
             Ok(next) => {
+                let old = std::mem::replace(&mut *p, next);
+                p.restarts = old.restarts + 1;
                 // The old pid is reaped: its watchdog must not kill a reuse of it.
-                if let Some(watchdog) = std::mem::replace(&mut *p, next).watchdog {
+                if let Some(watchdog) = old.watchdog {
                     watchdog.retire();
                 }
             }
@@ -314,6 +319,12 @@ impl UpstreamOperator {
     /// The pid of its current process.
     pub fn pid(&self) -> u32 {
         lock(&self.process).child.id()
+    }
+
+    /// How often it was started again after exiting by itself
+    /// ([`UpstreamOptions::restart_on_exit`]).
+    pub fn restarts(&self) -> usize {
+        lock(&self.process).restarts
     }
 
     /// Whether the process is still alive (a stopped process counts as alive).
