@@ -61,7 +61,7 @@ async fn an_operator_that_exits_is_started_again_as_by_the_kubelet() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let log = std::fs::read_to_string(&op3.log).unwrap();
+    let log = std::fs::read_to_string(op3.log()).unwrap();
     assert!(
         log.contains("testkit: kamel operator exited"),
         "the restart is said in the operator's log"

@@ -34,7 +34,7 @@ use std::fs;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -122,15 +122,7 @@ pub fn default_namespace(id: &str) -> String {
 
 /// A running upstream operator process. Killed (SIGKILL) when dropped.
 pub struct UpstreamOperator {
-    pub id: String,
-    pub namespace: String,
-    pub version: String,
-    /// The operator's log (stdout and stderr).
-    pub log: PathBuf,
-    /// Its kubeconfig (current context: its identity).
-    pub kubeconfig: PathBuf,
-    pub health_port: u16,
-    pub monitoring_port: u16,
+    launch: Arc<Launch>,
     process: Arc<Mutex<Process>>,
 }
 
@@ -146,7 +138,6 @@ struct Process {
 }
 
 /// What starts the operator's process, again at each restart.
-#[derive(Clone)]
 struct Launch {
     kamel: PathBuf,
     home: PathBuf,
@@ -182,24 +173,18 @@ pub async fn start(dir: &ClusterDir, opts: &UpstreamOptions) -> Result<UpstreamO
     // A new log for a new operator; restarts of its process append to it.
     fs::File::create(&log).map_err(io("creating the operator's log"))?;
     let [health_port, monitoring_port] = free_ports()?;
-    let launch = Launch {
+    let launch = Arc::new(Launch {
         kamel,
         home,
-        kubeconfig: kubeconfig.clone(),
-        log: log.clone(),
+        kubeconfig,
+        log,
         opts: opts.clone(),
         health_port,
         monitoring_port,
-    };
+    });
     let process = Arc::new(Mutex::new(launch.spawn()?));
     let mut operator = UpstreamOperator {
-        id: opts.id.clone(),
-        namespace: opts.namespace.clone(),
-        version: opts.version.clone(),
-        log,
-        kubeconfig,
-        health_port,
-        monitoring_port,
+        launch: Arc::clone(&launch),
         process: Arc::clone(&process),
     };
     operator.wait_healthy(HEALTHY_TIMEOUT).await?;
@@ -316,6 +301,41 @@ fn lock(process: &Mutex<Process>) -> MutexGuard<'_, Process> {
 }
 
 impl UpstreamOperator {
+    /// `OPERATOR_ID`, also the identity it acts as.
+    pub fn id(&self) -> &str {
+        &self.launch.opts.id
+    }
+
+    /// Its own namespace (lock, platform, catalogs, kits, builds).
+    pub fn namespace(&self) -> &str {
+        &self.launch.opts.namespace
+    }
+
+    /// The Camel K release it runs.
+    pub fn version(&self) -> &str {
+        &self.launch.opts.version
+    }
+
+    /// The operator's log (stdout and stderr, and the test kit's restart notes).
+    pub fn log(&self) -> &Path {
+        &self.launch.log
+    }
+
+    /// Its kubeconfig (current context: its identity).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.launch.kubeconfig
+    }
+
+    /// The port of its health endpoint (`/healthz`).
+    pub fn health_port(&self) -> u16 {
+        self.launch.health_port
+    }
+
+    /// The port of its metrics endpoint (`/metrics`).
+    pub fn monitoring_port(&self) -> u16 {
+        self.launch.monitoring_port
+    }
+
     /// The pid of its current process.
     pub fn pid(&self) -> u32 {
         lock(&self.process).child.id()
@@ -362,7 +382,7 @@ impl UpstreamOperator {
 
     /// The last `lines` lines of its log.
     pub fn log_tail(&self, lines: usize) -> String {
-        let text = fs::read_to_string(&self.log).unwrap_or_default();
+        let text = fs::read_to_string(self.log()).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")
     }
@@ -370,21 +390,21 @@ impl UpstreamOperator {
     /// Creates (or keeps) its IntegrationPlatform: named after the id, in its
     /// namespace, annotated with the id, with [`REGISTRY_ADDRESS`] (insecure).
     pub async fn create_platform(&self, client: &Client) -> Result<DynamicObject, Error> {
-        let api = platforms(client, &self.namespace);
+        let api = platforms(client, self.namespace());
         let platform: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "camel.apache.org/v1",
             "kind": "IntegrationPlatform",
             "metadata": {
-                "name": self.id,
-                "namespace": self.namespace,
-                "annotations": { OPERATOR_ID_ANNOTATION: self.id },
+                "name": self.id(),
+                "namespace": self.namespace(),
+                "annotations": { OPERATOR_ID_ANNOTATION: self.id() },
             },
             "spec": { "build": { "registry": { "address": REGISTRY_ADDRESS, "insecure": true } } },
         }))
         .expect("static platform");
         match api.create(&PostParams::default(), &platform).await {
             Ok(created) => Ok(created),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(api.get(&self.id).await?),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(api.get(self.id()).await?),
             Err(e) => Err(e.into()),
         }
     }
@@ -403,11 +423,11 @@ impl UpstreamOperator {
         client: &Client,
         timeout: Duration,
     ) -> Result<(), Error> {
-        let api = platforms(client, &self.namespace);
+        let api = platforms(client, self.namespace());
         let deadline = Instant::now() + timeout;
         let mut phase = String::new();
         while Instant::now() < deadline {
-            if let Some(p) = api.get_opt(&self.id).await? {
+            if let Some(p) = api.get_opt(self.id()).await? {
                 phase = p.data["status"]["phase"]
                     .as_str()
                     .unwrap_or_default()
@@ -419,11 +439,11 @@ impl UpstreamOperator {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         Err(Error::Start {
-            process: format!("kamel operator {}", self.id),
+            process: format!("kamel operator {}", self.id()),
             message: format!(
                 "IntegrationPlatform {}/{} not Ready after {timeout:?} (phase {phase:?}); log:\n{}",
-                self.namespace,
-                self.id,
+                self.namespace(),
+                self.id(),
                 self.log_tail(30)
             ),
         })
@@ -437,7 +457,7 @@ impl UpstreamOperator {
     /// and only a new platform breaks the wait (the controller ignores
     /// metadata changes). So a platform not Ready in 20 s is created anew.
     pub async fn ready_platform(&self, client: &Client) -> Result<(), Error> {
-        let api = platforms(client, &self.namespace);
+        let api = platforms(client, self.namespace());
         for attempt in 1..=3 {
             self.create_platform(client).await?;
             match self
@@ -447,15 +467,16 @@ impl UpstreamOperator {
                 Ok(()) => return Ok(()),
                 Err(e) if attempt == 3 => return Err(e),
                 Err(_) => {
-                    api.delete(&self.id, &Default::default()).await?;
+                    api.delete(self.id(), &Default::default()).await?;
                     let deadline = Instant::now() + Duration::from_secs(30);
-                    while api.get_opt(&self.id).await?.is_some() {
+                    while api.get_opt(self.id()).await?.is_some() {
                         if Instant::now() > deadline {
                             return Err(Error::Start {
-                                process: format!("kamel operator {}", self.id),
+                                process: format!("kamel operator {}", self.id()),
                                 message: format!(
                                     "IntegrationPlatform {}/{} not deleted within 30 s",
-                                    self.namespace, self.id
+                                    self.namespace(),
+                                    self.id()
                                 ),
                             });
                         }
@@ -469,12 +490,12 @@ impl UpstreamOperator {
 
     /// The name of its lock, the Lease `<id>-lock` in its namespace.
     pub fn lock_name(&self) -> String {
-        format!("{}-lock", self.id)
+        format!("{}-lock", self.id())
     }
 
     /// Waits until its lock names a holder (it leads and its controllers run).
     pub async fn wait_leading(&self, client: &Client, timeout: Duration) -> Result<(), Error> {
-        let api: Api<Lease> = Api::namespaced(client.clone(), &self.namespace);
+        let api: Api<Lease> = Api::namespaced(client.clone(), self.namespace());
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if let Some(lease) = api.get_opt(&self.lock_name()).await? {
@@ -486,10 +507,10 @@ impl UpstreamOperator {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         Err(Error::Start {
-            process: format!("kamel operator {}", self.id),
+            process: format!("kamel operator {}", self.id()),
             message: format!(
                 "no holder of Lease {}/{} after {timeout:?}; log:\n{}",
-                self.namespace,
+                self.namespace(),
                 self.lock_name(),
                 self.log_tail(30)
             ),
@@ -499,7 +520,7 @@ impl UpstreamOperator {
     async fn wait_healthy(&mut self, timeout: Duration) -> Result<(), Error> {
         let deadline = Instant::now() + timeout;
         loop {
-            if http_ok(self.health_port, "/healthz") {
+            if http_ok(self.health_port(), "/healthz") {
                 return Ok(());
             }
             let exited = lock(&self.process).child.try_wait().ok().flatten();
@@ -509,7 +530,7 @@ impl UpstreamOperator {
                     None => format!("/healthz not ok after {timeout:?}"),
                 };
                 return Err(Error::Start {
-                    process: format!("kamel operator {}", self.id),
+                    process: format!("kamel operator {}", self.id()),
                     message: format!("{why}; log:\n{}", self.log_tail(30)),
                 });
             }

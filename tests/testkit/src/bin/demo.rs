@@ -200,11 +200,11 @@ impl Demo {
         for op in &self.operators {
             println!(
                 "kamel operator {:<7} id {}  namespace {}  pid {:<7} IntegrationPlatform {} Ready",
-                op.version,
-                op.id,
-                op.namespace,
+                op.version(),
+                op.id(),
+                op.namespace(),
                 op.pid(),
-                op.id
+                op.id()
             );
         }
         println!(
@@ -414,7 +414,7 @@ impl Demo {
             cluster.audit_log().path().display(),
             self.operators
                 .iter()
-                .map(|o| o.log.display().to_string())
+                .map(|o| o.log().display().to_string())
                 .collect::<Vec<_>>()
                 .join(", "),
             started.elapsed().as_secs_f64()

@@ -172,7 +172,7 @@ async fn run(cluster: &'static TestCluster, cli: &Cli) -> anyhow::Result<Vec<Rou
     for op in [&op1, &op2] {
         op.ready_platform(&admin)
             .await
-            .with_context(|| format!("platform of {}", op.id))?;
+            .with_context(|| format!("platform of {}", op.id()))?;
     }
     println!("  both platforms Ready");
 
@@ -215,7 +215,7 @@ async fn run(cluster: &'static TestCluster, cli: &Cli) -> anyhow::Result<Vec<Rou
         rounds.push(round);
         if exited && i == 0 {
             // Keep its log, then start it again for the next round.
-            let _ = std::fs::copy(&op1.log, op1.log.with_extension("round-1.log"));
+            let _ = std::fs::copy(op1.log(), op1.log().with_extension("round-1.log"));
             println!("  operator-1 exited after SIGCONT; starting it again");
             drop(op1);
             op1 = start_operator(cluster, OLD).await?;
@@ -399,7 +399,7 @@ async fn round(
     );
 
     // 6. Resume operator-1 and give it time to act on its stale cache.
-    let log_before = std::fs::metadata(&op1.log).map(|m| m.len()).unwrap_or(0);
+    let log_before = std::fs::metadata(op1.log()).map(|m| m.len()).unwrap_or(0);
     op1.cont();
     let frozen_secs = frozen_at.elapsed().as_secs_f64();
     println!(
@@ -413,7 +413,7 @@ async fn round(
         .iter()
         .filter(|o| running_ready(o) && owner_id(&o.metadata).as_deref() == Some(NEW))
         .count();
-    let after = read_from(&op1.log, log_before);
+    let after = read_from(op1.log(), log_before);
     let count = |needle: &str| after.lines().filter(|l| l.contains(needle)).count();
 
     let events = ns_events(audit.path(), ns)?;
