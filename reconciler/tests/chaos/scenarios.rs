@@ -329,16 +329,14 @@ async fn exercise(
         }
         eprintln!("chaos: {refused} requests of the reconciler answered 429");
     }
-    if w.stalled_seen() {
-        // An upstream operator exits when it cannot renew its lock (etcd
-        // stopped past its renew deadline); until it runs and leads again,
-        // a handoff to it does stall, and saying so is right.
-        match w.operator_restarts() {
-            0 => problems.push("the rollout was reported Stalled".into()),
-            exits => eprintln!(
-                "chaos: {name}: reported Stalled while operators were down ({exits} exits, each started again)"
-            ),
-        }
+    let unexplained = w.unexplained_stalls();
+    if !unexplained.is_empty() {
+        problems.push(format!("the rollout was reported Stalled: {unexplained:?}"));
+    } else if w.stalls_seen() > 0 {
+        eprintln!(
+            "chaos: {name}: reported Stalled {} times, each about a target operator that had exited",
+            w.stalls_seen()
+        );
     }
     if fault == Fault::GitRewrite && !w.event_seen("BranchRewound").await? {
         problems.push("no BranchRewound Event for the rewritten history".into());

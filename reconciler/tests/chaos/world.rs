@@ -4,7 +4,7 @@
 //! `apps`, with what a scenario needs to check that nothing was lost.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::OperatorAssignmentStatus;
@@ -77,12 +77,20 @@ impl Operator {
         }
     }
 
-    /// How often it exited by itself and was started again (upstream only:
-    /// the reference operator does not exit when it loses its lock).
-    pub fn restarts(&self) -> usize {
+    /// Its operator id.
+    pub fn id(&self) -> &str {
         match self {
-            Operator::Reference(_) => 0,
-            Operator::Upstream(p) => p.restarts(),
+            Operator::Reference(p) => &p.id,
+            Operator::Upstream(p) => p.id(),
+        }
+    }
+
+    /// When it exited by itself, each time then started again (upstream
+    /// only: the reference operator does not exit when it loses its lock).
+    pub fn exits(&self) -> Vec<Instant> {
+        match self {
+            Operator::Reference(_) => Vec::new(),
+            Operator::Upstream(p) => p.exits(),
         }
     }
 }
@@ -135,8 +143,8 @@ pub struct World {
     /// The scenario's slug, part of every process identity so that the
     /// logs of scenarios run at once do not mix.
     tag: String,
-    /// Whether [`World::wait_status`] ever saw the `Stalled` condition true.
-    stalled: AtomicBool,
+    /// Each `Stalled` message [`World::wait_status`] saw, when first seen.
+    stalled: Mutex<Vec<(Instant, String)>>,
     _git_server: Option<camelk_testkit::git_http::GitHttpServer>,
     /// The control plane's state (audit log, logs); deleted unless kept.
     state: std::path::PathBuf,
@@ -428,7 +436,7 @@ impl World {
             standby,
             start_revision: String::new(),
             tag: scenario.to_string(),
-            stalled: AtomicBool::new(false),
+            stalled: Mutex::default(),
             _git_server: git_server,
             state: state.to_path_buf(),
             // Until the start succeeds: a failed one is looked at afterwards.
@@ -551,12 +559,15 @@ impl World {
             .await
                 && let Some(status) = &o.status
             {
-                if status
+                if let Some(c) = status
                     .conditions
                     .iter()
-                    .any(|c| c.type_ == "Stalled" && c.status == "True")
+                    .find(|c| c.type_ == "Stalled" && c.status == "True")
                 {
-                    self.stalled.store(true, Ordering::Relaxed);
+                    let mut seen = self.stalled.lock().unwrap();
+                    if !seen.iter().any(|(_, m)| *m == c.message) {
+                        seen.push((Instant::now(), c.message.clone()));
+                    }
                 }
                 if check(status) {
                     return Ok(());
@@ -656,14 +667,35 @@ impl World {
             .collect())
     }
 
-    /// Whether the rollout was ever seen `Stalled` while waiting on it.
-    /// How often the running operators exited by themselves and were started again.
-    pub fn operator_restarts(&self) -> usize {
-        self.operators.iter().map(Operator::restarts).sum()
+    /// The `Stalled` reports seen that no real outage explains. A handoff
+    /// to an operator that is down does stall, and saying so is right: an
+    /// upstream operator exits when it cannot renew its lock (etcd stopped
+    /// past its renew deadline) and runs again after a back-off. So a
+    /// report is explained only when it is about a target's lock and that
+    /// target had exited before the report was seen.
+    pub fn unexplained_stalls(&self) -> Vec<String> {
+        let down_before = |id: &str, seen: Instant| {
+            self.operators
+                .iter()
+                .filter(|o| o.id() == id)
+                .flat_map(Operator::exits)
+                .any(|exit| exit <= seen)
+        };
+        self.stalled
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(seen, message)| match stalled_target(message) {
+                Some(id) => !down_before(id, *seen),
+                None => true,
+            })
+            .map(|(_, message)| message.clone())
+            .collect()
     }
 
-    pub fn stalled_seen(&self) -> bool {
-        self.stalled.load(Ordering::Relaxed)
+    /// How often the `Stalled` condition was reported (distinct messages).
+    pub fn stalls_seen(&self) -> usize {
+        self.stalled.lock().unwrap().len()
     }
 
     /// Whether the sync said `reason` in an Event about the assignment.
@@ -785,4 +817,14 @@ fn through(
     let path = dir.join(format!("kubeconfig-{}", proxy.port()));
     cluster::write_kubeconfig_copy(cluster, Some(&format!("https://{proxy}")), None, &path)?;
     Ok(path)
+}
+
+/// The operator a `Stalled` message says stopped renewing its lock, if that
+/// is what it says (the sync's words for a dead target, before or during a
+/// handoff).
+fn stalled_target(message: &str) -> Option<&str> {
+    let rest = &message[message.find("target operator ")? + "target operator ".len()..];
+    let (id, why) = rest.split_once(' ')?;
+    (why.starts_with("stopped renewing its lock") || why.starts_with("is not alive: its lock"))
+        .then_some(id)
 }

@@ -135,6 +135,8 @@ struct Process {
     killed: bool,
     /// How often the operator was started again after exiting by itself.
     restarts: usize,
+    /// When it exited by itself, each time.
+    exits: Vec<Instant>,
 }
 
 /// What starts the operator's process, again at each restart.
@@ -239,6 +241,7 @@ impl Launch {
             watchdog,
             killed: false,
             restarts: 0,
+            exits: Vec::new(),
         })
     }
 
@@ -262,7 +265,10 @@ fn supervise(process: &Mutex<Process>, launch: &Launch) {
                 return;
             }
             match p.child.try_wait() {
-                Ok(Some(status)) => status,
+                Ok(Some(status)) => {
+                    p.exits.push(Instant::now());
+                    status
+                }
                 _ => continue,
             }
         };
@@ -281,6 +287,7 @@ fn supervise(process: &Mutex<Process>, launch: &Launch) {
             Ok(next) => {
                 let old = std::mem::replace(&mut *p, next);
                 p.restarts = old.restarts + 1;
+                p.exits = old.exits;
                 // The old pid is reaped: its watchdog must not kill a reuse of it.
                 if let Some(watchdog) = old.watchdog {
                     watchdog.retire();
@@ -345,6 +352,12 @@ impl UpstreamOperator {
     /// ([`UpstreamOptions::restart_on_exit`]).
     pub fn restarts(&self) -> usize {
         lock(&self.process).restarts
+    }
+
+    /// When it exited by itself ([`UpstreamOptions::restart_on_exit`]
+    /// notices an exit within half a second).
+    pub fn exits(&self) -> Vec<Instant> {
+        lock(&self.process).exits.clone()
     }
 
     /// Whether the process is still alive (a stopped process counts as alive).
