@@ -10,7 +10,7 @@ use crate::support::*;
 use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::camel_k::status::phase;
-use camelk_reconciler::handoff::executor::HandoffError;
+use camelk_reconciler::handoff::executor::{HandoffError, Requested};
 use camelk_reconciler::handoff::request::{FROM_LABEL, STATE_ANNOTATION};
 use camelk_reconciler::handoff::{
     Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,
@@ -708,5 +708,94 @@ async fn upstream_owner_is_released_by_the_coordinator_in_a_stable_phase() {
         running_under("operator-2"),
     )
     .await;
+    assert_single_owner(cluster, &ns.name);
+}
+
+#[tokio::test]
+async fn upstream_item_deleted_and_re_created_under_its_owner_is_left_to_it() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace("recreated").await;
+    let admin = cluster.admin().await;
+    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
+    // A plain upstream operator-3: its lock held, no protocol spoken.
+    let upstream_lock = tokio_util::sync::CancellationToken::new();
+    let timing = LockTiming::new(LEASE, Duration::from_secs(3), Duration::from_secs(1)).unwrap();
+    tokio::spawn(
+        camelk_reconciler::lock::OperatorLock::new(
+            admin.clone(),
+            &ns.name,
+            "operator-3",
+            "upstream-operator-3",
+            timing,
+        )
+        .run(upstream_lock.clone()),
+    );
+    let api = camel_api(admin.clone(), CamelKind::Integration, &ns.name);
+    let ready = json!({ "status": { "phase": "Running", "conditions": [{ "type": "Ready", "status": "True" }] } });
+    let first = create_integration(&admin, &ns.name, "legacy", Some("operator-3")).await;
+    let mut coordinator = coordinator(cluster).await;
+    let batch = batch(&ns.name, "operator-3", "operator-2", &["legacy"]);
+    let opts = options(&ns.name, ReleaseMode::Upstream);
+    let Requested::Pending {
+        request,
+        already_there,
+    } = coordinator.request(&batch, &opts).await.unwrap()
+    else {
+        panic!("a request is written for legacy");
+    };
+    // Before the handoff looks, the user deletes it and applies it again:
+    // same name, same owner, new uid, in a phase the coordinator would
+    // release. The request names the old uid only.
+    api.delete("legacy", &DeleteParams::default())
+        .await
+        .unwrap();
+    while api.get_opt("legacy").await.unwrap().is_some() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let second = create_integration(&admin, &ns.name, "legacy", Some("operator-3")).await;
+    api.patch_status("legacy", &PatchParams::default(), &Patch::Merge(ready))
+        .await
+        .unwrap();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(60),
+        coordinator.drive(&request, &batch, &opts, already_there, &mut |_| {}),
+    )
+    .await
+    .expect("the handoff does not wait on an object it never covered")
+    .unwrap();
+    upstream_lock.cancel();
+    assert_ne!(first.metadata.uid, second.metadata.uid);
+    assert_eq!(
+        outcome,
+        HandoffOutcome::Completed {
+            moved: vec![],
+            already_there: vec![],
+            taken_over: vec![],
+            gone: vec!["Integration/legacy".into()]
+        }
+    );
+    let after = api.get("legacy").await.unwrap();
+    assert_eq!(after.metadata.uid, second.metadata.uid);
+    assert_eq!(
+        owner(&after).as_deref(),
+        Some("operator-3"),
+        "label untouched"
+    );
+    assert_eq!(
+        after.metadata.annotations.as_ref().unwrap()["camel.apache.org/operator.id"],
+        "operator-3",
+        "annotation untouched: the old request does not apply to the new object"
+    );
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns.name);
+    assert!(
+        leases
+            .list(&ListParams::default().labels(FROM_LABEL))
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
+        "no request leaks"
+    );
     assert_single_owner(cluster, &ns.name);
 }
