@@ -28,7 +28,8 @@ pub enum Fault {
     ManifestEdit,
     /// Resources deleted and created again under the same name mid-handoff.
     DeleteRecreate,
-    /// The Git host accepts connections and never answers, for a while.
+    /// The Git host accepts connections and never answers, for at least
+    /// this long and until the sync reports `FetchFailed`.
     GitHang(Duration),
     /// The leading reconciler cut off from the API server for longer than
     /// its lease, while a second replica takes over; then reconnected.
@@ -215,12 +216,21 @@ async fn exercise(
             proxy.set(Mode::Hang);
             let hang_started = Instant::now();
             // A fetch gives up on a silent host and says so; the last good
-            // revision stays what the cluster follows.
+            // revision stays what the cluster follows. The next fetch comes
+            // when the round in flight ends (a step's handoff may take a
+            // while), then waits out the server timeout: the host hangs at
+            // least `d`, and until the sync has said FetchFailed.
             let failed = w
-                .wait_status(d, "FetchFailed while the host hangs", |s| {
-                    s.conditions.iter().any(|c| c.reason == "FetchFailed")
-                })
+                .wait_status(
+                    w.flavour.patience(n),
+                    "FetchFailed while the host hangs",
+                    |s| s.conditions.iter().any(|c| c.reason == "FetchFailed"),
+                )
                 .await;
+            eprintln!(
+                "chaos: {name}: FetchFailed {:.1} s after the host began hanging",
+                hang_started.elapsed().as_secs_f64()
+            );
             tokio::time::sleep(d.saturating_sub(hang_started.elapsed())).await;
             proxy.set(Mode::Pass);
             failed?;
