@@ -174,6 +174,45 @@ async fn runs_on_kit_of(
     builders[&key].as_deref() == Some(owner.as_str())
 }
 
+/// What one look at a watched resource tells.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    Healthy,
+    Unhealthy(String),
+    /// Healthy-looking, but neither changed since the gate first saw it nor
+    /// turned `Ready` since its step started: the status may be the old
+    /// owner's, unless it runs on a kit the new owner built.
+    Unproven,
+}
+
+/// Judges `object` for `w`, recording the version first seen of it.
+fn verdict(
+    w: &Watch,
+    object: &DynamicObject,
+    require_ready: bool,
+    first_seen: &mut FirstSeen,
+) -> Verdict {
+    let id = &w.resource;
+    let rv = object.metadata.resource_version.clone().unwrap_or_default();
+    let changed = *first_seen
+        .for_step(w.since)
+        .entry(id.clone())
+        .or_insert_with(|| rv.clone())
+        != rv;
+    if let Err(why) = judge(id.kind, object, &w.owner, require_ready) {
+        return Verdict::Unhealthy(why);
+    }
+    let Some(since) = w.since else {
+        return Verdict::Healthy;
+    };
+    let turned_ready = ready_since(object).is_some_and(|t| turned_ready_since(t, since));
+    if id.kind != CamelKind::Integration || changed || turned_ready {
+        Verdict::Healthy
+    } else {
+        Verdict::Unproven
+    }
+}
+
 /// Waits until every watched resource is healthy, up to `timeout`. Returns
 /// the failing resources, each with its reason (empty: the gate passed).
 pub(crate) async fn wait(
@@ -206,21 +245,11 @@ pub(crate) async fn wait(
             let Some(object) = object else {
                 continue; // deleted: nothing to wait for
             };
-            let rv = object.metadata.resource_version.clone().unwrap_or_default();
-            let changed = *first_seen
-                .for_step(w.since)
-                .entry(id.clone())
-                .or_insert_with(|| rv.clone())
-                != rv;
-            let verdict = judge(id.kind, &object, &w.owner, require_ready);
-            let verdict = match verdict {
-                Ok(()) if id.kind == CamelKind::Integration && w.since.is_some() => {
-                    if changed
-                        || ready_since(&object)
-                            .zip(w.since)
-                            .is_some_and(|(t, m)| turned_ready_since(t, m))
-                        || runs_on_kit_of(client, &mut builders, &object, &w.owner).await
-                    {
+            let verdict = match verdict(w, &object, require_ready, first_seen) {
+                Verdict::Healthy => Ok(()),
+                Verdict::Unhealthy(why) => Err(why),
+                Verdict::Unproven => {
+                    if runs_on_kit_of(client, &mut builders, &object, &w.owner).await {
                         Ok(())
                     } else {
                         Err(format!(
@@ -229,7 +258,6 @@ pub(crate) async fn wait(
                         ))
                     }
                 }
-                other => other,
             };
             if let Err(why) = verdict {
                 failing.push(format!("{id}: {why}"));
@@ -254,25 +282,57 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn what_a_gate_first_saw_outlives_a_round_but_not_its_step() {
+    fn a_status_the_new_owner_wrote_between_two_rounds_passes_the_next() {
         let t = |s: &str| s.parse::<Timestamp>().unwrap();
-        let r = ResourceRef {
-            kind: CamelKind::Integration,
-            namespace: "n".into(),
-            name: "x".into(),
+        let w = Watch {
+            resource: ResourceRef {
+                kind: CamelKind::Integration,
+                namespace: "n".into(),
+                name: "x".into(),
+            },
+            owner: OperatorId::new("operator-2").unwrap(),
+            since: Some(t("2026-12-05T07:17:41Z")),
+        };
+        // Running and Ready since before the move, as the old owner left it.
+        let at = |rv: &str| {
+            let mut o = obj(
+                "Integration",
+                "operator-2",
+                json!({ "phase": "Running", "conditions": [{
+                    "type": "Ready", "status": "True",
+                    "lastTransitionTime": "2026-12-05T07:02:00Z" }] }),
+            );
+            o.metadata.resource_version = Some(rv.into());
+            o
         };
         let mut seen = FirstSeen::default();
-        let step2 = Some(t("2026-12-05T07:17:41Z"));
-        seen.for_step(step2).insert(r.clone(), "100".into());
-        // The next round of the same step remembers version 100, so version
-        // 120 written between the rounds counts as a change.
+        // Round 1 sees the flipped object; the new owner then reconciles it
+        // (version 120) before round 2, and never changes it again.
+        assert_eq!(verdict(&w, &at("100"), true, &mut seen), Verdict::Unproven);
+        assert_eq!(verdict(&w, &at("120"), true, &mut seen), Verdict::Healthy);
+        assert_eq!(verdict(&w, &at("120"), true, &mut seen), Verdict::Healthy);
+        // Had round 2 started its memory afresh, it would wait forever.
+        let mut afresh = FirstSeen::default();
         assert_eq!(
-            seen.for_step(step2).get(&r).map(String::as_str),
-            Some("100")
+            verdict(&w, &at("120"), true, &mut afresh),
+            Verdict::Unproven
         );
-        // A new step starts from nothing.
-        let step3 = Some(t("2026-12-05T07:22:04Z"));
-        assert!(seen.for_step(step3).is_empty());
+        // The next step starts from nothing: what step 2 saw says nothing of it.
+        let next = Watch {
+            since: Some(t("2026-12-05T07:22:04Z")),
+            ..w.clone()
+        };
+        assert_eq!(
+            verdict(&next, &at("120"), true, &mut seen),
+            Verdict::Unproven
+        );
+        // Unhealthy is unhealthy whatever changed.
+        let mut building = at("130");
+        building.data["status"] = json!({ "phase": "Building Kit" });
+        assert!(matches!(
+            verdict(&next, &building, true, &mut seen),
+            Verdict::Unhealthy(_)
+        ));
     }
 
     fn obj(kind: &str, owner: &str, status: serde_json::Value) -> DynamicObject {
