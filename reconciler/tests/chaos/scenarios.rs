@@ -178,9 +178,10 @@ async fn exercise(
                             "annotations": { "chaos.example.com/round": round.to_string() }
                         }
                     });
-                    // An autoscaler's pace: 2, 1, 2, ... replicas. Ten and
-                    // more made an upstream world of 1,000 create 5,500 pods,
-                    // and its moves wait on their readiness.
+                    // An autoscaler's pace: 2, 1, 2, ... replicas. With ten
+                    // and more, an upstream world of 1,000 had 2,366 pods
+                    // mid-run (counted), and its moves waited on their
+                    // readiness.
                     if kind == CamelKind::Integration {
                         patch["spec"] = json!({ "replicas": 1 + round % 2 });
                     }
