@@ -88,6 +88,34 @@ async fn orders_building(
     }
 }
 
+/// operator-3 as a plain upstream operator: it holds its lock in `ns` (as
+/// upstream's leader election does) but speaks no protocol. Cancel the token
+/// to stop renewing.
+fn hold_upstream_lock(admin: &kube::Client, ns: &str) -> tokio_util::sync::CancellationToken {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let timing = LockTiming::new(LEASE, Duration::from_secs(3), Duration::from_secs(1)).unwrap();
+    tokio::spawn(
+        camelk_reconciler::lock::OperatorLock::new(
+            admin.clone(),
+            ns,
+            "operator-3",
+            "upstream-operator-3",
+            timing,
+        )
+        .run(cancel.clone()),
+    );
+    cancel
+}
+
+/// The handoff request Leases in `ns`.
+async fn handoff_requests(admin: &kube::Client, ns: &str) -> Vec<Lease> {
+    Api::<Lease>::namespaced(admin.clone(), ns)
+        .list(&ListParams::default().labels(FROM_LABEL))
+        .await
+        .unwrap()
+        .items
+}
+
 async fn coordinator(cluster: &camelk_testkit::TestCluster) -> Coordinator {
     Coordinator::new(cluster.client_as("reconciler").await)
 }
@@ -215,14 +243,9 @@ async fn handoff_waits_for_building_kit_then_moves() {
     )
     .await;
     // The request Lease is gone once done; operator-1's kit is left alone.
-    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns.name);
     assert!(
-        leases
-            .list(&ListParams::default().labels(FROM_LABEL))
-            .await
-            .unwrap()
-            .items
-            .is_empty()
+        handoff_requests(&admin, &ns.name).await.is_empty(),
+        "no request leaks"
     );
     let old_kit = camel_api(admin.clone(), CamelKind::IntegrationKit, &ns.name)
         .get("orders-kit-operator-1")
@@ -405,12 +428,7 @@ async fn live_owner_that_does_not_release_stalls_with_the_reason() {
         waiting[0].1.contains("Building Kit"),
         "the reason names the phase: {waiting:?}"
     );
-    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns.name);
-    let requests = leases
-        .list(&ListParams::default().labels(FROM_LABEL))
-        .await
-        .unwrap()
-        .items;
+    let requests = handoff_requests(&admin, &ns.name).await;
     assert_eq!(
         requests.len(),
         1,
@@ -487,14 +505,8 @@ async fn resource_deleted_while_its_handoff_is_pending() {
             gone: vec!["Integration/orders".into()]
         }
     );
-    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns.name);
     assert!(
-        leases
-            .list(&ListParams::default().labels(FROM_LABEL))
-            .await
-            .unwrap()
-            .items
-            .is_empty(),
+        handoff_requests(&admin, &ns.name).await.is_empty(),
         "no request leaks"
     );
     assert_single_owner(cluster, &ns.name);
@@ -539,14 +551,9 @@ async fn target_dying_mid_handoff_withdraws_the_request() {
         Some("operator-1"),
         "what was not moved stays with its owner"
     );
-    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns.name);
     assert!(
-        leases
-            .list(&ListParams::default().labels(FROM_LABEL))
-            .await
-            .unwrap()
-            .items
-            .is_empty()
+        handoff_requests(&admin, &ns.name).await.is_empty(),
+        "no request leaks"
     );
     // And a move to a dead operator is refused up front.
     let err = coordinator(cluster)
@@ -638,20 +645,8 @@ async fn upstream_owner_is_released_by_the_coordinator_in_a_stable_phase() {
     let ns = cluster.namespace("upstream").await;
     let admin = cluster.admin().await;
     let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
-    // operator-3 plays a plain upstream operator: it holds its lock (as upstream's leader
-    // election does) but speaks no protocol. Its Integration is deploying.
-    let upstream_lock = tokio_util::sync::CancellationToken::new();
-    let timing = LockTiming::new(LEASE, Duration::from_secs(3), Duration::from_secs(1)).unwrap();
-    tokio::spawn(
-        camelk_reconciler::lock::OperatorLock::new(
-            admin.clone(),
-            &ns.name,
-            "operator-3",
-            "upstream-operator-3",
-            timing,
-        )
-        .run(upstream_lock.clone()),
-    );
+    // Its Integration is deploying.
+    let upstream_lock = hold_upstream_lock(&admin, &ns.name);
     let it = create_integration(&admin, &ns.name, "legacy", Some("operator-3")).await;
     let api = camel_api(admin.clone(), CamelKind::Integration, &ns.name);
     api.patch_status(
@@ -718,19 +713,7 @@ async fn upstream_item_deleted_and_re_created_under_its_owner_is_left_to_it() {
     let ns = cluster.namespace("recreated").await;
     let admin = cluster.admin().await;
     let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
-    // A plain upstream operator-3: its lock held, no protocol spoken.
-    let upstream_lock = tokio_util::sync::CancellationToken::new();
-    let timing = LockTiming::new(LEASE, Duration::from_secs(3), Duration::from_secs(1)).unwrap();
-    tokio::spawn(
-        camelk_reconciler::lock::OperatorLock::new(
-            admin.clone(),
-            &ns.name,
-            "operator-3",
-            "upstream-operator-3",
-            timing,
-        )
-        .run(upstream_lock.clone()),
-    );
+    let upstream_lock = hold_upstream_lock(&admin, &ns.name);
     let api = camel_api(admin.clone(), CamelKind::Integration, &ns.name);
     let ready = json!({ "status": { "phase": "Running", "conditions": [{ "type": "Ready", "status": "True" }] } });
     let first = create_integration(&admin, &ns.name, "legacy", Some("operator-3")).await;
@@ -787,14 +770,8 @@ async fn upstream_item_deleted_and_re_created_under_its_owner_is_left_to_it() {
         "operator-3",
         "annotation untouched: the old request does not apply to the new object"
     );
-    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns.name);
     assert!(
-        leases
-            .list(&ListParams::default().labels(FROM_LABEL))
-            .await
-            .unwrap()
-            .items
-            .is_empty(),
+        handoff_requests(&admin, &ns.name).await.is_empty(),
         "no request leaks"
     );
     assert_single_owner(cluster, &ns.name);
