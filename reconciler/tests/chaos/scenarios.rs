@@ -157,10 +157,7 @@ async fn exercise(
             cluster::signal(w.cluster.dir(), "etcd", Signal::SIGCONT)?;
         }
         Fault::OperatorsRestart => {
-            for op in &mut w.operators {
-                op.kill();
-            }
-            w.operators.clear();
+            w.kill_operators();
             for id in ["operator-1", "operator-2"] {
                 let operator = w.start_operator(id, &format!("{id}-again")).await?;
                 w.operators.push(operator);
@@ -345,7 +342,7 @@ async fn exercise(
         problems.push(format!("the rollout was reported Stalled: {unexplained:?}"));
     } else if w.stalls_seen() > 0 {
         eprintln!(
-            "chaos: {name}: reported Stalled {} times, each about a target operator that had exited",
+            "chaos: {name}: reported Stalled {} times, each about a target operator that was down",
             w.stalls_seen()
         );
     }

@@ -125,6 +125,9 @@ pub struct World {
     pub admin: Client,
     pub remote: GitRemote,
     pub operators: Vec<Operator>,
+    /// When an operator went down: killed by the scenario, or exited by
+    /// itself (the exits of operators still running are read from them).
+    downs: Vec<(String, Instant)>,
     pub flavour: Flavour,
     /// The API server address operators dial: a proxy's for operator-1 in
     /// [`Plumbing::Operator1`].
@@ -427,6 +430,7 @@ impl World {
             admin,
             remote,
             operators: Vec::new(),
+            downs: Vec::new(),
             flavour,
             operator1_server,
             sync,
@@ -667,19 +671,36 @@ impl World {
             .collect())
     }
 
+    /// Kills every operator (SIGKILL: no lock released), noting when.
+    pub fn kill_operators(&mut self) {
+        for mut op in self.operators.drain(..) {
+            let id = op.id().to_string();
+            self.downs
+                .extend(op.exits().into_iter().map(|exit| (id.clone(), exit)));
+            op.kill();
+            self.downs.push((id, Instant::now()));
+        }
+    }
+
     /// The `Stalled` reports seen that no real outage explains. A handoff
-    /// to an operator that is down does stall, and saying so is right: an
-    /// upstream operator exits when it cannot renew its lock (etcd stopped
-    /// past its renew deadline) and runs again after a back-off. So a
-    /// report is explained only when it is about a target's lock and that
-    /// target had exited before the report was seen.
+    /// to an operator that is down does stall, and saying so is right: the
+    /// scenario killed it, or, upstream, it exited when it could not renew
+    /// its lock (etcd stopped past its renew deadline) and runs again after
+    /// a back-off. So a report is explained only when it is about a
+    /// target's lock and that target had gone down before it was seen.
     pub fn unexplained_stalls(&self) -> Vec<String> {
         let down_before = |id: &str, seen: Instant| {
-            self.operators
+            let exits = self
+                .operators
                 .iter()
                 .filter(|o| o.id() == id)
-                .flat_map(Operator::exits)
-                .any(|exit| exit <= seen)
+                .flat_map(Operator::exits);
+            let downs = self
+                .downs
+                .iter()
+                .filter(|(down, _)| down == id)
+                .map(|(_, at)| *at);
+            exits.chain(downs).any(|at| at <= seen)
         };
         self.stalled
             .lock()
