@@ -470,6 +470,10 @@ pub struct RolloutStatus {
     /// Moved resources that failed the health gate, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failing: Vec<String>,
+    /// The operator the paused step waits for because its lock was not
+    /// seen renewing (condition reason `TargetNotAlive`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_not_alive: Option<String>,
     /// When the last step passed its health gate (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_completed_at: Option<String>,

@@ -21,7 +21,8 @@ use kube::api::{Api, DynamicObject, ListParams};
 
 use super::{LOCK_ID, SyncError, Syncer};
 use crate::api::{
-    self, ForcePolicy as ManifestForce, OperatorAssignmentSpec, Protocol, parse_duration,
+    self, ForcePolicy as ManifestForce, OperatorAssignmentSpec, OperatorId, Protocol,
+    parse_duration,
 };
 use crate::camel_k::{OwnerKey, owner_of_meta};
 use crate::handoff::executor::{self, FlipResult, HandoffError};
@@ -38,12 +39,42 @@ use crate::plan::{self, Batch};
 pub(crate) enum StepOutcome {
     /// Everything pending moved; these were moved now.
     Moved(BTreeSet<(String, String)>),
-    /// A hand-over could not finish: the rollout pauses with `reason`. What
-    /// moved before it stays moved.
+    /// A hand-over could not finish: the rollout pauses. What moved before
+    /// it stays moved.
     Stalled {
         moved: BTreeSet<(String, String)>,
-        reason: String,
+        stall: Stall,
     },
+}
+
+/// Why a hand-over could not finish.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Stall {
+    /// For people: what is left, and why.
+    pub(crate) message: String,
+    /// The target operator whose lock was not seen renewing, when that is
+    /// why: the step waits for that operator, not for an owner's release.
+    pub(crate) target_not_alive: Option<OperatorId>,
+}
+
+impl Stall {
+    /// A stall for any other reason than a target that is not alive.
+    fn waiting(message: String) -> Stall {
+        Stall {
+            message,
+            target_not_alive: None,
+        }
+    }
+
+    /// The conditions' and the Event's reason: `TargetNotAlive` or
+    /// `HandoffStalled`, so an alert can tell an operator that is down from
+    /// a release that is slow.
+    pub(crate) fn reason(&self) -> &'static str {
+        match self.target_not_alive {
+            Some(_) => "TargetNotAlive",
+            None => "HandoffStalled",
+        }
+    }
 }
 
 impl StepOutcome {
@@ -55,10 +86,10 @@ impl StepOutcome {
     }
 
     /// Why it stalled, if it did.
-    pub(crate) fn stalled(&self) -> Option<&str> {
+    pub(crate) fn stalled(&self) -> Option<&Stall> {
         match self {
             StepOutcome::Moved(_) => None,
-            StepOutcome::Stalled { reason, .. } => Some(reason),
+            StepOutcome::Stalled { stall, .. } => Some(stall),
         }
     }
 
@@ -72,9 +103,9 @@ impl StepOutcome {
                 moved.extend(m);
                 StepOutcome::Moved(moved)
             }
-            StepOutcome::Stalled { moved: m, reason } => {
+            StepOutcome::Stalled { moved: m, stall } => {
                 moved.extend(m);
-                StepOutcome::Stalled { moved, reason }
+                StepOutcome::Stalled { moved, stall }
             }
         }
     }
@@ -314,10 +345,10 @@ impl Syncer {
         Ok(match outcome {
             StepOutcome::Moved(moved) if !left_out.is_empty() => StepOutcome::Stalled {
                 moved,
-                reason: format!(
+                stall: Stall::waiting(format!(
                     "not moved, owned by someone else than the plan saw: {}",
                     left_out.join("; ")
-                ),
+                )),
             },
             outcome => outcome,
         })
@@ -360,7 +391,8 @@ impl Syncer {
                 .hand_over(head, move_batch(group), "owner keys set right")
                 .await?;
             repaired += outcome.moved().len();
-            if let Some(reason) = outcome.stalled() {
+            if let Some(stall) = outcome.stalled() {
+                let reason = &stall.message;
                 tracing::warn!(%reason, "setting owner keys right stalled; the next round retries");
             }
         }
@@ -374,9 +406,15 @@ fn outcome_of(
     group: &MoveBatch,
     outcome: Result<HandoffOutcome, HandoffError>,
 ) -> Result<StepOutcome, SyncError> {
-    let stalled = |reason| StepOutcome::Stalled {
+    let stalled = |stall| StepOutcome::Stalled {
         moved: BTreeSet::new(),
-        reason,
+        stall,
+    };
+    let not_alive = |message| {
+        stalled(Stall {
+            message,
+            target_not_alive: Some(group.to.clone()),
+        })
     };
     match outcome {
         Ok(HandoffOutcome::Completed {
@@ -393,20 +431,20 @@ fn outcome_of(
                 .iter()
                 .map(|(r, why)| format!("{}/{r}: {why}", group.namespace))
                 .collect();
-            Ok(stalled(format!(
+            Ok(stalled(Stall::waiting(format!(
                 "handoff from {} to {} stalled: {}",
                 group.from,
                 group.to,
                 why.join("; ")
-            )))
+            ))))
         }
-        Ok(HandoffOutcome::TargetDead { remaining, .. }) => Ok(stalled(format!(
+        Ok(HandoffOutcome::TargetDead { remaining, .. }) => Ok(not_alive(format!(
             "target operator {} stopped renewing its lock; handoff withdrawn, still with {}: {}",
             group.to,
             group.from,
             remaining.join(", ")
         ))),
-        Err(e @ HandoffError::TargetNotAlive(..)) => Ok(stalled(e.to_string())),
+        Err(e @ HandoffError::TargetNotAlive(..)) => Ok(not_alive(e.to_string())),
         Err(e) => Err(e.into()),
     }
 }
@@ -460,14 +498,39 @@ mod tests {
                 remaining: vec!["Integration/x".into()],
             }),
         );
-        let reason = dead.unwrap().stalled().map(str::to_string);
+        let stall = dead.unwrap().stalled().cloned().unwrap();
         assert_eq!(
-            reason.as_deref(),
-            Some(
-                "target operator operator-2 stopped renewing its lock; handoff withdrawn, \
-                 still with operator-1: Integration/x"
-            )
+            stall.message,
+            "target operator operator-2 stopped renewing its lock; handoff withdrawn, \
+             still with operator-1: Integration/x"
         );
+        assert_eq!(stall.reason(), "TargetNotAlive");
+        assert_eq!(stall.target_not_alive.unwrap().as_str(), "operator-2");
+    }
+
+    #[test]
+    fn a_target_down_is_told_apart_from_a_slow_release() {
+        let reason = |outcome| {
+            let stall = outcome_of(&group(), outcome).unwrap().stalled().cloned();
+            let stall = stall.expect("a stall");
+            (
+                stall.reason(),
+                stall.target_not_alive.map(|id| id.to_string()),
+            )
+        };
+        let before = Err(HandoffError::TargetNotAlive(
+            "operator-2".into(),
+            "camel-k-lock".into(),
+        ));
+        assert_eq!(
+            reason(before),
+            ("TargetNotAlive", Some("operator-2".to_string()))
+        );
+        let slow = Ok(HandoffOutcome::Stalled {
+            moved: vec![],
+            waiting: vec![("Integration/x".into(), "phase Building".into())],
+        });
+        assert_eq!(reason(slow), ("HandoffStalled", None));
     }
 
     #[test]
@@ -478,9 +541,13 @@ mod tests {
         assert_eq!(both.stalled(), None);
         let stalled = both.then(StepOutcome::Stalled {
             moved: set(&["Integration/z"]),
-            reason: "why".into(),
+            stall: Stall::waiting("why".into()),
         });
         assert_eq!(stalled.moved().len(), 3);
-        assert_eq!(stalled.stalled(), Some("why"));
+        let stall = stalled.stalled().unwrap();
+        assert_eq!(
+            (stall.message.as_str(), stall.reason()),
+            ("why", "HandoffStalled")
+        );
     }
 }

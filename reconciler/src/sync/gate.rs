@@ -99,6 +99,7 @@ impl Syncer {
                 summary,
                 reason: "HealthCheckFailed",
                 state: RolloutState::Paused,
+                target_not_alive: None,
             };
             return self.pause(gate.object, status, ro, pause).await;
         }
@@ -108,14 +109,9 @@ impl Syncer {
         let label = format!("rollback of step {} of {}", ro.current_step, ro.total_steps);
         tracing::warn!(%unhealthy, moves = back.moves.len(), "health gate failed; rolling the step back");
         let outcome = self.execute(gate.head, &back, &live, &label).await?;
-        if let Some(reason) = outcome.stalled() {
-            let summary = format!("{unhealthy}; the rollback stalled: {reason}");
-            let pause = Pause {
-                message: summary.clone(),
-                summary,
-                reason: "HandoffStalled",
-                state: RolloutState::Paused,
-            };
+        if let Some(stall) = outcome.stalled() {
+            let summary = format!("{unhealthy}; the rollback stalled: {}", stall.message);
+            let pause = Pause::stalled(summary.clone(), summary, stall);
             return self.pause(gate.object, status, ro, pause).await;
         }
         let summary = format!(
@@ -127,6 +123,7 @@ impl Syncer {
             summary,
             reason: "RolledBack",
             state: RolloutState::RolledBack,
+            target_not_alive: None,
         };
         self.pause(gate.object, status, ro, pause).await
     }

@@ -21,10 +21,11 @@ use kube::Resource;
 use kube::api::Api;
 use kube::runtime::events::{Event, EventType};
 
+use super::execute::Stall;
 use super::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, SyncError, Syncer, is_suspended};
 use super::{progress, server, status};
 use crate::api::{
-    self, MigrationResult, OperatorAssignment, OperatorAssignmentStatus, RolloutState,
+    self, MigrationResult, OperatorAssignment, OperatorAssignmentStatus, OperatorId, RolloutState,
     RolloutStatus,
 };
 use crate::handoff::MoveBatch;
@@ -42,17 +43,28 @@ pub(super) struct Pause {
     /// `Paused` (a later round retries) or `RolledBack` (it waits for a new
     /// revision).
     pub(crate) state: RolloutState,
+    /// The operator the rollout waits for, when it is not alive.
+    pub(crate) target_not_alive: Option<OperatorId>,
 }
 
 impl Pause {
     /// A handoff that could not finish: the step waits, paused.
-    pub(crate) fn handoff(ro: &RolloutStatus, reason: &str) -> Pause {
-        let summary = format!("step {} of {}: {reason}", ro.current_step, ro.total_steps);
+    pub(crate) fn handoff(ro: &RolloutStatus, stall: &Stall) -> Pause {
+        let summary = format!(
+            "step {} of {}: {}",
+            ro.current_step, ro.total_steps, stall.message
+        );
+        Pause::stalled(summary.clone(), summary, stall)
+    }
+
+    /// A paused rollout that waits on `stall`, with its words for people.
+    pub(crate) fn stalled(summary: String, message: String, stall: &Stall) -> Pause {
         Pause {
-            message: summary.clone(),
             summary,
-            reason: "HandoffStalled",
+            message,
+            reason: stall.reason(),
             state: RolloutState::Paused,
+            target_not_alive: stall.target_not_alive.clone(),
         }
     }
 }
@@ -107,6 +119,7 @@ impl Syncer {
         );
         ro.state = pause.state;
         ro.message = pause.summary;
+        ro.target_not_alive = pause.target_not_alive.map(|id| id.to_string());
         status.rollout = Some(ro);
         progress::stalled(&mut status, pause.reason, &pause.message, generation);
         // A paused rollout checks again every round; most find it as it was.
@@ -362,12 +375,23 @@ mod tests {
             total_steps: 3,
             ..Default::default()
         };
-        let pause = Pause::handoff(&ro, "target gone");
-        assert_eq!(pause.summary, "step 2 of 3: target gone");
+        let slow = Stall {
+            message: "owner slow".into(),
+            target_not_alive: None,
+        };
+        let pause = Pause::handoff(&ro, &slow);
+        assert_eq!(pause.summary, "step 2 of 3: owner slow");
         assert_eq!(pause.message, pause.summary);
         assert_eq!(
-            (pause.reason, pause.state),
-            ("HandoffStalled", RolloutState::Paused)
+            (pause.reason, pause.state, pause.target_not_alive),
+            ("HandoffStalled", RolloutState::Paused, None)
         );
+        let down = Stall {
+            message: "target gone".into(),
+            target_not_alive: Some(OperatorId::new("operator-2").unwrap()),
+        };
+        let pause = Pause::handoff(&ro, &down);
+        assert_eq!(pause.reason, "TargetNotAlive");
+        assert_eq!(pause.target_not_alive.unwrap().as_str(), "operator-2");
     }
 }

@@ -258,9 +258,9 @@ impl Syncer {
                 .is_none_or(|ro| ro.state != RolloutState::Complete);
         if unfinished && plan.move_count() > 0 {
             let left = self.resume_left_requests(&r.head, &plan).await?;
-            if let Some(reason) = left.stalled() {
+            if let Some(stall) = left.stalled() {
                 let ro = r.status.rollout.clone().unwrap_or_default();
-                let pause = Pause::handoff(&ro, reason);
+                let pause = Pause::handoff(&ro, stall);
                 self.pause(&r.object, r.status.clone(), ro, pause).await?;
                 return Ok(Break(()));
             }
@@ -436,6 +436,7 @@ impl Syncer {
         ro.step_started_at.get_or_insert_with(status::now);
         ro.current_step = n as u32;
         ro.state = RolloutState::Progressing;
+        ro.target_not_alive = None;
         progress::history_result(&mut r.status, &r.rev.sha, MigrationResult::Progressing);
         ro.message = format!("step {n} of {total}: moving {moves} resources");
         r.status.rollout = Some(ro.clone());
@@ -446,8 +447,8 @@ impl Syncer {
 
         let label = format!("revision {} step {n} of {total}", r.rev.short());
         let outcome = self.execute(&r.head, step.batch, &live, &label).await?;
-        if let Some(reason) = outcome.stalled() {
-            let pause = Pause::handoff(ro, reason);
+        if let Some(stall) = outcome.stalled() {
+            let pause = Pause::handoff(ro, stall);
             self.pause(&r.object, r.status.clone(), ro.clone(), pause)
                 .await?;
             return Ok(Break(()));

@@ -527,20 +527,72 @@ async fn a_failing_health_gate_pauses_the_rollout_and_names_the_resources() {
     }
 
     // The target comes back: the gate passes on a later round and the rollout finishes.
+    target_back_and_rollout_done(cluster, &ns.name, &op2, &sync, &rev2).await;
+}
+
+/// SIGCONT to the stopped target; then the rollout of `rev` ends applied,
+/// no longer stalled, all 4 moved, each with one owner. Returns the status.
+async fn target_back_and_rollout_done(
+    cluster: &camelk_testkit::TestCluster,
+    ns: &str,
+    op2: &OperatorProcess,
+    sync: &OperatorProcess,
+    rev: &str,
+) -> OperatorAssignmentStatus {
     op2.signal(Signal::SIGCONT);
+    let admin = cluster.admin().await;
+    let status = wait_status(
+        &admin,
+        ns,
+        NAME,
+        Duration::from_secs(120),
+        "applied",
+        sync,
+        applied(rev),
+    )
+    .await;
+    assert_eq!(condition(&status, "Stalled").map(|c| c.0), Some("False"));
+    assert_eq!(integration_moves(cluster, ns).len(), 4);
+    assert_single_owner(cluster, ns);
+    status
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_towards_an_operator_that_is_down_pauses_naming_it() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-target-down").await;
+    let git = GitRemote::new();
+    let all = names(4);
+    let (_op1, op2, sync, _rev1) =
+        setup(cluster, &ns.name, &all, "3s", &git, ("5s", "0s"), &[]).await;
+    let admin = cluster.admin().await;
+
+    // operator-2 stops renewing its lock before the rollout towards it starts.
+    op2.signal(Signal::SIGSTOP);
+    let rev2 = git.push(&manifest(&ns.name, Some(&["50%"]), "5s", "0s"), "rollout");
     let status = wait_status(
         &admin,
         &ns.name,
         NAME,
-        Duration::from_secs(120),
-        "applied",
+        Duration::from_secs(60),
+        "paused on operator-2",
         &sync,
-        applied(&rev2),
+        |s| s.rollout.as_ref().is_some_and(|r| r.state == "Paused"),
     )
     .await;
-    assert_eq!(condition(&status, "Stalled").map(|c| c.0), Some("False"));
-    assert_eq!(integration_moves(cluster, &ns.name).len(), 4);
-    assert_single_owner(cluster, &ns.name);
+    let (stalled, reason, message) = condition(&status, "Stalled").unwrap();
+    assert_eq!((stalled, reason), ("True", "TargetNotAlive"), "{message}");
+    assert!(message.contains("operator-2"), "{message}");
+    let rollout = status.rollout.as_ref().unwrap();
+    assert_eq!(rollout.target_not_alive.as_deref(), Some("operator-2"));
+    assert!(
+        integration_moves(cluster, &ns.name).is_empty(),
+        "nothing moves towards an operator that is down"
+    );
+
+    // Back: the rollout goes on, and the status stops naming it.
+    let status = target_back_and_rollout_done(cluster, &ns.name, &op2, &sync, &rev2).await;
+    assert_eq!(status.rollout.and_then(|r| r.target_not_alive), None);
 }
 
 /// Asks the sync for a round now, as `kubectl camelk sync` does.
