@@ -225,10 +225,12 @@ async fn exercise(
                     |s| s.conditions.iter().any(|c| c.reason == "FetchFailed"),
                 )
                 .await;
-            eprintln!(
-                "chaos: {name}: FetchFailed {:.1} s after the host began hanging",
-                hang_started.elapsed().as_secs_f64()
-            );
+            if failed.is_ok() {
+                eprintln!(
+                    "chaos: {name}: FetchFailed {:.1} s after the host began hanging",
+                    hang_started.elapsed().as_secs_f64()
+                );
+            }
             tokio::time::sleep(d.saturating_sub(hang_started.elapsed())).await;
             proxy.set(Mode::Pass);
             failed?;
@@ -340,11 +342,13 @@ async fn exercise(
     let unexplained = w.unexplained_stalls();
     if !unexplained.is_empty() {
         problems.push(format!("the rollout was reported Stalled: {unexplained:?}"));
-    } else if w.stalls_seen() > 0 {
-        eprintln!(
-            "chaos: {name}: reported Stalled {} times, each about a target operator that was down",
-            w.stalls_seen()
-        );
+    } else {
+        let seen = w.stalls_seen();
+        if seen > 0 {
+            eprintln!(
+                "chaos: {name}: reported Stalled {seen} times, each TargetNotAlive about an operator that was down"
+            );
+        }
     }
     if fault == Fault::GitRewrite && !w.event_seen("BranchRewound").await? {
         problems.push("no BranchRewound Event for the rewritten history".into());

@@ -63,35 +63,52 @@ impl Flavour {
     }
 }
 
-/// A running operator of either [`Flavour`].
-pub enum Operator {
+/// An operator of either [`Flavour`], running or killed by the scenario.
+pub struct Operator {
+    process: Process,
+    /// When the scenario killed it (SIGKILL).
+    killed: Option<Instant>,
+}
+
+enum Process {
     Reference(OperatorProcess),
     Upstream(UpstreamOperator),
 }
 
 impl Operator {
-    pub fn kill(&mut self) {
-        match self {
-            Operator::Reference(p) => p.kill(),
-            Operator::Upstream(p) => p.kill(),
+    fn new(process: Process) -> Operator {
+        Operator {
+            process,
+            killed: None,
         }
+    }
+
+    /// SIGKILL: no lock released. Noted as a time it went down.
+    pub fn kill(&mut self) {
+        match &mut self.process {
+            Process::Reference(p) => p.kill(),
+            Process::Upstream(p) => p.kill(),
+        }
+        self.killed.get_or_insert_with(Instant::now);
     }
 
     /// Its operator id.
     pub fn id(&self) -> &str {
-        match self {
-            Operator::Reference(p) => &p.id,
-            Operator::Upstream(p) => p.id(),
+        match &self.process {
+            Process::Reference(p) => &p.id,
+            Process::Upstream(p) => p.id(),
         }
     }
 
-    /// When it exited by itself, each time then started again (upstream
-    /// only: the reference operator does not exit when it loses its lock).
-    pub fn exits(&self) -> Vec<Instant> {
-        match self {
-            Operator::Reference(_) => Vec::new(),
-            Operator::Upstream(p) => p.exits(),
-        }
+    /// When it went down: killed, or exited by itself and then started
+    /// again (upstream only: the reference operator does not exit when it
+    /// loses its lock).
+    pub fn downs(&self) -> Vec<Instant> {
+        let exits = match &self.process {
+            Process::Reference(_) => Vec::new(),
+            Process::Upstream(p) => p.exits(),
+        };
+        exits.into_iter().chain(self.killed).collect()
     }
 }
 
@@ -120,14 +137,19 @@ pub const STEPS: [&str; 4] = ["25%", "50%", "75%", "100%"];
 /// Labels and annotations of a user's, kept through every fault.
 const USER_KEY: &str = "team.example.com/owner";
 
+/// A `Stalled` report, when first seen.
+struct StallSeen {
+    at: Instant,
+    message: String,
+    /// The operator the sync said was not alive (reason `TargetNotAlive`).
+    target_not_alive: Option<String>,
+}
+
 pub struct World {
     pub cluster: TestCluster,
     pub admin: Client,
     pub remote: GitRemote,
     pub operators: Vec<Operator>,
-    /// When an operator went down: killed by the scenario, or exited by
-    /// itself (the exits of operators still running are read from them).
-    downs: Vec<(String, Instant)>,
     pub flavour: Flavour,
     /// The API server address operators dial: a proxy's for operator-1 in
     /// [`Plumbing::Operator1`].
@@ -146,8 +168,8 @@ pub struct World {
     /// The scenario's slug, part of every process identity so that the
     /// logs of scenarios run at once do not mix.
     tag: String,
-    /// Each `Stalled` message [`World::wait_status`] saw, when first seen.
-    stalled: Mutex<Vec<(Instant, String)>>,
+    /// Each distinct `Stalled` report [`World::wait_status`] saw.
+    stalled: Mutex<Vec<StallSeen>>,
     _git_server: Option<camelk_testkit::git_http::GitHttpServer>,
     /// The control plane's state (audit log, logs); deleted unless kept.
     state: std::path::PathBuf,
@@ -430,7 +452,6 @@ impl World {
             admin,
             remote,
             operators: Vec::new(),
-            downs: Vec::new(),
             flavour,
             operator1_server,
             sync,
@@ -490,18 +511,18 @@ impl World {
                 match server {
                     Some(addr) => {
                         let kubeconfig = through(self.cluster.dir(), addr, &self.state)?;
-                        Operator::Reference(support::spawn_operator(
+                        Operator::new(Process::Reference(support::spawn_operator(
                             id,
                             NS,
                             NS,
                             &identity,
                             "200ms",
                             &kubeconfig,
-                        ))
+                        )))
                     }
-                    None => Operator::Reference(
+                    None => Operator::new(Process::Reference(
                         support::start_operator(&self.cluster, id, NS, &identity, "200ms").await,
-                    ),
+                    )),
                 }
             }
             Flavour::Upstream => {
@@ -515,7 +536,7 @@ impl World {
                 let operator = upstream::start(self.cluster.dir(), &opts).await?;
                 // Its platform, once: a restarted operator finds it Ready.
                 operator.ready_platform(&self.admin).await?;
-                Operator::Upstream(operator)
+                Operator::new(Process::Upstream(operator))
             }
         })
     }
@@ -569,8 +590,16 @@ impl World {
                     .find(|c| c.type_ == "Stalled" && c.status == "True")
                 {
                     let mut seen = self.stalled.lock().unwrap();
-                    if !seen.iter().any(|(_, m)| *m == c.message) {
-                        seen.push((Instant::now(), c.message.clone()));
+                    if !seen.iter().any(|s| s.message == c.message) {
+                        let target = status
+                            .rollout
+                            .as_ref()
+                            .and_then(|r| r.target_not_alive.clone());
+                        seen.push(StallSeen {
+                            at: Instant::now(),
+                            message: c.message.clone(),
+                            target_not_alive: target.filter(|_| c.reason == "TargetNotAlive"),
+                        });
                     }
                 }
                 if check(status) {
@@ -671,14 +700,11 @@ impl World {
             .collect())
     }
 
-    /// Kills every operator (SIGKILL: no lock released), noting when.
+    /// Kills every operator (SIGKILL: no lock released); they stay in
+    /// [`World::operators`], down, for [`World::unexplained_stalls`].
     pub fn kill_operators(&mut self) {
-        for mut op in self.operators.drain(..) {
-            let id = op.id().to_string();
-            self.downs
-                .extend(op.exits().into_iter().map(|exit| (id.clone(), exit)));
+        for op in &mut self.operators {
             op.kill();
-            self.downs.push((id, Instant::now()));
         }
     }
 
@@ -686,31 +712,26 @@ impl World {
     /// to an operator that is down does stall, and saying so is right: the
     /// scenario killed it, or, upstream, it exited when it could not renew
     /// its lock (etcd stopped past its renew deadline) and runs again after
-    /// a back-off. So a report is explained only when it is about a
-    /// target's lock and that target had gone down before it was seen.
+    /// a back-off. So a report is explained only when the sync said that
+    /// target was not alive (reason `TargetNotAlive`, the operator in
+    /// `rollout.targetNotAlive`) and it had gone down before it was seen.
     pub fn unexplained_stalls(&self) -> Vec<String> {
         let down_before = |id: &str, seen: Instant| {
-            let exits = self
-                .operators
+            self.operators
                 .iter()
                 .filter(|o| o.id() == id)
-                .flat_map(Operator::exits);
-            let downs = self
-                .downs
-                .iter()
-                .filter(|(down, _)| down == id)
-                .map(|(_, at)| *at);
-            exits.chain(downs).any(|at| at <= seen)
+                .flat_map(Operator::downs)
+                .any(|at| at <= seen)
         };
         self.stalled
             .lock()
             .unwrap()
             .iter()
-            .filter(|(seen, message)| match stalled_target(message) {
-                Some(id) => !down_before(id, *seen),
+            .filter(|s| match &s.target_not_alive {
+                Some(id) => !down_before(id, s.at),
                 None => true,
             })
-            .map(|(_, message)| message.clone())
+            .map(|s| s.message.clone())
             .collect()
     }
 
@@ -838,14 +859,4 @@ fn through(
     let path = dir.join(format!("kubeconfig-{}", proxy.port()));
     cluster::write_kubeconfig_copy(cluster, Some(&format!("https://{proxy}")), None, &path)?;
     Ok(path)
-}
-
-/// The operator a `Stalled` message says stopped renewing its lock, if that
-/// is what it says (the sync's words for a dead target, before or during a
-/// handoff).
-fn stalled_target(message: &str) -> Option<&str> {
-    let rest = &message[message.find("target operator ")? + "target operator ".len()..];
-    let (id, why) = rest.split_once(' ')?;
-    (why.starts_with("stopped renewing its lock") || why.starts_with("is not alive: its lock"))
-        .then_some(id)
 }
