@@ -638,6 +638,15 @@ async fn one_replica_leads_and_another_takes_over_when_it_dies() {
     assert_single_owner(cluster, &ns.name);
 }
 
+/// Gives `name` the status upstream Camel K writes for an Integration that
+/// runs: a phase the coordinator releases in.
+async fn mark_running(api: &Api<kube::api::DynamicObject>, name: &str) {
+    let ready = json!({ "status": { "phase": "Running", "conditions": [{ "type": "Ready", "status": "True" }] } });
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(ready))
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn upstream_owner_is_released_by_the_coordinator_in_a_stable_phase() {
     let cluster = camelk_testkit::shared();
@@ -660,10 +669,7 @@ async fn upstream_owner_is_released_by_the_coordinator_in_a_stable_phase() {
         let api = api.clone();
         async move {
             tokio::time::sleep(Duration::from_secs(3)).await;
-            let ready = json!({ "status": { "phase": "Running", "conditions": [{ "type": "Ready", "status": "True" }] } });
-            api.patch_status("legacy", &PatchParams::default(), &Patch::Merge(ready))
-                .await
-                .unwrap();
+            mark_running(&api, "legacy").await;
         }
     });
     let started = Instant::now();
@@ -715,7 +721,6 @@ async fn upstream_item_deleted_and_re_created_under_its_owner_is_left_to_it() {
     let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
     let upstream_lock = hold_upstream_lock(&admin, &ns.name);
     let api = camel_api(admin.clone(), CamelKind::Integration, &ns.name);
-    let ready = json!({ "status": { "phase": "Running", "conditions": [{ "type": "Ready", "status": "True" }] } });
     let first = create_integration(&admin, &ns.name, "legacy", Some("operator-3")).await;
     let mut coordinator = coordinator(cluster).await;
     let batch = batch(&ns.name, "operator-3", "operator-2", &["legacy"]);
@@ -737,9 +742,7 @@ async fn upstream_item_deleted_and_re_created_under_its_owner_is_left_to_it() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let second = create_integration(&admin, &ns.name, "legacy", Some("operator-3")).await;
-    api.patch_status("legacy", &PatchParams::default(), &Patch::Merge(ready))
-        .await
-        .unwrap();
+    mark_running(&api, "legacy").await;
     let outcome = tokio::time::timeout(
         Duration::from_secs(60),
         coordinator.drive(&request, &batch, &opts, already_there, &mut |_| {}),
