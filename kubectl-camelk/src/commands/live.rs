@@ -583,7 +583,7 @@ async fn follow_status(
 pub async fn suspend(cli: &Cli, args: &NameArgs, suspended: bool) -> anyhow::Result<()> {
     use camelk_reconciler::api::OperatorAssignment;
     use camelk_reconciler::api::SUSPEND_ANNOTATION;
-    use kube::api::{Patch, PatchParams};
+    use kube::api::Patch;
     let (client, default_ns) = super::cluster(cli).await?;
     super::require_crds(&client, &super::ASSIGNMENT_CRDS, &[]).await?;
     let ns = cli.namespace.clone().unwrap_or(default_ns);
@@ -597,7 +597,7 @@ pub async fn suspend(cli: &Cli, args: &NameArgs, suspended: bool) -> anyhow::Res
     let patch =
         Patch::Merge(json!({ "metadata": { "annotations": { SUSPEND_ANNOTATION: value } } }));
     for name in names {
-        api.patch(&name, &PatchParams::default(), &patch)
+        api.patch(&name, &super::plugin_patch(), &patch)
             .await
             .with_context(|| format!("updating OperatorAssignment {ns}/{name}"))?;
         println!(

@@ -135,6 +135,15 @@ pub fn note_skipped(crds: impl IntoIterator<Item = Crd>) {
     }
 }
 
+/// A patch the plugin sends itself, named in `managedFields` as
+/// `kubectl-camelk` (the handoff's own writes say `camelk-handoff`).
+pub fn plugin_patch() -> kube::api::PatchParams {
+    kube::api::PatchParams {
+        field_manager: Some("kubectl-camelk".to_string()),
+        ..Default::default()
+    }
+}
+
 /// The CRDs of the commands that work on OperatorAssignments.
 pub const ASSIGNMENT_CRDS: [Crd; 2] = [Crd::OperatorAssignment, Crd::INTEGRATION];
 

@@ -18,7 +18,7 @@ use anyhow::Context;
 use camelk_reconciler::api::RECONCILE_REQUEST_ANNOTATION;
 use camelk_reconciler::api::{OperatorAssignment, OperatorAssignmentStatus};
 use camelk_reconciler::source::short_sha;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch};
 use kube::runtime::wait::await_condition;
 use serde_json::json;
 use tokio::time::Instant;
@@ -37,7 +37,7 @@ pub async fn run(cli: &Cli, args: &SyncArgs) -> anyhow::Result<ExitCode> {
         "metadata": { "annotations": { RECONCILE_REQUEST_ANNOTATION: token } }
     }));
     for name in &names {
-        api.patch(name, &PatchParams::default(), &patch)
+        api.patch(name, &super::plugin_patch(), &patch)
             .await
             .with_context(|| format!("requesting a sync of OperatorAssignment {ns}/{name}"))?;
         if !cli.output.is_structured() {

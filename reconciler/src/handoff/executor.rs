@@ -91,6 +91,14 @@ pub(crate) async fn match_annotation(
     patch_owner_keys(&api, name, patch).await
 }
 
+/// A patch sent as [`super::FIELD_MANAGER`].
+fn handoff_write() -> PatchParams {
+    PatchParams {
+        field_manager: Some(super::FIELD_MANAGER.to_string()),
+        ..Default::default()
+    }
+}
+
 /// Sends one owner-key patch; a refused fence (422, or 409) and a deleted
 /// object are results, not errors.
 async fn patch_owner_keys(
@@ -99,7 +107,7 @@ async fn patch_owner_keys(
     patch: json_patch::Patch,
 ) -> Result<FlipResult, kube::Error> {
     match api
-        .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+        .patch(name, &handoff_write(), &Patch::<()>::Json(patch))
         .await
     {
         Ok(obj) => Ok(FlipResult::Flipped(Box::new(obj))),
@@ -753,10 +761,7 @@ impl Coordinator {
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), &request.namespace);
         let patch =
             Patch::Merge(json!({ "metadata": { "annotations": { STATE_ANNOTATION: state } } }));
-        match leases
-            .patch(&request.name, &PatchParams::default(), &patch)
-            .await
-        {
+        match leases.patch(&request.name, &handoff_write(), &patch).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(api_err(format!("marking {} stalled", request.name))(e)),

@@ -42,3 +42,10 @@ pub mod request;
 
 pub use executor::{Coordinator, FLIPS_IN_FLIGHT, HandoffOptions, HandoffOutcome, MoveBatch};
 pub use request::{ForcePolicy, HandoffItem, HandoffRequest, HandoffSpec, ReleaseMode};
+
+/// The field manager of the handoff's writes (owner keys, a request's
+/// state), whoever sends them: the coordinator in `reconciler sync` or
+/// `kubectl camelk`, or an operator releasing. `managedFields` then says
+/// which owner keys the handoff set; without one the API server records
+/// `unknown`.
+pub const FIELD_MANAGER: &str = "camelk-handoff";

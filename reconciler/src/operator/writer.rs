@@ -82,7 +82,14 @@ impl Writer {
         let api = self.api(kind, object);
         let name = object.metadata.name.as_deref().unwrap_or_default();
         match api
-            .patch_status(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+            .patch_status(
+                name,
+                &PatchParams {
+                    field_manager: Some(self.operator_id.clone()),
+                    ..Default::default()
+                },
+                &Patch::<()>::Json(patch),
+            )
             .await
         {
             Ok(_) => Ok(WriteOutcome::Written),

@@ -698,6 +698,20 @@ async fn upstream_owner_is_released_by_the_coordinator_in_a_stable_phase() {
         "operator-2",
         "annotation flipped with the label"
     );
+    // managedFields say who set the owner keys.
+    let owner_key_managers: Vec<&str> = after
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.to_string().contains("camel.apache.org/operator.id"))
+        })
+        .filter_map(|m| m.manager.as_deref())
+        .collect();
+    assert_eq!(owner_key_managers, ["camelk-handoff"]);
     assert_eq!(after.metadata.uid, it.metadata.uid);
     wait_for(
         &admin,
