@@ -283,6 +283,8 @@ pub(crate) fn applied(
             rollout.current_step = rollout.total_steps;
             rollout.state = RolloutState::Complete;
             rollout.message = format!("revision {short} applied");
+            // Whatever it waited for, it waits no more.
+            rollout.target_not_alive = None;
             rollout
         }
     });
@@ -476,10 +478,13 @@ mod tests {
         assert_eq!(s.history[0].result, MigrationResult::RolledBack);
 
         let mut s = OperatorAssignmentStatus::default();
-        let opened = open_rollout(&mut s, "r2", &plan_of(2, 2), 0, false);
+        let mut opened = open_rollout(&mut s, "r2", &plan_of(2, 2), 0, false);
+        // Paused on a dead target in an earlier round, then applied.
+        opened.rollout.target_not_alive = Some("operator-2".into());
         applied(&mut s, "r2", "r2", opened.rollout, None);
         let ro = s.rollout.as_ref().unwrap();
         assert_eq!((ro.state, ro.current_step), (RolloutState::Complete, 2));
+        assert_eq!(ro.target_not_alive, None);
         assert_eq!(ro.message, "revision r2 applied");
         assert_eq!(s.history[0].result, MigrationResult::Succeeded);
         assert_eq!(s.last_applied_revision.as_deref(), Some("r2"));
