@@ -23,7 +23,7 @@
 //! plan
 //! manifest
 //! source inventory
-//! lock connect preflight git
+//! lock connect preflight git field_manager
 //! api
 //! camel_k
 //! ```
@@ -40,6 +40,7 @@
 pub mod api;
 pub mod camel_k;
 pub mod connect;
+pub mod field_manager;
 pub mod fleet;
 pub mod git;
 pub mod handoff;

@@ -138,10 +138,7 @@ pub fn note_skipped(crds: impl IntoIterator<Item = Crd>) {
 /// A patch the plugin sends itself, named in `managedFields` as
 /// `kubectl-camelk` (the handoff's own writes say `camelk-handoff`).
 pub fn plugin_patch() -> kube::api::PatchParams {
-    kube::api::PatchParams {
-        field_manager: Some("kubectl-camelk".to_string()),
-        ..Default::default()
-    }
+    camelk_reconciler::field_manager::update_as("kubectl-camelk")
 }
 
 /// The CRDs of the commands that work on OperatorAssignments.

@@ -10,7 +10,7 @@ use futures::stream::SelectAll;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PostParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use serde_json::json;
@@ -23,6 +23,7 @@ use crate::api::OperatorId;
 use crate::camel_k::release::{self, work_in_flight};
 use crate::camel_k::status;
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, owner_id, owner_of_meta};
+use crate::field_manager::update_as;
 use crate::inventory::watch::{CachedObject, Scope, WatchCache, map_event};
 use crate::lock::{LeaseObserver, Liveness, LockTiming, lock_name};
 
@@ -91,14 +92,6 @@ pub(crate) async fn match_annotation(
     patch_owner_keys(&api, name, patch).await
 }
 
-/// A patch sent as [`super::FIELD_MANAGER`].
-fn handoff_write() -> PatchParams {
-    PatchParams {
-        field_manager: Some(super::FIELD_MANAGER.to_string()),
-        ..Default::default()
-    }
-}
-
 /// Sends one owner-key patch; a refused fence (422, or 409) and a deleted
 /// object are results, not errors.
 async fn patch_owner_keys(
@@ -107,7 +100,11 @@ async fn patch_owner_keys(
     patch: json_patch::Patch,
 ) -> Result<FlipResult, kube::Error> {
     match api
-        .patch(name, &handoff_write(), &Patch::<()>::Json(patch))
+        .patch(
+            name,
+            &update_as(super::FIELD_MANAGER),
+            &Patch::<()>::Json(patch),
+        )
         .await
     {
         Ok(obj) => Ok(FlipResult::Flipped(Box::new(obj))),
@@ -761,7 +758,10 @@ impl Coordinator {
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), &request.namespace);
         let patch =
             Patch::Merge(json!({ "metadata": { "annotations": { STATE_ANNOTATION: state } } }));
-        match leases.patch(&request.name, &handoff_write(), &patch).await {
+        match leases
+            .patch(&request.name, &update_as(super::FIELD_MANAGER), &patch)
+            .await
+        {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(api_err(format!("marking {} stalled", request.name))(e)),

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::lifecycle::{Effect, Step};
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use crate::field_manager::update_as;
 use crate::handoff::fence;
 
 /// Label linking secondary objects to their Integration, as upstream names it.
@@ -84,10 +85,7 @@ impl Writer {
         match api
             .patch_status(
                 name,
-                &PatchParams {
-                    field_manager: Some(self.operator_id.clone()),
-                    ..Default::default()
-                },
+                &update_as(&self.operator_id),
                 &Patch::<()>::Json(patch),
             )
             .await
