@@ -392,8 +392,11 @@ impl Syncer {
                 .await?;
             repaired += outcome.moved().len();
             if let Some(stall) = outcome.stalled() {
-                let reason = &stall.message;
-                tracing::warn!(%reason, "setting owner keys right stalled; the next round retries");
+                tracing::warn!(
+                    reason = stall.reason(),
+                    message = %stall.message,
+                    "setting owner keys right stalled; the next round retries"
+                );
             }
         }
         Ok(repaired)
