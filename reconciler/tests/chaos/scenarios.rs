@@ -339,16 +339,13 @@ async fn exercise(
         }
         eprintln!("chaos: {refused} requests of the reconciler answered 429");
     }
-    let unexplained = w.unexplained_stalls();
+    let (seen, unexplained) = w.stalls();
     if !unexplained.is_empty() {
         problems.push(format!("the rollout was reported Stalled: {unexplained:?}"));
-    } else {
-        let seen = w.stalls_seen();
-        if seen > 0 {
-            eprintln!(
-                "chaos: {name}: reported Stalled {seen} times, each TargetNotAlive about an operator that was down"
-            );
-        }
+    } else if seen > 0 {
+        eprintln!(
+            "chaos: {name}: reported Stalled {seen} times, each TargetNotAlive about an operator that was down"
+        );
     }
     if fault == Fault::GitRewrite && !w.event_seen("BranchRewound").await? {
         problems.push("no BranchRewound Event for the rewritten history".into());

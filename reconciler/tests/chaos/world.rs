@@ -140,8 +140,9 @@ const USER_KEY: &str = "team.example.com/owner";
 /// A `Stalled` report, when first seen.
 struct StallSeen {
     at: Instant,
+    reason: String,
     message: String,
-    /// The operator the sync said was not alive (reason `TargetNotAlive`).
+    /// `status.rollout.targetNotAlive` at that time.
     target_not_alive: Option<String>,
 }
 
@@ -591,14 +592,14 @@ impl World {
                 {
                     let mut seen = self.stalled.lock().unwrap();
                     if !seen.iter().any(|s| s.message == c.message) {
-                        let target = status
-                            .rollout
-                            .as_ref()
-                            .and_then(|r| r.target_not_alive.clone());
                         seen.push(StallSeen {
                             at: Instant::now(),
+                            reason: c.reason.clone(),
                             message: c.message.clone(),
-                            target_not_alive: target.filter(|_| c.reason == "TargetNotAlive"),
+                            target_not_alive: status
+                                .rollout
+                                .as_ref()
+                                .and_then(|r| r.target_not_alive.clone()),
                         });
                     }
                 }
@@ -701,21 +702,22 @@ impl World {
     }
 
     /// Kills every operator (SIGKILL: no lock released); they stay in
-    /// [`World::operators`], down, for [`World::unexplained_stalls`].
+    /// [`World::operators`], down, for [`World::stalls`].
     pub fn kill_operators(&mut self) {
         for op in &mut self.operators {
             op.kill();
         }
     }
 
-    /// The `Stalled` reports seen that no real outage explains. A handoff
-    /// to an operator that is down does stall, and saying so is right: the
-    /// scenario killed it, or, upstream, it exited when it could not renew
-    /// its lock (etcd stopped past its renew deadline) and runs again after
-    /// a back-off. So a report is explained only when the sync said that
-    /// target was not alive (reason `TargetNotAlive`, the operator in
-    /// `rollout.targetNotAlive`) and it had gone down before it was seen.
-    pub fn unexplained_stalls(&self) -> Vec<String> {
+    /// How many `Stalled` reports were seen (distinct messages), and the
+    /// ones no real outage explains. A handoff to an operator that is down
+    /// does stall, and saying so is right: the scenario killed it, or,
+    /// upstream, it exited when it could not renew its lock (etcd stopped
+    /// past its renew deadline) and runs again after a back-off. So a report
+    /// is explained only when the sync said that target was not alive
+    /// (reason `TargetNotAlive`, the operator in `rollout.targetNotAlive`)
+    /// and it had gone down before the report was seen.
+    pub fn stalls(&self) -> (usize, Vec<String>) {
         let down_before = |id: &str, seen: Instant| {
             self.operators
                 .iter()
@@ -723,21 +725,16 @@ impl World {
                 .flat_map(Operator::downs)
                 .any(|at| at <= seen)
         };
-        self.stalled
-            .lock()
-            .unwrap()
+        let seen = self.stalled.lock().unwrap();
+        let unexplained = seen
             .iter()
-            .filter(|s| match &s.target_not_alive {
-                Some(id) => !down_before(id, s.at),
-                None => true,
+            .filter(|s| match (s.reason.as_str(), &s.target_not_alive) {
+                ("TargetNotAlive", Some(id)) => !down_before(id, s.at),
+                _ => true,
             })
-            .map(|s| s.message.clone())
-            .collect()
-    }
-
-    /// How often the `Stalled` condition was reported (distinct messages).
-    pub fn stalls_seen(&self) -> usize {
-        self.stalled.lock().unwrap().len()
+            .map(|s| format!("{}: {}", s.reason, s.message))
+            .collect();
+        (seen.len(), unexplained)
     }
 
     /// Whether the sync said `reason` in an Event about the assignment.
