@@ -698,16 +698,19 @@ async fn upstream_owner_is_released_by_the_coordinator_in_a_stable_phase() {
         "operator-2",
         "annotation flipped with the label"
     );
-    // managedFields say who set the owner keys.
+    // managedFields say who set the owner keys (label and annotation).
     let owner_key_managers: Vec<&str> = after
         .metadata
         .managed_fields
         .iter()
         .flatten()
         .filter(|m| {
-            m.fields_v1
-                .as_ref()
-                .is_some_and(|f| f.0.to_string().contains("camel.apache.org/operator.id"))
+            m.fields_v1.as_ref().is_some_and(|f| {
+                ["labels", "annotations"].iter().any(|map| {
+                    let key = format!("/f:metadata/f:{map}/f:camel.apache.org~1operator.id");
+                    f.0.pointer(&key).is_some()
+                })
+            })
         })
         .filter_map(|m| m.manager.as_deref())
         .collect();
