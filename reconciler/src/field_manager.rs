@@ -1,7 +1,7 @@
-//! Who a write says it is. Every patch this project sends names its writer
-//! in `managedFields` (`kubectl get -o yaml --show-managed-fields`), so a
-//! user reading an object sees which part of the system last touched it
-//! instead of `unknown`.
+//! Who a write says it is. Every patch the reconciler, its operators and
+//! the plugin send names its writer in `managedFields` (`kubectl get -o yaml
+//! --show-managed-fields`), so a user reading an object sees which part of
+//! the system last touched it instead of `unknown`.
 
 use kube::api::PatchParams;
 
