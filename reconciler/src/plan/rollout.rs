@@ -10,6 +10,11 @@
 //!   and the resources' labels: the same plan comes out however far the
 //!   rollout went. A move whose owner is mid-work is not skipped: the handoff
 //!   waits for the owner to release it.
+//! - The cluster need not be where `base` says: a rollout that a newer
+//!   revision superseded moved some resources and not others. A move starts
+//!   from its resource's live owner, and a resource `head` wants elsewhere
+//!   that the two manifests leave alone moves in one last step. So a revision
+//!   is applied only once every resource is where it says.
 //! - Each move is [`MoveState::Done`] once its live owner is its target, and
 //!   [`MoveState::Pending`] while its live owner is its source. A step is
 //!   done when none of its moves is pending; [`position`] is the first step
@@ -36,25 +41,61 @@ pub(crate) fn plan(
     base: Option<&OperatorAssignmentSpec>,
     inventory: &Inventory,
 ) -> Plan {
-    let actual = match base {
-        Some(spec) => Actual::Manifest(spec),
-        None => Actual::OwnerKeys,
-    };
     // The sync's own reads are metadata only, so a copy without phases is
     // rarely needed; at 10,000 resources it would be a few MiB.
-    if inventory
+    let labels_only;
+    let inventory = if inventory
         .resources
         .iter()
         .all(|r| r.phase.is_none() && r.in_flight.is_none())
     {
-        return plan::plan(head, actual, inventory);
+        inventory
+    } else {
+        let mut copy = inventory.clone();
+        for resource in &mut copy.resources {
+            resource.phase = None;
+            resource.in_flight = None;
+        }
+        labels_only = copy;
+        &labels_only
+    };
+    let Some(base) = base else {
+        return plan::plan(head, Actual::OwnerKeys, inventory);
+    };
+    let mut planned = plan::plan(head, Actual::Manifest(base), inventory);
+    from_live_owners(&mut planned, head, inventory);
+    planned
+}
+
+/// Makes `planned` (of `head` from a base manifest) start from the live
+/// owners of `inventory`: a move not yet done starts from its resource's
+/// live owner, and the resources `head` wants elsewhere that `planned`
+/// leaves alone move in one last step. A done move reads as planned, so the
+/// batches stay the same as the rollout advances; the last step goes once
+/// it is done.
+fn from_live_owners(planned: &mut Plan, head: &OperatorAssignmentSpec, inventory: &Inventory) {
+    let live = plan::plan(head, Actual::OwnerKeys, inventory);
+    if live.batches.is_empty() {
+        return;
     }
-    let mut labels_only = inventory.clone();
-    for resource in &mut labels_only.resources {
-        resource.phase = None;
-        resource.in_flight = None;
+    let mut live_from: HashMap<&ResourceRef, &OperatorId> =
+        live.moves().map(|m| (&m.resource, &m.from)).collect();
+    for m in planned.batches.iter_mut().flat_map(|b| &mut b.moves) {
+        if let Some(from) = live_from.remove(&m.resource) {
+            m.from = from.clone();
+        }
     }
-    plan::plan(head, actual, &labels_only)
+    let mut moves: Vec<Move> = live
+        .moves()
+        .filter(|m| live_from.contains_key(&m.resource))
+        .cloned()
+        .collect();
+    if moves.is_empty() {
+        return;
+    }
+    let step = planned.batches.last().map_or(1, |b| b.step + 1);
+    moves.sort_by(|a, b| a.resource.cmp(&b.resource));
+    planned.batches.push(Batch { step, moves });
 }
 
 /// A planned move, as the cluster shows it now.
@@ -510,14 +551,93 @@ mod tests {
         assert_eq!(all.len(), 4);
         let states: Vec<MoveState> = all.iter().map(|m| live.state(m)).collect();
         assert!(states.contains(&MoveState::Unowned));
-        assert!(states.contains(&MoveState::Diverged("owned by operator-3".into())));
-        let groups: Vec<(String, usize)> = p
+        // The plan starts from live owners: operator-3 hands `w` over.
+        assert_eq!(
+            states.iter().filter(|s| **s == MoveState::Pending).count(),
+            3
+        );
+        let groups: Vec<(String, String, usize)> = p
             .batches
             .iter()
             .flat_map(|b| handoffs(b, &live))
-            .map(|g| (g.namespace, g.resources.len()))
+            .map(|g| (g.namespace, g.from.to_string(), g.resources.len()))
             .collect();
-        assert_eq!(groups, vec![("a".to_string(), 1), ("b".to_string(), 1)]);
+        assert_eq!(
+            groups,
+            vec![
+                ("a".to_string(), "operator-1".to_string(), 1),
+                ("b".to_string(), "operator-3".to_string(), 1),
+                ("b".to_string(), "operator-1".to_string(), 1),
+            ]
+        );
+        // Read again after another owner took `y`: that move has diverged.
+        let now = inventory(&[("b", "y", Some("operator-3"))]);
+        let y = all.iter().find(|m| m.resource.name == "y").unwrap();
+        assert_eq!(
+            LiveOwners::new(&now).state(y),
+            MoveState::Diverged("owned by operator-3".into())
+        );
+    }
+
+    #[test]
+    fn a_superseded_rollout_is_finished_by_the_revision_after_it() {
+        // Applied: everything with operator-1. A rollout of everything to
+        // operator-2 moved a0, a1 and b0, then a revision that wants only
+        // namespace `a` with operator-2 superseded it.
+        let base = spec(BASE);
+        let mut only_a = spec(BASE);
+        only_a.rules = vec![crate::api::Rule {
+            name: Some("a".into()),
+            matches: crate::api::Match {
+                namespaces: vec!["a".into()],
+                ..Default::default()
+            },
+            operator: OperatorId::new("operator-2").unwrap(),
+        }];
+        let mut owners = vec![
+            ("a", "a0", Some("operator-2")),
+            ("a", "a1", Some("operator-2")),
+            ("a", "a2", Some("operator-1")),
+            ("b", "b0", Some("operator-2")),
+            ("b", "b1", Some("operator-1")),
+        ];
+        let p = plan(&only_a, Some(&base), &inventory(&owners));
+        let steps: Vec<Vec<(&str, &str, &str)>> = p
+            .batches
+            .iter()
+            .map(|b| {
+                b.moves
+                    .iter()
+                    .map(|m| (m.resource.name.as_str(), m.from.as_str(), m.to.as_str()))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            steps,
+            vec![
+                vec![
+                    ("a0", "operator-1", "operator-2"),
+                    ("a1", "operator-1", "operator-2"),
+                    ("a2", "operator-1", "operator-2"),
+                ],
+                // The revisions leave b0 alone; the cluster does not.
+                vec![("b0", "operator-2", "operator-1")],
+            ]
+        );
+        let live = LiveOwners::new(&inventory(&owners));
+        assert_eq!(position(&p, &live), Position { done: 0, total: 2 });
+        // Step 1 done: the same plan, at its last step.
+        owners[2].2 = Some("operator-2");
+        let inv = inventory(&owners);
+        assert_eq!(plan(&only_a, Some(&base), &inv), p);
+        assert_eq!(position(&p, &LiveOwners::new(&inv)).done, 1);
+        assert!(!settled(&only_a, Some(&base), &inv));
+        // b0 back: the last step is gone, and nothing is left.
+        owners[3].2 = Some("operator-1");
+        let inv = inventory(&owners);
+        let done = plan(&only_a, Some(&base), &inv);
+        assert_eq!(done.batches, p.batches[..1]);
+        assert!(settled(&only_a, Some(&base), &inv));
     }
 
     fn with_keys(ns: &str, name: &str, label: Option<&str>, annotation: Option<&str>) -> Resource {
@@ -730,5 +850,90 @@ mod tests {
             matches!(err, Err(ByHandError::InvalidOwner { .. })),
             "{err:?}"
         );
+    }
+
+    /// Four manifests a revision may be: everything with operator-1, a
+    /// staged move of everything to operator-2, namespace `a` with
+    /// operator-2, everything with operator-3.
+    fn revision(i: usize) -> OperatorAssignmentSpec {
+        let mut s = spec(
+            "apiVersion: camelk.dev/v1alpha1\nkind: OperatorAssignment\nmetadata: {name: a}\nspec:\n  operators: [{id: operator-1, namespace: x}, {id: operator-2, namespace: x}, {id: operator-3, namespace: x}]\n  defaultOperator: operator-1\n",
+        );
+        match i {
+            0 => {}
+            1 => s.staged_moves = head().staged_moves,
+            2 => {
+                s.rules = vec![crate::api::Rule {
+                    name: None,
+                    matches: crate::api::Match {
+                        namespaces: vec!["a".into()],
+                        ..Default::default()
+                    },
+                    operator: OperatorId::new("operator-2").unwrap(),
+                }]
+            }
+            _ => s.default_operator = OperatorId::new("operator-3").unwrap(),
+        }
+        s
+    }
+
+    proptest::proptest! {
+        /// Whatever an earlier rollout left, a revision's rollout carried out
+        /// step by step (planned again before each, as a restarted sync
+        /// does) keeps its steps and ends with every owned resource where
+        /// the revision wants it.
+        #[test]
+        fn a_rollout_ends_where_its_revision_says_from_any_cluster(
+            base in 0..4usize,
+            head_at in 0..4usize,
+            owners in proptest::collection::btree_map((0..2usize, 0..6usize), proptest::option::of(1..4usize), 0..12),
+        ) {
+            let (base, head) = (revision(base), revision(head_at));
+            let mut live: Vec<(String, String, Option<String>)> = owners
+                .into_iter()
+                .map(|((ns, i), o)| (["a", "b"][ns].to_string(), format!("it-{i}"), o.map(|o| format!("operator-{o}"))))
+                .collect();
+            let inventory_of = |live: &[(String, String, Option<String>)]| {
+                let borrowed: Vec<(&str, &str, Option<&str>)> = live
+                    .iter()
+                    .map(|(ns, n, o)| (ns.as_str(), n.as_str(), o.as_deref()))
+                    .collect();
+                inventory(&borrowed)
+            };
+            // The round's first assignments come before its plan.
+            let wanted = Desired::new(&head);
+            let unowned: Vec<Resource> = inventory_of(&live).resources;
+            for (entry, r) in live.iter_mut().zip(unowned) {
+                if entry.2.is_none() {
+                    entry.2 = wanted.decide(&r).map(|d| d.operator.to_string());
+                }
+            }
+            let first = plan(&head, Some(&base), &inventory_of(&live));
+            let mut done = 0;
+            for _ in 0..first.batches.len() {
+                let inv = inventory_of(&live);
+                let now = plan(&head, Some(&base), &inv);
+                let current = LiveOwners::new(&inv);
+                let at = position(&now, &current);
+                // Never back, and the steps not yet done as first planned.
+                proptest::prop_assert!(at.done >= done);
+                done = at.done;
+                if at.is_complete() {
+                    break;
+                }
+                proptest::prop_assert_eq!(&now.batches[done..], &first.batches[done..]);
+                for m in now.batches[done].moves.iter().filter(|m| current.state(m) == MoveState::Pending) {
+                    let entry = live.iter_mut().find(|e| e.1 == m.resource.name && e.0 == m.resource.namespace).unwrap();
+                    entry.2 = Some(m.to.to_string());
+                }
+            }
+            let inv = inventory_of(&live);
+            proptest::prop_assert!(position(&plan(&head, Some(&base), &inv), &LiveOwners::new(&inv)).is_complete());
+            for r in &inv.resources {
+                if let (Owner::Operator(o), Some(d)) = (r.owner(), wanted.decide(r)) {
+                    proptest::prop_assert_eq!(o, d.operator, "{}", r.id);
+                }
+            }
+        }
     }
 }

@@ -675,6 +675,91 @@ async fn a_sync_request_interrupts_a_waiting_health_gate_and_the_new_revision_is
     assert_single_owner(cluster, &ns.name);
 }
 
+/// A revision pushed while a rollout pauses between its steps supersedes it;
+/// what that rollout moved and the new revision wants back is moved back
+/// before the new one counts as applied. `driftPolicy: report` keeps a later
+/// round from doing it as drift repair: only the new revision's own
+/// rollout can.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revision_that_supersedes_a_rollout_moves_back_what_it_moved() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-superseded").await;
+    let git = GitRemote::new();
+    let all = names(4);
+    let (_op1, _op2, sync, _rev1) = setup(
+        cluster,
+        &ns.name,
+        &all,
+        "1s",
+        &git,
+        ("60s", "0s"),
+        &["--interval", "1h"],
+    )
+    .await;
+    let admin = cluster.admin().await;
+
+    let rollout = desired(&ns.name, Some(&["50%"]), "60s", "1h")
+        .drift_policy("report")
+        .render();
+    let rev2 = git.push(&rollout, "rollout, with an hour between steps");
+    request_sync(&admin, &ns.name, "rollout").await;
+    // Step 1 moves it-00 and it-01, then the rollout pauses for an hour.
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(90),
+        "pausing after step 1",
+        &sync,
+        |s| {
+            s.rollout.as_ref().is_some_and(|r| {
+                r.revision == rev2 && r.completed_steps == 1 && r.state == "Pausing"
+            })
+        },
+    )
+    .await;
+
+    let back = desired(&ns.name, None, "60s", "0s")
+        .drift_policy("report")
+        .render();
+    let rev3 = git.push(&back, "everything stays with operator-1");
+    request_sync(&admin, &ns.name, "back").await;
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(90),
+        "the new revision applied",
+        &sync,
+        applied(&rev3),
+    )
+    .await;
+    for name in &all {
+        let it = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+            .get(name)
+            .await
+            .unwrap();
+        assert_eq!(
+            owner(&it).as_deref(),
+            Some("operator-1"),
+            "{name} is where the applied revision says"
+        );
+    }
+    assert_eq!(
+        (status.history[0].revision.as_str(), status.history[0].moves),
+        (rev3.as_str(), 2),
+        "the new revision moved back what the superseded one moved"
+    );
+    assert_eq!(
+        (
+            status.history[1].revision.as_str(),
+            status.history[1].result.as_str()
+        ),
+        (rev2.as_str(), "Superseded")
+    );
+    assert_single_owner(cluster, &ns.name);
+}
+
 /// Replaces operator-2 by a replica that holds its lock but watches another
 /// namespace (returned with it): alive, yet it never touches what it is given.
 async fn blind_operator_2(
