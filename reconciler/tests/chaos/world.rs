@@ -551,6 +551,13 @@ impl World {
     /// afterwards; returns where it is.
     pub fn keep(&mut self) -> std::path::PathBuf {
         self.keep_state = true;
+        // The reconcilers log outside the state directory, where the next
+        // world of the same scenario would write over them.
+        for process in std::iter::once(&self.sync).chain(&self.standby) {
+            if let Some(name) = process.log.file_name() {
+                let _ = std::fs::copy(&process.log, self.state.join(name));
+            }
+        }
         self.state.clone()
     }
 
