@@ -167,7 +167,8 @@ pub(crate) struct Position {
 }
 
 impl Position {
-    pub(crate) fn is_complete(&self) -> bool {
+    #[cfg(test)]
+    fn is_complete(&self) -> bool {
         self.done == self.total
     }
 }
@@ -239,20 +240,16 @@ pub(crate) fn pairs(plan: &Plan) -> BTreeSet<(String, OperatorId, OperatorId)> {
         .collect()
 }
 
-/// Whether, on this inventory, the plan of `head` from `base` has nothing
-/// left to do: no resource waits for its first owner or its adoption, and no
-/// move is pending.
-pub(crate) fn settled(
-    head: &OperatorAssignmentSpec,
-    base: Option<&OperatorAssignmentSpec>,
-    inventory: &Inventory,
-) -> bool {
+/// Whether every resource of `inventory` is where `head` says: none waits
+/// for its first owner or its adoption, and none is owned elsewhere. As a
+/// rollout starts from live owners, this is also when the rollout of `head`
+/// from any base is complete.
+pub(crate) fn settled(head: &OperatorAssignmentSpec, inventory: &Inventory) -> bool {
     let planned = plan::plan(head, Actual::OwnerKeys, inventory);
-    if !planned.first_assignments.is_empty() || !planned.adoptions.is_empty() {
-        return false;
-    }
-    let rollout = self::plan(head, base, inventory);
-    position(&rollout, &LiveOwners::new(inventory)).is_complete()
+    planned.first_assignments.is_empty()
+        && planned.adoptions.is_empty()
+        && planned.batches.is_empty()
+        && planned.blocked.is_empty()
 }
 
 /// How the cluster differs from an applied revision, each difference
@@ -584,16 +581,7 @@ mod tests {
         // Applied: everything with operator-1. A rollout of everything to
         // operator-2 moved a0, a1 and b0, then a revision that wants only
         // namespace `a` with operator-2 superseded it.
-        let base = spec(BASE);
-        let mut only_a = spec(BASE);
-        only_a.rules = vec![crate::api::Rule {
-            name: Some("a".into()),
-            matches: crate::api::Match {
-                namespaces: vec!["a".into()],
-                ..Default::default()
-            },
-            operator: OperatorId::new("operator-2").unwrap(),
-        }];
+        let (base, only_a) = (revision(0), revision(2));
         let mut owners = vec![
             ("a", "a0", Some("operator-2")),
             ("a", "a1", Some("operator-2")),
@@ -631,13 +619,13 @@ mod tests {
         let inv = inventory(&owners);
         assert_eq!(plan(&only_a, Some(&base), &inv), p);
         assert_eq!(position(&p, &LiveOwners::new(&inv)).done, 1);
-        assert!(!settled(&only_a, Some(&base), &inv));
+        assert!(!settled(&only_a, &inv));
         // b0 back: the last step is gone, and nothing is left.
         owners[3].2 = Some("operator-1");
         let inv = inventory(&owners);
         let done = plan(&only_a, Some(&base), &inv);
         assert_eq!(done.batches, p.batches[..1]);
-        assert!(settled(&only_a, Some(&base), &inv));
+        assert!(settled(&only_a, &inv));
     }
 
     fn with_keys(ns: &str, name: &str, label: Option<&str>, annotation: Option<&str>) -> Resource {
@@ -788,17 +776,17 @@ mod tests {
                 OperatorId::new("operator-2").unwrap()
             )]
         );
-        assert!(!settled(&head(), Some(&base), &start));
-        assert!(settled(&head(), Some(&base), &owned("operator-2")));
+        assert!(!settled(&head(), &start));
+        assert!(settled(&head(), &owned("operator-2")));
         // A resource without an owner waits for its first assignment.
         let mut unowned = owned("operator-2");
         unowned.resources[0].labels.clear();
         unowned.resources[0].owner_annotation = None;
-        assert!(!settled(&head(), Some(&base), &unowned));
+        assert!(!settled(&head(), &unowned));
         // One named by the annotation alone waits for its adoption.
         let mut annotated = owned("operator-2");
         annotated.resources[0].labels.clear();
-        assert!(!settled(&head(), Some(&base), &annotated));
+        assert!(!settled(&head(), &annotated));
     }
 
     #[test]
@@ -902,8 +890,8 @@ mod tests {
             };
             // The round's first assignments come before its plan.
             let wanted = Desired::new(&head);
-            let unowned: Vec<Resource> = inventory_of(&live).resources;
-            for (entry, r) in live.iter_mut().zip(unowned) {
+            let resources: Vec<Resource> = inventory_of(&live).resources;
+            for (entry, r) in live.iter_mut().zip(resources) {
                 if entry.2.is_none() {
                     entry.2 = wanted.decide(&r).map(|d| d.operator.to_string());
                 }
@@ -929,6 +917,7 @@ mod tests {
             }
             let inv = inventory_of(&live);
             proptest::prop_assert!(position(&plan(&head, Some(&base), &inv), &LiveOwners::new(&inv)).is_complete());
+            proptest::prop_assert!(settled(&head, &inv));
             for r in &inv.resources {
                 if let (Owner::Operator(o), Some(d)) = (r.owner(), wanted.decide(r)) {
                     proptest::prop_assert_eq!(o, d.operator, "{}", r.id);

@@ -188,9 +188,7 @@ impl Syncer {
         let head = manifest.assignment.spec;
         let base = self.base(&status, &rev).await;
         let reach = Reach::of(&head, base.as_ref());
-        let inventory = self
-            .ownership(&head, base.as_ref(), &status, &rev.sha, &reach)
-            .await?;
+        let inventory = self.ownership(&head, &status, &rev.sha, &reach).await?;
         Ok(Round {
             name: object.metadata.name.clone().unwrap_or_default(),
             rev,
@@ -210,7 +208,6 @@ impl Syncer {
     async fn ownership(
         &self,
         head: &OperatorAssignmentSpec,
-        base: Option<&OperatorAssignmentSpec>,
         status: &OperatorAssignmentStatus,
         sha: &str,
         reach: &Reach,
@@ -220,7 +217,7 @@ impl Syncer {
             None => None,
         };
         match cached {
-            Some(cached) if self.wrote_owners && !idle(head, base, status, sha, &cached) => {
+            Some(cached) if self.wrote_owners && !idle(head, status, sha, &cached) => {
                 self.read(reach).await
             }
             Some(cached) => Ok(cached),
@@ -594,11 +591,10 @@ struct Step<'a> {
 }
 
 /// Whether a round at revision `sha` has nothing to do on `inventory`: the
-/// revision is applied and complete, and the plan engine finds nothing left
+/// revision is applied and complete, and every resource is where it says
 /// ([`rollout::settled`]).
 fn idle(
     head: &OperatorAssignmentSpec,
-    base: Option<&OperatorAssignmentSpec>,
     status: &OperatorAssignmentStatus,
     sha: &str,
     inventory: &Inventory,
@@ -608,7 +604,7 @@ fn idle(
             .rollout
             .as_ref()
             .is_some_and(|r| r.state == RolloutState::Complete);
-    applied && rollout::settled(head, base, inventory)
+    applied && rollout::settled(head, inventory)
 }
 
 /// Whether `object` already carries the manifest's spec, labels and annotations.
@@ -692,13 +688,13 @@ mod tests {
             ..Default::default()
         };
         let synced = owned(Some("operator-1"));
-        assert!(idle(&head, None, &complete, "r1", &synced));
+        assert!(idle(&head, &complete, "r1", &synced));
         // Another revision, a rollout not complete, or work left: not idle.
-        assert!(!idle(&head, None, &complete, "r2", &synced));
+        assert!(!idle(&head, &complete, "r2", &synced));
         let mut paused = complete.clone();
         paused.rollout.as_mut().unwrap().state = RolloutState::Paused;
-        assert!(!idle(&head, None, &paused, "r1", &synced));
-        assert!(!idle(&head, None, &complete, "r1", &owned(None)));
+        assert!(!idle(&head, &paused, "r1", &synced));
+        assert!(!idle(&head, &complete, "r1", &owned(None)));
     }
 
     #[test]
