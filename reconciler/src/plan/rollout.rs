@@ -243,7 +243,9 @@ pub(crate) fn pairs(plan: &Plan) -> BTreeSet<(String, OperatorId, OperatorId)> {
 /// Whether every resource of `inventory` is where `head` says: none waits
 /// for its first owner or its adoption, and none is owned elsewhere. As a
 /// rollout starts from live owners, this is also when the rollout of `head`
-/// from any base is complete.
+/// from any base is complete. Unlike [`Plan::has_changes`], resources the
+/// plan cannot decide about do not count: no round settles them, and with
+/// them counted a round would never trust the watch cache again.
 pub(crate) fn settled(head: &OperatorAssignmentSpec, inventory: &Inventory) -> bool {
     let planned = plan::plan(head, Actual::OwnerKeys, inventory);
     planned.first_assignments.is_empty()
