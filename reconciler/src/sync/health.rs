@@ -10,7 +10,9 @@
 //!   old owner wrote, and keeps it while the new owner is stopped. So a
 //!   healthy-looking status counts only when its `Ready` condition turned
 //!   true after the step first started ([`Watch::since`], recorded in status
-//!   so a later round or process judges against the same time), when it
+//!   so a later round or process judges against the same time) or, for a
+//!   resource already with its new owner then (moved by a rollout the
+//!   revision superseded), after its owner keys were last written, when it
 //!   names a kit the new owner built (its own work, as when a resource goes
 //!   back to the operator that built it), or, failing those, once the object
 //!   has changed since the gate first saw it (the new owner has reconciled
@@ -35,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::OperatorId;
 use crate::camel_k::status::{condition, kit_name, phase};
-use crate::camel_k::{CamelKind, owner_id};
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
 use crate::inventory::ResourceRef;
 
 /// One moved resource the gate watches.
@@ -127,6 +129,35 @@ fn ready_since(object: &DynamicObject) -> Option<Timestamp> {
         .ok()
 }
 
+/// When `object`'s owner keys were last written: the latest time of the
+/// managed-fields entries (the object's, not its status's) that hold the
+/// owner label or annotation. Kubernetes records these times in whole
+/// seconds.
+fn owner_keys_written(object: &DynamicObject) -> Option<Timestamp> {
+    let holds_owner_key = |fields: &serde_json::Value| {
+        ["f:labels", "f:annotations"].iter().any(|map| {
+            fields["f:metadata"][map]
+                .get(format!("f:{OPERATOR_ID_KEY}"))
+                .is_some()
+        })
+    };
+    object
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| entry.subresource.as_deref().unwrap_or("").is_empty())
+        .filter(|entry| {
+            entry
+                .fields_v1
+                .as_ref()
+                .is_some_and(|f| holds_owner_key(&f.0))
+        })
+        .filter_map(|entry| entry.time.as_ref())
+        .map(|time| time.0)
+        .max()
+}
+
 /// Whether a `Ready` condition that last changed at `ready` changed after
 /// `since`. Kubernetes writes condition times in whole seconds, so `since` is
 /// compared truncated to its second: an operator that turns an Integration
@@ -205,6 +236,10 @@ fn verdict(
     let Some(since) = w.since else {
         return Verdict::Healthy;
     };
+    // A resource already with its new owner when the step started (a move a
+    // superseded rollout made) may have been reconciled before then, never to
+    // change again: its owner's work counts from when it became the owner.
+    let since = owner_keys_written(object).map_or(since, |written| written.min(since));
     let turned_ready = ready_since(object).is_some_and(|t| turned_ready_since(t, since));
     if id.kind != CamelKind::Integration || changed || turned_ready {
         Verdict::Healthy
@@ -278,7 +313,6 @@ pub(crate) async fn wait(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::camel_k::OPERATOR_ID_KEY;
     use serde_json::json;
 
     #[test]
@@ -333,6 +367,56 @@ mod tests {
             verdict(&next, &building, true, &mut seen),
             Verdict::Unhealthy(_)
         ));
+    }
+
+    #[test]
+    fn a_move_made_before_its_step_started_counts_from_the_owner_keys_write() {
+        let t = |s: &str| s.parse::<Timestamp>().unwrap();
+        // A superseded rollout moved it at 07:10:05 and the new owner turned
+        // it Ready at once; the revision's step that carries it started later.
+        let w = Watch {
+            resource: ResourceRef {
+                kind: CamelKind::Integration,
+                namespace: "n".into(),
+                name: "x".into(),
+            },
+            owner: OperatorId::new("operator-2").unwrap(),
+            since: Some(t("2026-12-05T07:10:09.500Z")),
+        };
+        let moved_at = |handoff: &str, ready: &str| {
+            let mut o = obj(
+                "Integration",
+                "operator-2",
+                json!({ "phase": "Running", "conditions": [{
+                    "type": "Ready", "status": "True", "lastTransitionTime": ready }] }),
+            );
+            o.metadata.managed_fields = serde_json::from_value(json!([
+                { "manager": "kamel", "operation": "Update", "time": "2026-12-05T07:00:00Z",
+                  "fieldsV1": { "f:metadata": { "f:annotations": { "f:team.example.com/owner": {} } } } },
+                { "manager": "camelk-handoff", "operation": "Update", "time": handoff,
+                  "fieldsV1": { "f:metadata": { "f:labels": { format!("f:{OPERATOR_ID_KEY}"): {} } } } },
+                { "manager": "kamel", "operation": "Update", "subresource": "status",
+                  "time": "2026-12-05T07:10:20Z", "fieldsV1": { "f:status": {} } }
+            ]))
+            .unwrap();
+            o
+        };
+        let mut seen = FirstSeen::default();
+        let fresh = moved_at("2026-12-05T07:10:05Z", "2026-12-05T07:10:05Z");
+        assert_eq!(owner_keys_written(&fresh), Some(t("2026-12-05T07:10:05Z")));
+        assert_eq!(verdict(&w, &fresh, true, &mut seen), Verdict::Healthy);
+        // Ready since before the owner keys changed: the old owner's status.
+        let mut seen = FirstSeen::default();
+        let stale = moved_at("2026-12-05T07:10:05Z", "2026-12-05T07:02:00Z");
+        assert_eq!(verdict(&w, &stale, true, &mut seen), Verdict::Unproven);
+        // Moved by this step (after it started): judged from the step's start,
+        // as before.
+        let mut seen = FirstSeen::default();
+        let late = moved_at("2026-12-05T07:10:30Z", "2026-12-05T07:10:09Z");
+        assert_eq!(verdict(&w, &late, true, &mut seen), Verdict::Healthy);
+        let mut seen = FirstSeen::default();
+        let late_stale = moved_at("2026-12-05T07:10:30Z", "2026-12-05T07:09:00Z");
+        assert_eq!(verdict(&w, &late_stale, true, &mut seen), Verdict::Unproven);
     }
 
     fn obj(kind: &str, owner: &str, status: serde_json::Value) -> DynamicObject {
