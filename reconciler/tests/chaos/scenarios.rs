@@ -129,7 +129,7 @@ async fn exercise(
 ) -> anyhow::Result<Outcome> {
     let rollout = w.remote.push(
         &world::manifest_rollout(w.flavour, n),
-        "everything to operator-2",
+        "swap the groups' operators",
     );
     let pushed = Instant::now();
     // The middle of a step: the second one started.
@@ -205,7 +205,7 @@ async fn exercise(
         Fault::ManifestEdit => {
             final_revision = w.remote.push(
                 &world::manifest_half(w.flavour, n),
-                "only group a to operator-2",
+                "group b stays with operator-2",
             );
             half = true;
         }
@@ -267,7 +267,7 @@ async fn exercise(
             final_revision = w.remote.force_push_from(
                 &w.start_revision,
                 &world::manifest_half(w.flavour, n),
-                "only group a to operator-2, history rewritten",
+                "group b stays with operator-2, history rewritten",
             );
             half = true;
         }
@@ -305,11 +305,7 @@ async fn exercise(
     let mut problems = Vec::new();
     let owners = w.owners().await?;
     for ((kind, name), owner) in &owners {
-        let wanted = if half && name.contains("-b-") {
-            "operator-1"
-        } else {
-            "operator-2"
-        };
+        let wanted = world::final_owner(name, half);
         if owner.as_deref() != Some(wanted) {
             problems.push(format!("{kind} {name}: owner {owner:?}, wanted {wanted}"));
         }
