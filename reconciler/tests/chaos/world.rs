@@ -21,6 +21,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -194,30 +195,20 @@ impl Drop for World {
 }
 
 /// A resource name: `<kind>-<a|b>-<i>`; the group lets a manifest pick half.
+/// Each group has both kinds, so the steps that come before a revision
+/// reversing half the moves have moved some of the half it reverses.
 fn name_of(kind: CamelKind, i: usize) -> String {
     let group = if i % 4 < 2 { "a" } else { "b" };
     format!("{}-{group}-{i:04}", kind.plural().trim_end_matches('s'))
 }
 
-/// Who owns resource `name` before the rollout: operator-1 group `a`,
-/// operator-2 group `b`. The rollout swaps them, so both operators release
-/// and take over at once, each at its own pace (an upstream one's client is
-/// held to 20 requests a second).
-pub fn start_owner(name: &str) -> &'static str {
-    if name.contains("-a-") {
-        "operator-1"
-    } else {
-        "operator-2"
-    }
-}
-
 /// Who owns resource `name` once the rollout is done, or once the revision
-/// that reverses half the moves is (`half`: group `b` stays with operator-2).
+/// that reverses half the moves is (`half`: group `b` back with operator-1).
 pub fn final_owner(name: &str, half: bool) -> &'static str {
-    if half || name.contains("-a-") {
-        "operator-2"
-    } else {
+    if half && name.contains("-b-") {
         "operator-1"
+    } else {
+        "operator-2"
     }
 }
 
@@ -240,10 +231,9 @@ fn object(kind: CamelKind, name: &str, i: usize, flavour: Flavour) -> DynamicObj
             json!({ "flows": flow, "traits": { "container": { "image": IMAGE } } })
         }
     };
-    let owner = start_owner(name);
     let mut labels = json!({ USER_KEY: format!("team-{}", i % 7) });
     if flavour == Flavour::Reference {
-        labels[OPERATOR_ID_KEY] = json!(owner);
+        labels[OPERATOR_ID_KEY] = json!("operator-1");
     }
     serde_json::from_value(json!({
         "apiVersion": kind.api_version(),
@@ -251,7 +241,7 @@ fn object(kind: CamelKind, name: &str, i: usize, flavour: Flavour) -> DynamicObj
         "metadata": {
             "name": name,
             "labels": labels,
-            "annotations": { OPERATOR_ID_KEY: owner, USER_KEY: format!("note {i}") }
+            "annotations": { OPERATOR_ID_KEY: "operator-1", USER_KEY: format!("note {i}") }
         },
         "spec": spec
     }))
@@ -286,23 +276,19 @@ pub fn api(client: &Client, kind: CamelKind) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), NS, &kind.api_resource())
 }
 
-/// The manifest everything starts from: group `a` with operator-1, group `b`
-/// with operator-2.
+/// The manifest everything starts from: operator-1 owns all.
 pub fn manifest_start(flavour: Flavour, n: usize) -> String {
     base(flavour, n).render()
 }
 
-/// The rollout: the two groups swap operators in [`STEPS`], each step moving
-/// a quarter of each group.
+/// The rollout: everything to operator-2 in [`STEPS`].
 pub fn manifest_rollout(flavour: Flavour, n: usize) -> String {
     base(flavour, n)
         .staged_move("operator-1", "operator-2", &STEPS)
-        .staged_move("operator-2", "operator-1", &STEPS)
         .render()
 }
 
-/// A revision that reverses half the moves: group `b` stays with operator-2,
-/// group `a` goes on to it.
+/// A revision that reverses half the moves: group `b` back with operator-1.
 pub fn manifest_half(flavour: Flavour, n: usize) -> String {
     base(flavour, n)
         .rule(Rule::to("operator-2").named("group-a").names(&["*-a-*"]))
@@ -321,7 +307,6 @@ fn base(flavour: Flavour, n: usize) -> Assignment {
     };
     operators
         .scope(&[NS], &[CamelKind::Integration, CamelKind::Pipe])
-        .rule(Rule::to("operator-2").named("group-b").names(&["*-b-*"]))
         .default_operator("operator-1")
         // A step's health gate waits as long as a step may take: upstream
         // operators take over ~85 moved Integrations a minute (each starts
@@ -332,8 +317,7 @@ fn base(flavour: Flavour, n: usize) -> Assignment {
 
 impl World {
     /// Starts the world with `n` resources (half Integrations, half Pipes),
-    /// each owned by its [`start_owner`] and running, the start manifest
-    /// applied.
+    /// everything owned by operator-1 and running, the start manifest applied.
     /// When that fails, its control plane is stopped and its state kept.
     pub async fn start(
         scenario: &str,
@@ -413,10 +397,7 @@ impl World {
         }
         let identity = |base: &str| format!("{base}-{scenario}");
         let remote = GitRemote::new();
-        remote.push(
-            &manifest_start(flavour, n),
-            "group a to operator-1, b to operator-2",
-        );
+        remote.push(&manifest_start(flavour, n), "operator-1 owns everything");
         let mut git_server = None;
         let mut standby = None;
         let sync = match plumbing {
@@ -526,7 +507,7 @@ impl World {
                 s.last_applied_revision.as_deref() == Some(head.as_str())
             })
             .await?;
-        world.wait_all_running().await?;
+        world.wait_all_running("operator-1").await?;
         world.before = world.fingerprints().await?;
         world.keep_state = false;
         Ok(world)
@@ -658,48 +639,77 @@ impl World {
     }
 
     /// Waits until every created Integration, and the Integration of every
-    /// created Pipe (named after it), is owned by its [`start_owner`] and
-    /// running.
-    async fn wait_all_running(&self) -> anyhow::Result<()> {
-        let deadline = Instant::now() + self.flavour.patience(self.names.len());
-        loop {
-            // Each Integration's owner and phase, by name.
-            let seen: BTreeMap<String, (Option<String>, Option<String>)> =
-                api(&self.admin, CamelKind::Integration)
-                    .list(&ListParams::default())
-                    .await?
-                    .items
-                    .into_iter()
-                    .filter_map(|o| {
-                        let state = (
-                            owner(&o),
-                            camelk_reconciler::camel_k::status::phase(&o).map(str::to_string),
-                        );
-                        Some((o.metadata.name?, state))
-                    })
-                    .collect();
-            let waiting: Vec<String> = self
-                .names
+    /// created Pipe (named after it), is owned by `id` and running. A watch
+    /// keeps each Integration's owner and phase: listing them every few
+    /// seconds instead cost the API server ~7 MB of JSON a look at 1,000 (an
+    /// upstream Integration's status is long), in every world at once.
+    async fn wait_all_running(&self, id: &str) -> anyhow::Result<()> {
+        type Seen = BTreeMap<String, (Option<String>, Option<String>)>;
+        let state = |o: &DynamicObject| {
+            let phase = camelk_reconciler::camel_k::status::phase(o).map(str::to_string);
+            (
+                o.metadata.name.clone().unwrap_or_default(),
+                (owner(o), phase),
+            )
+        };
+        let running = |seen: &Seen, name: &str| matches!(seen.get(name), Some((Some(o), Some(p))) if o == id && p == "Running");
+        let waiting = |seen: &Seen| -> Vec<String> {
+            self.names
                 .iter()
-                .filter_map(|(_, name)| match seen.get(name) {
-                    Some((Some(o), Some(p))) if o == start_owner(name) && p == "Running" => None,
-                    Some((o, p)) => Some(format!("{name} (owner {o:?}, phase {p:?})")),
-                    None => Some(format!("{name} (no Integration)")),
+                .filter(|(_, name)| !running(seen, name))
+                .map(|(_, name)| match seen.get(name) {
+                    Some((o, p)) => format!("{name} (owner {o:?}, phase {p:?})"),
+                    None => format!("{name} (no Integration)"),
                 })
-                .collect();
-            if waiting.is_empty() {
+                .collect()
+        };
+        let deadline = tokio::time::Instant::now() + self.flavour.patience(self.names.len());
+        let mut events = std::pin::pin!(
+            watcher(
+                api(&self.admin, CamelKind::Integration),
+                watcher::Config::default()
+            )
+            .default_backoff()
+        );
+        // What the watch's current list has delivered so far, and the view.
+        let (mut listing, mut seen, mut listed) = (Seen::new(), Seen::new(), false);
+        loop {
+            let event = match tokio::time::timeout_at(deadline, events.next()).await {
+                Ok(Some(Ok(event))) => event,
+                // Backed off and retried by the watcher.
+                Ok(Some(Err(_))) => continue,
+                Ok(None) => anyhow::bail!("the watch of Integrations ended"),
+                Err(_) => {
+                    let waiting = waiting(&seen);
+                    anyhow::bail!(
+                        "{} of {} not running under {id}: {}",
+                        waiting.len(),
+                        self.names.len(),
+                        waiting[..waiting.len().min(5)].join(", ")
+                    );
+                }
+            };
+            match event {
+                watcher::Event::Init => listing.clear(),
+                watcher::Event::InitApply(o) => {
+                    let (name, s) = state(&o);
+                    listing.insert(name, s);
+                }
+                watcher::Event::InitDone => {
+                    seen = std::mem::take(&mut listing);
+                    listed = true;
+                }
+                watcher::Event::Apply(o) => {
+                    let (name, s) = state(&o);
+                    seen.insert(name, s);
+                }
+                watcher::Event::Delete(o) => {
+                    seen.remove(&state(&o).0);
+                }
+            }
+            if listed && self.names.iter().all(|(_, name)| running(&seen, name)) {
                 return Ok(());
             }
-            if Instant::now() > deadline {
-                anyhow::bail!(
-                    "{} of {} not running under their first owner: {}",
-                    waiting.len(),
-                    self.names.len(),
-                    waiting[..waiting.len().min(5)].join(", ")
-                );
-            }
-            // Each look lists every Integration: a few MB at 1,000.
-            tokio::time::sleep(Duration::from_secs(2)).await;
         }
     }
 
