@@ -1,6 +1,7 @@
 //! The fault matrix at scale: each scenario starts a control plane of its
-//! own, rolls N Integrations and Pipes from operator-1 to operator-2 in four
-//! steps through `reconciler sync` and two operators (the reference ones, or
+//! own, rolls N Integrations and Pipes between two operators in four steps
+//! (half of them from operator-1 to operator-2, the other half the other way)
+//! through `reconciler sync` and the operators (the reference ones, or
 //! real upstream Camel K ones on `kamel run -x` resources), injects its
 //! fault in the middle of step 2, and checks afterwards, from the audit log
 //! and the objects: no dual-owner write, every resource's spec, user labels

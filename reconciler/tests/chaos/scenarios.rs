@@ -129,7 +129,7 @@ async fn exercise(
 ) -> anyhow::Result<Outcome> {
     let rollout = w.remote.push(
         &world::manifest_rollout(w.flavour, n),
-        "everything to operator-2",
+        "the groups swap operators",
     );
     let pushed = Instant::now();
     // The middle of a step: the second one started.
@@ -205,7 +205,7 @@ async fn exercise(
         Fault::ManifestEdit => {
             final_revision = w.remote.push(
                 &world::manifest_half(w.flavour, n),
-                "only group a to operator-2",
+                "group b stays with operator-2",
             );
             half = true;
         }
@@ -267,7 +267,7 @@ async fn exercise(
             final_revision = w.remote.force_push_from(
                 &w.start_revision,
                 &world::manifest_half(w.flavour, n),
-                "only group a to operator-2, history rewritten",
+                "group b stays with operator-2, history rewritten",
             );
             half = true;
         }

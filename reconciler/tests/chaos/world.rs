@@ -202,13 +202,25 @@ fn name_of(kind: CamelKind, i: usize) -> String {
     format!("{}-{group}-{i:04}", kind.plural().trim_end_matches('s'))
 }
 
-/// Who owns resource `name` once the rollout is done, or once the revision
-/// that reverses half the moves is (`half`: group `b` back with operator-1).
-pub fn final_owner(name: &str, half: bool) -> &'static str {
-    if half && name.contains("-b-") {
+/// Who owns resource `name` before the rollout: operator-1 group `a`,
+/// operator-2 group `b`. The rollout swaps them, so both operators release
+/// and take over at once, each at its own pace (an upstream one's client is
+/// held to 20 requests a second).
+pub fn start_owner(name: &str) -> &'static str {
+    if name.contains("-a-") {
         "operator-1"
     } else {
         "operator-2"
+    }
+}
+
+/// Who owns resource `name` once the rollout is done, or once the revision
+/// that reverses half the moves is (`half`: group `b` stays with operator-2).
+pub fn final_owner(name: &str, half: bool) -> &'static str {
+    if half || name.contains("-a-") {
+        "operator-2"
+    } else {
+        "operator-1"
     }
 }
 
@@ -231,9 +243,10 @@ fn object(kind: CamelKind, name: &str, i: usize, flavour: Flavour) -> DynamicObj
             json!({ "flows": flow, "traits": { "container": { "image": IMAGE } } })
         }
     };
+    let owner = start_owner(name);
     let mut labels = json!({ USER_KEY: format!("team-{}", i % 7) });
     if flavour == Flavour::Reference {
-        labels[OPERATOR_ID_KEY] = json!("operator-1");
+        labels[OPERATOR_ID_KEY] = json!(owner);
     }
     serde_json::from_value(json!({
         "apiVersion": kind.api_version(),
@@ -241,7 +254,7 @@ fn object(kind: CamelKind, name: &str, i: usize, flavour: Flavour) -> DynamicObj
         "metadata": {
             "name": name,
             "labels": labels,
-            "annotations": { OPERATOR_ID_KEY: "operator-1", USER_KEY: format!("note {i}") }
+            "annotations": { OPERATOR_ID_KEY: owner, USER_KEY: format!("note {i}") }
         },
         "spec": spec
     }))
@@ -276,19 +289,23 @@ pub fn api(client: &Client, kind: CamelKind) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), NS, &kind.api_resource())
 }
 
-/// The manifest everything starts from: operator-1 owns all.
+/// The manifest everything starts from: group `a` with operator-1, group `b`
+/// with operator-2.
 pub fn manifest_start(flavour: Flavour, n: usize) -> String {
     base(flavour, n).render()
 }
 
-/// The rollout: everything to operator-2 in [`STEPS`].
+/// The rollout: the two groups swap operators in [`STEPS`], each step moving
+/// a quarter of each group.
 pub fn manifest_rollout(flavour: Flavour, n: usize) -> String {
     base(flavour, n)
         .staged_move("operator-1", "operator-2", &STEPS)
+        .staged_move("operator-2", "operator-1", &STEPS)
         .render()
 }
 
-/// A revision that reverses half the moves: group `b` back with operator-1.
+/// A revision that reverses half the moves: group `b` stays with operator-2,
+/// group `a` goes on to it.
 pub fn manifest_half(flavour: Flavour, n: usize) -> String {
     base(flavour, n)
         .rule(Rule::to("operator-2").named("group-a").names(&["*-a-*"]))
@@ -307,6 +324,7 @@ fn base(flavour: Flavour, n: usize) -> Assignment {
     };
     operators
         .scope(&[NS], &[CamelKind::Integration, CamelKind::Pipe])
+        .rule(Rule::to("operator-2").named("group-b").names(&["*-b-*"]))
         .default_operator("operator-1")
         // A step's health gate waits as long as a step may take: upstream
         // operators take over ~85 moved Integrations a minute (each starts
@@ -317,7 +335,8 @@ fn base(flavour: Flavour, n: usize) -> Assignment {
 
 impl World {
     /// Starts the world with `n` resources (half Integrations, half Pipes),
-    /// everything owned by operator-1 and running, the start manifest applied.
+    /// each owned by its [`start_owner`] and running, the start manifest
+    /// applied.
     /// When that fails, its control plane is stopped and its state kept.
     pub async fn start(
         scenario: &str,
@@ -397,7 +416,10 @@ impl World {
         }
         let identity = |base: &str| format!("{base}-{scenario}");
         let remote = GitRemote::new();
-        remote.push(&manifest_start(flavour, n), "operator-1 owns everything");
+        remote.push(
+            &manifest_start(flavour, n),
+            "a to operator-1, b to operator-2",
+        );
         let mut git_server = None;
         let mut standby = None;
         let sync = match plumbing {
@@ -507,7 +529,7 @@ impl World {
                 s.last_applied_revision.as_deref() == Some(head.as_str())
             })
             .await?;
-        world.wait_all_running("operator-1").await?;
+        world.wait_all_running().await?;
         world.before = world.fingerprints().await?;
         world.keep_state = false;
         Ok(world)
@@ -639,11 +661,11 @@ impl World {
     }
 
     /// Waits until every created Integration, and the Integration of every
-    /// created Pipe (named after it), is owned by `id` and running. A watch
+    /// created Pipe (named after it), runs under its [`start_owner`]. A watch
     /// keeps each Integration's owner and phase: listing them every few
     /// seconds instead cost the API server ~7 MB of JSON a look at 1,000 (an
     /// upstream Integration's status is long), in every world at once.
-    async fn wait_all_running(&self, id: &str) -> anyhow::Result<()> {
+    async fn wait_all_running(&self) -> anyhow::Result<()> {
         type Seen = BTreeMap<String, (Option<String>, Option<String>)>;
         let state = |o: &DynamicObject| {
             let phase = camelk_reconciler::camel_k::status::phase(o).map(str::to_string);
@@ -652,7 +674,7 @@ impl World {
                 (owner(o), phase),
             )
         };
-        let running = |seen: &Seen, name: &str| matches!(seen.get(name), Some((Some(o), Some(p))) if o == id && p == "Running");
+        let running = |seen: &Seen, name: &str| matches!(seen.get(name), Some((Some(o), Some(p))) if o == start_owner(name) && p == "Running");
         let waiting = |seen: &Seen| -> Vec<String> {
             self.names
                 .iter()
@@ -682,7 +704,7 @@ impl World {
                 Err(_) => {
                     let waiting = waiting(&seen);
                     anyhow::bail!(
-                        "{} of {} not running under {id}: {}",
+                        "{} of {} not running under their first owner: {}",
                         waiting.len(),
                         self.names.len(),
                         waiting[..waiting.len().min(5)].join(", ")
