@@ -317,16 +317,7 @@ mod tests {
 
     #[test]
     fn a_status_the_new_owner_wrote_between_two_rounds_passes_the_next() {
-        let t = |s: &str| s.parse::<Timestamp>().unwrap();
-        let w = Watch {
-            resource: ResourceRef {
-                kind: CamelKind::Integration,
-                namespace: "n".into(),
-                name: "x".into(),
-            },
-            owner: OperatorId::new("operator-2").unwrap(),
-            since: Some(t("2026-12-05T07:17:41Z")),
-        };
+        let w = watch("2026-12-05T07:17:41Z");
         // Running and Ready since before the move, as the old owner left it.
         let at = |rv: &str| {
             let mut o = obj(
@@ -371,18 +362,9 @@ mod tests {
 
     #[test]
     fn a_move_made_before_its_step_started_counts_from_the_owner_keys_write() {
-        let t = |s: &str| s.parse::<Timestamp>().unwrap();
         // A superseded rollout moved it at 07:10:05 and the new owner turned
         // it Ready at once; the revision's step that carries it started later.
-        let w = Watch {
-            resource: ResourceRef {
-                kind: CamelKind::Integration,
-                namespace: "n".into(),
-                name: "x".into(),
-            },
-            owner: OperatorId::new("operator-2").unwrap(),
-            since: Some(t("2026-12-05T07:10:09.500Z")),
-        };
+        let w = watch("2026-12-05T07:10:09.500Z");
         let moved_at = |handoff: &str, ready: &str| {
             let mut o = obj(
                 "Integration",
@@ -419,6 +401,23 @@ mod tests {
         assert_eq!(verdict(&w, &late_stale, true, &mut seen), Verdict::Unproven);
     }
 
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    /// Integration `n/x` moved to operator-2 by a step started at `since`.
+    fn watch(since: &str) -> Watch {
+        Watch {
+            resource: ResourceRef {
+                kind: CamelKind::Integration,
+                namespace: "n".into(),
+                name: "x".into(),
+            },
+            owner: OperatorId::new("operator-2").unwrap(),
+            since: Some(t(since)),
+        }
+    }
+
     fn obj(kind: &str, owner: &str, status: serde_json::Value) -> DynamicObject {
         serde_json::from_value(json!({
             "apiVersion": "camel.apache.org/v1", "kind": kind,
@@ -430,7 +429,6 @@ mod tests {
 
     #[test]
     fn a_ready_condition_of_the_second_the_step_started_is_fresh() {
-        let t = |s: &str| s.parse::<Timestamp>().unwrap();
         let since = t("2026-12-04T06:23:01.703Z");
         assert!(turned_ready_since(t("2026-12-04T06:23:01Z"), since));
         assert!(turned_ready_since(t("2026-12-04T06:23:02Z"), since));
