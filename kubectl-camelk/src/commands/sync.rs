@@ -7,19 +7,20 @@
 //! `status.lastHandledReconcileAt`. That receipt is what `--wait` waits for,
 //! so an old Ready condition is never mistaken for the answer.
 //!
-//! `--wait` watches the object (kube-runtime's `await_condition`: a watch
-//! on its name, so it needs `list` and `watch` on OperatorAssignments) and
-//! sees each change as it happens, instead of reading it on a timer.
+//! `--wait` watches the object from the version the request's own write
+//! returned (a watch on its name, so it needs `watch` on
+//! OperatorAssignments): it sees every change after the request, even a
+//! whole rollout that ends before a fresh read could have been made.
 
-use std::cell::RefCell;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use camelk_reconciler::api::RECONCILE_REQUEST_ANNOTATION;
 use camelk_reconciler::api::{OperatorAssignment, OperatorAssignmentStatus};
 use camelk_reconciler::source::short_sha;
-use kube::api::{Api, Patch};
-use kube::runtime::wait::await_condition;
+use futures::{StreamExt, TryStreamExt};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, WatchEvent, WatchParams};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -36,21 +37,25 @@ pub async fn run(cli: &Cli, args: &SyncArgs) -> anyhow::Result<ExitCode> {
     let patch = Patch::Merge(json!({
         "metadata": { "annotations": { RECONCILE_REQUEST_ANNOTATION: token } }
     }));
+    // Each request's own version: where following it starts.
+    let mut requested = Vec::new();
     for name in &names {
-        api.patch(name, &super::plugin_patch(), &patch)
+        let written = api
+            .patch(name, &super::plugin_patch(), &patch)
             .await
             .with_context(|| format!("requesting a sync of OperatorAssignment {ns}/{name}"))?;
         if !cli.output.is_structured() {
             println!("operatorassignment {ns}/{name} sync requested");
         }
+        requested.push((name, written.resource_version().unwrap_or_default()));
     }
     if !args.wait {
         return Ok(ExitCode::SUCCESS);
     }
     let deadline = Instant::now() + args.timeout;
     let mut results = Vec::new();
-    for name in &names {
-        results.push(follow(&api, &ns, name, &token, deadline).await?);
+    for (name, version) in requested {
+        results.push(follow(&api, &ns, name, &token, version, deadline).await?);
     }
     if cli.output.is_structured() {
         let json: Vec<serde_json::Value> = results.iter().map(Outcome::to_json).collect();
@@ -92,35 +97,22 @@ impl Outcome {
     }
 }
 
-/// Watches `name` until the reconciler has handled `token`, printing each
-/// new stage of the rollout on stderr; at `deadline`, reads it once more
-/// and says it timed out unless that read shows the answer.
+/// Follows `name` from `version` until the reconciler has handled `token`;
+/// at `deadline`, reads it once more and says it timed out unless that read
+/// shows the answer.
 async fn follow(
     api: &Api<OperatorAssignment>,
     ns: &str,
     name: &str,
     token: &str,
+    version: String,
     deadline: Instant,
 ) -> anyhow::Result<Outcome> {
     let reading = || format!("reading OperatorAssignment {ns}/{name}");
-    let shown = RefCell::new(String::new());
-    let answered = |object: Option<&OperatorAssignment>| {
-        let seen = seen(object, token, &shown.borrow());
-        match seen {
-            Seen::Answered | Seen::Gone => true,
-            Seen::NewStage(stage) => {
-                eprintln!("{ns}/{name}: {stage}");
-                shown.replace(stage);
-                false
-            }
-            Seen::Unchanged => false,
-        }
-    };
     let watched =
-        tokio::time::timeout_at(deadline, await_condition(api.clone(), name, answered)).await;
+        tokio::time::timeout_at(deadline, until_handled(api, ns, name, token, version)).await;
     let object = match watched {
-        Ok(answer) => answer
-            .with_context(reading)?
+        Ok(answer) => answer?
             .with_context(|| format!("OperatorAssignment {ns}/{name} was deleted while waiting"))?,
         Err(_elapsed) => {
             let object = api.get(name).await.with_context(reading)?;
@@ -145,25 +137,73 @@ async fn follow(
     Ok(outcome(name, &object, &status))
 }
 
+/// Watches `name` from `version` until the reconciler has handled `token`,
+/// printing each new stage of the rollout on stderr; `None` if the object
+/// is deleted first.
+async fn until_handled(
+    api: &Api<OperatorAssignment>,
+    ns: &str,
+    name: &str,
+    token: &str,
+    mut version: String,
+) -> anyhow::Result<Option<OperatorAssignment>> {
+    let watching = || format!("watching OperatorAssignment {ns}/{name}");
+    let params = WatchParams::default().fields(&format!("metadata.name={name}"));
+    let mut shown = String::new();
+    // A watch ends on the server's timeout; the next goes on from the last
+    // version seen.
+    loop {
+        let mut stream = api
+            .watch(&params, &version)
+            .await
+            .with_context(watching)?
+            .boxed();
+        while let Some(event) = stream.try_next().await.with_context(watching)? {
+            let object = match event {
+                WatchEvent::Added(o) | WatchEvent::Modified(o) => o,
+                WatchEvent::Deleted(_) => return Ok(None),
+                WatchEvent::Bookmark(b) => {
+                    version = b.metadata.resource_version;
+                    continue;
+                }
+                // Too old to go on from (compacted): what it is now.
+                WatchEvent::Error(status) if status.code == 410 => api
+                    .get(name)
+                    .await
+                    .with_context(|| format!("reading OperatorAssignment {ns}/{name}"))?,
+                WatchEvent::Error(status) => {
+                    anyhow::bail!(
+                        "watching OperatorAssignment {ns}/{name}: {}",
+                        status.message
+                    )
+                }
+            };
+            version = object.resource_version().unwrap_or_default();
+            match seen(&object, token, &shown) {
+                Seen::Answered => return Ok(Some(object)),
+                Seen::NewStage(stage) => {
+                    eprintln!("{ns}/{name}: {stage}");
+                    shown = stage;
+                }
+                Seen::Unchanged => {}
+            }
+        }
+    }
+}
+
 /// What one version of the object, as the watch sees it, tells `--wait`.
 #[derive(Debug, PartialEq, Eq)]
 enum Seen {
     /// The reconciler has handled the request.
     Answered,
-    /// The object is gone: nothing will answer.
-    Gone,
     /// Not yet; the rollout is at a stage not shown yet.
     NewStage(String),
     /// Not yet, and nothing new to show.
     Unchanged,
 }
 
-/// Reads `object` (`None`: deleted) for the answer to `token`, given the
-/// stage last `shown`.
-fn seen(object: Option<&OperatorAssignment>, token: &str, shown: &str) -> Seen {
-    let Some(object) = object else {
-        return Seen::Gone;
-    };
+/// Reads `object` for the answer to `token`, given the stage last `shown`.
+fn seen(object: &OperatorAssignment, token: &str, shown: &str) -> Seen {
     let Some(status) = &object.status else {
         return Seen::Unchanged;
     };
@@ -262,15 +302,11 @@ mod tests {
         });
         let stage = "revision 0123456789ab step 1/2 Progressing: moving 2";
         let at_step_one = object(json!({ "lastHandledReconcileAt": "old", "rollout": rollout }));
-        assert_eq!(
-            seen(Some(&at_step_one), "new", ""),
-            Seen::NewStage(stage.into())
-        );
-        assert_eq!(seen(Some(&at_step_one), "new", stage), Seen::Unchanged);
+        assert_eq!(seen(&at_step_one, "new", ""), Seen::NewStage(stage.into()));
+        assert_eq!(seen(&at_step_one, "new", stage), Seen::Unchanged);
         // The receipt of an older request answered that one, not this one.
-        assert_eq!(seen(Some(&at_step_one), "old", stage), Seen::Answered);
+        assert_eq!(seen(&at_step_one, "old", stage), Seen::Answered);
         let fresh = object(serde_json::Value::Null);
-        assert_eq!(seen(Some(&fresh), "new", ""), Seen::Unchanged);
-        assert_eq!(seen(None, "new", stage), Seen::Gone);
+        assert_eq!(seen(&fresh, "new", ""), Seen::Unchanged);
     }
 }
