@@ -199,6 +199,14 @@ where
         self.stores.contains_key(kind)
     }
 
+    /// Whether a watch of `kind` that covers `namespace` finished its first
+    /// list.
+    pub fn synced_in(&self, kind: &K, namespace: &str) -> bool {
+        self.stores(kind)
+            .filter(|s| s.namespace.as_deref().is_none_or(|ns| ns == namespace))
+            .any(|s| ready(&s.store))
+    }
+
     /// Whether `kind` is watched and each of its watches finished its first
     /// list.
     pub fn synced(&self, kind: &K) -> bool {

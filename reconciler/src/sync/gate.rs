@@ -53,11 +53,12 @@ impl Syncer {
             rules.require_ready,
             budget,
             self.cfg.poll,
-            &mut self.gate_first_seen,
+            &mut self.gate,
             cancel,
         )
         .await?;
         if failing.is_empty() {
+            self.gate.cache = Default::default(); // its watches end with the gate
             return Ok(true);
         }
         let mut status = status.clone();

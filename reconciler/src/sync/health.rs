@@ -25,7 +25,9 @@
 //!   status written before it was kept), health alone decides. Pipes are
 //!   judged on their phase alone.
 //! - [`wait`] polls until every resource is healthy or the timeout passes,
-//!   and then names each failing resource with the reason.
+//!   and then names each failing resource with the reason. It reads the
+//!   resources from the step's watches ([`GateCache`]), and from the API
+//!   server only those the watches cannot answer yet.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -35,6 +37,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject};
 use tokio_util::sync::CancellationToken;
 
+use super::gate_cache::GateCache;
 use crate::api::OperatorId;
 use crate::camel_k::status::{condition, kit_name, phase};
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
@@ -67,6 +70,14 @@ impl FirstSeen {
         }
         &mut self.versions
     }
+}
+
+/// What the gate of the current step keeps across rounds: the versions it
+/// first saw, and the watches it reads the moved resources from.
+#[derive(Default)]
+pub(crate) struct GateMemory {
+    pub(crate) first_seen: FirstSeen,
+    pub(crate) cache: GateCache,
 }
 
 /// Why the gate could not pass.
@@ -225,11 +236,16 @@ fn verdict(
 ) -> Verdict {
     let id = &w.resource;
     let rv = object.metadata.resource_version.clone().unwrap_or_default();
-    let changed = *first_seen
-        .for_step(w.since)
-        .entry(id.clone())
-        .or_insert_with(|| rv.clone())
-        != rv;
+    // Only a version that has the new owner counts as first seen: a watch
+    // may still hold the version from before the move, and the move itself
+    // must not count as the new owner's work.
+    let has_new_owner = owner_id(&object.metadata).as_deref() == Some(w.owner.as_str());
+    let changed = has_new_owner
+        && *first_seen
+            .for_step(w.since)
+            .entry(id.clone())
+            .or_insert_with(|| rv.clone())
+            != rv;
     if let Err(why) = judge(id.kind, object, &w.owner, require_ready) {
         return Verdict::Unhealthy(why);
     }
@@ -256,35 +272,36 @@ pub(crate) async fn wait(
     require_ready: bool,
     timeout: Duration,
     poll: Duration,
-    first_seen: &mut FirstSeen,
+    memory: &mut GateMemory,
     cancel: &CancellationToken,
 ) -> Result<Vec<String>, GateError> {
     let deadline = Instant::now() + timeout;
     let mut pending: Vec<usize> = (0..watches.len()).collect();
     let mut builders = KitBuilders::new();
+    let GateMemory { first_seen, cache } = memory;
+    let cache = cache.for_step(watches.first().and_then(|w| w.since));
+    for w in watches {
+        cache.watch(client, &w.resource);
+    }
     loop {
         let mut failing = Vec::new();
         let mut still = Vec::new();
         for &i in &pending {
             let w = &watches[i];
             let id = &w.resource;
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), &id.namespace, &id.kind.api_resource());
-            let object = api
-                .get_opt(&id.name)
-                .await
-                .map_err(|source| GateError::Read {
-                    resource: id.clone(),
-                    source,
-                })?;
-            let Some(object) = object else {
+            let cached = cache.object(id);
+            let read = match cached {
+                Some(_) => None,
+                None => read(client, id).await?,
+            };
+            let Some(object) = cached.as_deref().map(|c| &c.0).or(read.as_ref()) else {
                 continue; // deleted: nothing to wait for
             };
-            let verdict = match verdict(w, &object, require_ready, first_seen) {
+            let verdict = match verdict(w, object, require_ready, first_seen) {
                 Verdict::Healthy => Ok(()),
                 Verdict::Unhealthy(why) => Err(why),
                 Verdict::Unproven => {
-                    if runs_on_kit_of(client, &mut builders, &object, &w.owner).await {
+                    if runs_on_kit_of(client, &mut builders, object, &w.owner).await {
                         Ok(())
                     } else {
                         Err(format!(
@@ -310,6 +327,18 @@ pub(crate) async fn wait(
     }
 }
 
+/// `id` read from the API server (`None`: deleted).
+async fn read(client: &Client, id: &ResourceRef) -> Result<Option<DynamicObject>, GateError> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &id.namespace, &id.kind.api_resource());
+    api.get_opt(&id.name)
+        .await
+        .map_err(|source| GateError::Read {
+            resource: id.clone(),
+            source,
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,18 +347,7 @@ mod tests {
     #[test]
     fn a_status_the_new_owner_wrote_between_two_rounds_passes_the_next() {
         let w = watch("2026-12-05T07:17:41Z");
-        // Running and Ready since before the move, as the old owner left it.
-        let at = |rv: &str| {
-            let mut o = obj(
-                "Integration",
-                "operator-2",
-                json!({ "phase": "Running", "conditions": [{
-                    "type": "Ready", "status": "True",
-                    "lastTransitionTime": "2026-12-05T07:02:00Z" }] }),
-            );
-            o.metadata.resource_version = Some(rv.into());
-            o
-        };
+        let at = |rv: &str| left_ready(rv, "operator-2");
         let mut seen = FirstSeen::default();
         // Round 1 sees the flipped object; the new owner then reconciles it
         // (version 120) before round 2, and never changes it again.
@@ -358,6 +376,27 @@ mod tests {
             verdict(&next, &building, true, &mut seen),
             Verdict::Unhealthy(_)
         ));
+    }
+
+    #[test]
+    fn a_version_from_before_the_move_is_not_where_changes_count_from() {
+        let w = watch("2026-12-05T07:17:41Z");
+        let at = left_ready;
+        let mut seen = FirstSeen::default();
+        // A watch lagging the move shows the old owner's version first, then
+        // the move's: the old owner's status is still all there is.
+        assert!(matches!(
+            verdict(&w, &at("99", "operator-1"), true, &mut seen),
+            Verdict::Unhealthy(_)
+        ));
+        assert_eq!(
+            verdict(&w, &at("100", "operator-2"), true, &mut seen),
+            Verdict::Unproven
+        );
+        assert_eq!(
+            verdict(&w, &at("120", "operator-2"), true, &mut seen),
+            Verdict::Healthy
+        );
     }
 
     #[test]
@@ -416,6 +455,20 @@ mod tests {
             owner: OperatorId::new("operator-2").unwrap(),
             since: Some(t(since)),
         }
+    }
+
+    /// Integration `n/x` labelled for `owner` at version `rv`, Running and
+    /// Ready since before the move, as the old owner left it.
+    fn left_ready(rv: &str, owner: &str) -> DynamicObject {
+        let mut o = obj(
+            "Integration",
+            owner,
+            json!({ "phase": "Running", "conditions": [{
+                "type": "Ready", "status": "True",
+                "lastTransitionTime": "2026-12-05T07:02:00Z" }] }),
+        );
+        o.metadata.resource_version = Some(rv.into());
+        o
     }
 
     fn obj(kind: &str, owner: &str, status: serde_json::Value) -> DynamicObject {

@@ -64,6 +64,7 @@
 
 mod execute;
 mod gate;
+mod gate_cache;
 pub(crate) mod health;
 pub mod live;
 mod plan_endpoint;
@@ -213,8 +214,8 @@ pub(crate) struct Syncer {
     /// Whether this process has written owner keys (then the watch cache
     /// may lag its own writes).
     wrote_owners: bool,
-    /// What the health gate of the current step first saw, across rounds.
-    gate_first_seen: health::FirstSeen,
+    /// What the health gate of the current step keeps across rounds.
+    gate: health::GateMemory,
 }
 
 impl Syncer {
@@ -243,7 +244,7 @@ impl Syncer {
             live: None,
             last_fetched: None,
             wrote_owners: false,
-            gate_first_seen: health::FirstSeen::default(),
+            gate: health::GateMemory::default(),
         }
     }
 

@@ -163,6 +163,22 @@ fn integration_moves(
         .collect()
 }
 
+/// How many times the reconciler read (GET) one of `resource` in `ns`.
+fn reconciler_reads(cluster: &camelk_testkit::TestCluster, ns: &str, resource: &str) -> usize {
+    cluster
+        .audit_log()
+        .events_in(ns)
+        .unwrap()
+        .into_iter()
+        .filter(|e| {
+            e.stage == "ResponseComplete"
+                && e.verb == "get"
+                && e.user.username == camelk_testkit::identity::RECONCILER
+                && e.resource() == Some(resource)
+        })
+        .count()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
     let cluster = camelk_testkit::shared();
@@ -884,6 +900,10 @@ async fn a_status_left_by_the_old_owner_never_passes_the_gate() {
         2,
         "{failing}"
     );
+    // The gate reads them from its watches: polled by reads, its three
+    // failures read them 30 times.
+    let reads = reconciler_reads(cluster, &ns.name, "integrations");
+    assert!(reads <= 8, "the reconciler read Integrations {reads} times");
 
     // operator-2 as deployed properly: it reconciles them, and the rollout ends.
     blind.kill();
