@@ -3,7 +3,7 @@
 //! looks and stopped when the step changes or the cache is dropped. A gate
 //! that waits then costs its watches' events, not a read of every moved
 //! resource on every poll (a 1,000-resource rollout to upstream operators
-//! made 66,500 such reads in 7 minutes, two thirds of its API requests).
+//! made 66,500 such reads, 43 % of what the API server served meanwhile).
 //!
 //! Contract:
 //! - [`GateCache::object`] answers only from a watch that finished its first
