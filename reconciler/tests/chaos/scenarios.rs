@@ -255,6 +255,9 @@ async fn exercise(
         Fault::OperatorCut(d) => {
             let proxy = w.proxy.as_ref().expect("the API server proxy");
             proxy.set(Mode::Cut);
+            for op in w.operators.iter_mut().filter(|o| o.id() == "operator-1") {
+                op.cut_off();
+            }
             tokio::time::sleep(d).await;
             proxy.set(Mode::Pass);
         }

@@ -69,6 +69,8 @@ pub struct Operator {
     process: Process,
     /// When the scenario killed it (SIGKILL).
     killed: Option<Instant>,
+    /// When the scenario cut it off from the API server.
+    cut: Option<Instant>,
 }
 
 enum Process {
@@ -81,6 +83,7 @@ impl Operator {
         Operator {
             process,
             killed: None,
+            cut: None,
         }
     }
 
@@ -93,6 +96,12 @@ impl Operator {
         self.killed.get_or_insert_with(Instant::now);
     }
 
+    /// Noted as a time it went down: cut off from the API server, it cannot
+    /// renew its lock, and to the cluster it is as good as gone.
+    pub fn cut_off(&mut self) {
+        self.cut.get_or_insert_with(Instant::now);
+    }
+
     /// Its operator id.
     pub fn id(&self) -> &str {
         match &self.process {
@@ -101,15 +110,19 @@ impl Operator {
         }
     }
 
-    /// When it went down: killed, or exited by itself and then started
-    /// again (upstream only: the reference operator does not exit when it
-    /// loses its lock).
+    /// When it went down: killed, cut off, or exited by itself and then
+    /// started again (upstream only: the reference operator does not exit
+    /// when it loses its lock).
     pub fn downs(&self) -> Vec<Instant> {
         let exits = match &self.process {
             Process::Reference(_) => Vec::new(),
             Process::Upstream(p) => p.exits(),
         };
-        exits.into_iter().chain(self.killed).collect()
+        exits
+            .into_iter()
+            .chain(self.killed)
+            .chain(self.cut)
+            .collect()
     }
 }
 
@@ -783,8 +796,8 @@ impl World {
 
     /// How many `Stalled` reports were seen (distinct messages), and the
     /// ones no real outage explains. A handoff to an operator that is down
-    /// does stall, and saying so is right: the scenario killed it, or,
-    /// upstream, it exited when it could not renew its lock (etcd stopped
+    /// does stall, and saying so is right: the scenario killed it or cut it
+    /// off from the API server, or, upstream, it exited when it could not renew its lock (etcd stopped
     /// past its renew deadline) and runs again after a back-off. So a report
     /// is explained only when the sync said that target was not alive
     /// (reason `TargetNotAlive`, the operator in `rollout.targetNotAlive`)
