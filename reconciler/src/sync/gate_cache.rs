@@ -11,15 +11,17 @@
 //!   the caller then reads it itself, so a watch that cannot start (a
 //!   namespace the reconciler may not list, a kind not installed) slows a
 //!   gate to the reads it made before, never stops it.
+//! - While a watch makes its first list, for [`LIST_GRACE`] at most,
+//!   [`GateCache::listing`] says so: the gate waits for the list rather than
+//!   read each resource a second time.
 //! - A kept object has no spec: the gate judges its owner keys and status.
-//! - [`GateCache::for_step`] keeps the watches of the same step (its start
-//!   time, as [`super::health::FirstSeen`] keys what it saw).
+//! - Its owner ([`super::health::GateMemory`]) drops it when the step changes.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt;
@@ -30,36 +32,35 @@ use crate::camel_k::CamelKind;
 use crate::inventory::ResourceRef;
 use crate::inventory::watch::{CachedObject, Scope, WatchCache, map_event};
 
+/// How long the gate waits for a new watch's first list before it reads
+/// the resources itself (a watch that cannot list never does).
+const LIST_GRACE: Duration = Duration::from_secs(5);
+
 /// The watches of one step's health gate.
 #[derive(Default)]
 pub(crate) struct GateCache {
-    since: Option<Timestamp>,
     cache: WatchCache<CamelKind, CachedObject>,
-    scopes: HashSet<Scope<CamelKind>>,
+    /// When each watch was opened.
+    opened: HashMap<Scope<CamelKind>, Instant>,
     tasks: Vec<JoinHandle<()>>,
 }
 
-impl GateCache {
-    /// The cache of the step that started at `since`; the watches of another
-    /// step are stopped.
-    pub(crate) fn for_step(&mut self, since: Option<Timestamp>) -> &mut GateCache {
-        if self.since != since {
-            *self = GateCache::default();
-            self.since = since;
-        }
-        self
+fn scope_of(resource: &ResourceRef) -> Scope<CamelKind> {
+    Scope {
+        kind: resource.kind,
+        namespace: Some(resource.namespace.clone()),
     }
+}
 
+impl GateCache {
     /// Starts watching the namespace and kind of `resource`, unless a watch
     /// of them runs already.
     pub(crate) fn watch(&mut self, client: &Client, resource: &ResourceRef) {
-        let scope = Scope {
-            kind: resource.kind,
-            namespace: Some(resource.namespace.clone()),
-        };
-        if !self.scopes.insert(scope.clone()) {
+        let scope = scope_of(resource);
+        if self.opened.contains_key(&scope) {
             return;
         }
+        self.opened.insert(scope.clone(), Instant::now());
         let api: Api<DynamicObject> = Api::namespaced_with(
             client.clone(),
             &resource.namespace,
@@ -76,6 +77,16 @@ impl GateCache {
                 }
             },
         )));
+    }
+
+    /// Whether `resource`'s watch is still making its first list, and was
+    /// opened less than [`LIST_GRACE`] ago.
+    pub(crate) fn listing(&self, resource: &ResourceRef) -> bool {
+        !self.cache.synced_in(&resource.kind, &resource.namespace)
+            && self
+                .opened
+                .get(&scope_of(resource))
+                .is_some_and(|at| at.elapsed() < LIST_GRACE)
     }
 
     /// `resource` as its watch has it, once that watch has listed.

@@ -26,8 +26,9 @@
 //!   judged on their phase alone.
 //! - [`wait`] polls until every resource is healthy or the timeout passes,
 //!   and then names each failing resource with the reason. It reads the
-//!   resources from the step's watches ([`GateCache`]), and from the API
-//!   server only those the watches cannot answer yet.
+//!   resources from the step's watches ([`GateCache`]), waits a few seconds
+//!   for a new watch's first list, and reads from the API server only what
+//!   the watches cannot answer.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -78,6 +79,17 @@ impl FirstSeen {
 pub(crate) struct GateMemory {
     pub(crate) first_seen: FirstSeen,
     pub(crate) cache: GateCache,
+}
+
+impl GateMemory {
+    /// The watches of the step that started at `since`; another step's are
+    /// stopped (the step is the one [`FirstSeen`] keys its versions by).
+    fn cache_for(&mut self, since: Option<Timestamp>) -> &mut GateCache {
+        if self.first_seen.since != since {
+            self.cache = GateCache::default();
+        }
+        &mut self.cache
+    }
 }
 
 /// Why the gate could not pass.
@@ -278,17 +290,22 @@ pub(crate) async fn wait(
     let deadline = Instant::now() + timeout;
     let mut pending: Vec<usize> = (0..watches.len()).collect();
     let mut builders = KitBuilders::new();
-    let GateMemory { first_seen, cache } = memory;
-    let cache = cache.for_step(watches.first().and_then(|w| w.since));
+    let cache = memory.cache_for(watches.first().and_then(|w| w.since));
     for w in watches {
         cache.watch(client, &w.resource);
     }
+    let GateMemory { first_seen, cache } = memory;
     loop {
         let mut failing = Vec::new();
         let mut still = Vec::new();
         for &i in &pending {
             let w = &watches[i];
             let id = &w.resource;
+            if cache.listing(id) {
+                failing.push(format!("{id}: not listed yet by the gate's watch"));
+                still.push(i);
+                continue;
+            }
             let cached = cache.object(id);
             let read = match cached {
                 Some(_) => None,

@@ -165,17 +165,9 @@ fn integration_moves(
 
 /// How many times the reconciler read (GET) one of `resource` in `ns`.
 fn reconciler_reads(cluster: &camelk_testkit::TestCluster, ns: &str, resource: &str) -> usize {
-    cluster
-        .audit_log()
-        .events_in(ns)
-        .unwrap()
-        .into_iter()
-        .filter(|e| {
-            e.stage == "ResponseComplete"
-                && e.verb == "get"
-                && e.user.username == camelk_testkit::identity::RECONCILER
-                && e.resource() == Some(resource)
-        })
+    answered_requests(cluster, ns, camelk_testkit::identity::RECONCILER)
+        .iter()
+        .filter(|e| e.verb == "get" && e.resource() == Some(resource))
         .count()
 }
 

@@ -529,6 +529,22 @@ pub struct OwnerChange {
     pub resource_version: u64,
 }
 
+/// The requests `user` made in `namespace` that the API server answered, from
+/// the audit log, in order.
+pub fn answered_requests(
+    cluster: &TestCluster,
+    namespace: &str,
+    user: &str,
+) -> Vec<camelk_testkit::audit::AuditEvent> {
+    cluster
+        .audit_log()
+        .events_in(namespace)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.stage == "ResponseComplete" && e.user.username == user)
+        .collect()
+}
+
 /// Changes of owner label of Camel K resources in `namespace`, from the audit
 /// log, in commit order.
 pub fn owner_changes(cluster: &TestCluster, namespace: &str) -> Vec<OwnerChange> {
