@@ -12,7 +12,7 @@ use camelk_reconciler::api::{
     Step,
 };
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
-use camelk_reconciler::inventory::{Inventory, Resource, ResourceRef};
+use camelk_reconciler::inventory::{Inventory, KeyManagers, Resource, ResourceRef};
 use camelk_reconciler::plan::{BlockReason, batch};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use libfuzzer_sys::fuzz_target;
@@ -62,6 +62,9 @@ struct ResourceIn {
     in_flight: bool,
     /// An Integration created by the Pipe (or KameletBinding) of this name.
     created_by: Option<(bool, u8)>,
+    /// Another tool applies its owner label, its annotation; the reconciler
+    /// co-owns them.
+    key_managers: (bool, bool, bool),
 }
 
 #[derive(Arbitrary, Debug)]
@@ -109,6 +112,8 @@ struct Input {
     head: SpecIn,
     base: Option<SpecIn>,
     resources: Vec<ResourceIn>,
+    /// The owner-keys policy is in force.
+    keys_guarded: bool,
     /// Steps and a size for `batch::split` on its own.
     split: (Vec<StepIn>, u8),
 }
@@ -253,6 +258,11 @@ fn resource(r: &ResourceIn) -> Resource {
                 namespace,
                 name: pick(&NAMES, name).into(),
             }),
+        key_managers: KeyManagers {
+            label_applier: r.key_managers.0.then(|| "argocd-controller".into()),
+            annotation_applier: r.key_managers.1.then(|| "kustomize-controller".into()),
+            co_owned: r.key_managers.2,
+        },
     }
 }
 
@@ -268,7 +278,10 @@ fuzz_target!(|input: Input| {
         .map(resource)
         .filter(|r| seen.insert(r.id.clone()))
         .collect();
-    let inventory = Inventory { resources };
+    let inventory = Inventory {
+        resources,
+        keys_guarded: input.keys_guarded,
+    };
     camelk_fuzz::plan_and_check(&head, base.as_ref(), &inventory);
 
     // Batching alone: input order kept, every item once, no empty batch,

@@ -14,13 +14,13 @@ use camelk_reconciler::camel_k::{OPERATOR_ID_KEY, owner_from_keys};
 use camelk_reconciler::inventory::{Inventory, Resource, ResourceRef};
 use camelk_reconciler::plan::{self, Actual, Desired, Plan, Reason};
 
-/// The owner the plan must read from a resource's keys: `Ok(None)` for
-/// nobody, `Err(())` for keys that disagree or name no valid operator.
+/// The owner the plan must read from a resource's keys (the annotation's
+/// when they disagree): `Ok(None)` for nobody, `Err(())` for an owner that
+/// is no valid operator id.
 fn actual_owner(resource: &Resource) -> Result<Option<OperatorId>, ()> {
     let label = resource.labels.get(OPERATOR_ID_KEY).map(String::as_str);
     match owner_from_keys(label, resource.owner_annotation.as_deref()) {
         None => Ok(None),
-        Some(read) if read.keys_disagree => Err(()),
         Some(read) => OperatorId::new(read.id).map(Some).map_err(|_| ()),
     }
 }
@@ -164,17 +164,32 @@ pub fn check_plan(
     for a in &got.adoptions {
         assert!(!placed.contains(&a.resource), "an adoption is unchanged");
     }
-    // A blocked move waits on work in flight: its own, or its Pipe's.
+    // A blocked move waits on work in flight (its own, or its Pipe's), or
+    // on a tool that applies its owner keys with no policy keeping them.
     for b in &got.blocked {
         let r = by_id[&b.change.resource];
         assert!(
             r.in_flight.is_some()
                 || r.phase.is_some()
+                || (r.key_managers.applier().is_some() && !inventory.keys_guarded)
                 || matches!(b.change.because, Reason::Follows { .. }),
             "{} is blocked without work in flight",
             r.id
         );
     }
+    // Every disagreement of the keys is listed, once, in resource order.
+    let torn = inventory
+        .resources
+        .iter()
+        .filter(|r| target.in_scope(r.id.kind, &r.id.namespace))
+        .filter(|r| {
+            let label = r.labels.get(OPERATOR_ID_KEY).map(String::as_str);
+            owner_from_keys(label, r.owner_annotation.as_deref())
+                .is_some_and(|o| o.keys_disagree())
+        })
+        .count();
+    assert_eq!(got.conflicts.len(), torn, "one conflict per torn resource");
+    assert!(sorted(&got.conflicts, |c| &c.resource));
     assert_eq!(
         got.has_changes(),
         !got.batches.is_empty()

@@ -265,8 +265,12 @@ pub fn rows_table(rows: &[Vec<String>]) -> String {
 
 pub fn summary(plan: &Plan) -> String {
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let conflicts = match plan.conflicts.len() {
+        0 => String::new(),
+        n => format!(", {}", plural(n, "owner-key conflict")),
+    };
     format!(
-        "{} in {}, {}, {} blocked, {}, {} unchanged, {} out of scope",
+        "{} in {}, {}, {} blocked, {}{conflicts}, {} unchanged, {} out of scope",
         plural(plan.move_count(), "move"),
         plural(plan.batches.len(), "batch").replace("batchs", "batches"),
         plural(plan.first_assignments.len(), "first assignment"),
@@ -281,6 +285,7 @@ struct Sections {
     moves: Vec<Vec<String>>,
     first: Vec<Vec<String>>,
     blocked: Vec<Vec<String>>,
+    conflicts: Vec<Vec<String>>,
     errors: Vec<Vec<String>>,
 }
 
@@ -330,6 +335,25 @@ fn sections(plan: &Plan) -> Sections {
                 ]
             })
             .collect(),
+        conflicts: plan
+            .conflicts
+            .iter()
+            .map(|c| {
+                vec![
+                    c.resource.kind.to_string(),
+                    c.resource.namespace.clone(),
+                    c.resource.name.clone(),
+                    c.label.clone(),
+                    c.annotation.clone(),
+                    c.applier.clone().unwrap_or_else(|| "-".into()),
+                    if c.mended {
+                        format!("the label is set to {}", c.annotation)
+                    } else {
+                        "reported, left as it is (docs/gitops-tools.md)".into()
+                    },
+                ]
+            })
+            .collect(),
         errors: plan
             .errors
             .iter()
@@ -349,6 +373,17 @@ const MOVE_HEADER: [&str; 7] = ["BATCH", "KIND", "NAMESPACE", "NAME", "FROM", "T
 const FIRST_HEADER: [&str; 5] = ["KIND", "NAMESPACE", "NAME", "TO", "WHY"];
 const BLOCKED_HEADER: [&str; 6] = ["KIND", "NAMESPACE", "NAME", "FROM", "TO", "BLOCKED BECAUSE"];
 const ERROR_HEADER: [&str; 4] = ["KIND", "NAMESPACE", "NAME", "ERROR"];
+/// Label and annotation that disagree: the annotation owns (upstream obeys it).
+const CONFLICT_HEADER: [&str; 7] = [
+    "KIND",
+    "NAMESPACE",
+    "NAME",
+    "LABEL",
+    "ANNOTATION (OWNER)",
+    "KEYS APPLIED BY",
+    "SYNC",
+];
+const CONFLICT_TITLE: &str = "Owner keys that disagree";
 
 /// The plan for people, section headings in bold (styled: print it with
 /// [`print_styled`]).
@@ -367,6 +402,7 @@ pub fn plan_table(plan: &Plan) -> String {
     section("Moves", &MOVE_HEADER, &s.moves);
     section("First assignments", &FIRST_HEADER, &s.first);
     section("Blocked now", &BLOCKED_HEADER, &s.blocked);
+    section(CONFLICT_TITLE, &CONFLICT_HEADER, &s.conflicts);
     section("Errors", &ERROR_HEADER, &s.errors);
     if !plan.notes.is_empty() {
         out.push_str(&format!("\n{}\n", paint("Notes", HEADING)));
@@ -454,6 +490,12 @@ pub fn plan_comment(plan: &Plan, comment: &Comment) -> Result<String, TooSmall> 
             header: Some(&BLOCKED_HEADER),
             noun: ("blocked move", "blocked moves"),
             rows: table_rows(s.blocked),
+        },
+        Part {
+            title: CONFLICT_TITLE,
+            header: Some(&CONFLICT_HEADER),
+            noun: ("owner-key conflict", "owner-key conflicts"),
+            rows: table_rows(s.conflicts),
         },
         Part {
             title: "Errors",
@@ -675,6 +717,12 @@ impl Finding {
 
     pub fn warn(part: &str, message: impl Into<String>) -> Self {
         Self::new(part, Verdict::Warn, message, None)
+    }
+
+    /// The same finding with the command (or step) that fixes it.
+    pub fn with_fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = Some(fix.into());
+        self
     }
 
     pub fn fail(part: &str, message: impl Into<String>, fix: impl Into<String>) -> Self {

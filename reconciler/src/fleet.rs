@@ -15,6 +15,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 
 use crate::camel_k::status::phase;
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_from_keys, owner_id};
+use crate::inventory::KeyManagers;
 
 /// Whether an operator's lock was seen renewing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,7 +160,7 @@ pub async fn locks(client: &Client, observe: Duration) -> Result<Vec<OperatorVie
         .collect())
 }
 
-/// Owned resources per operator id ([`owner_id`]: label, else annotation),
+/// Owned resources per operator id ([`owner_id`]: the one owner rule),
 /// from metadata-only lists of every kind.
 pub async fn owned_counts(client: &Client) -> Result<BTreeMap<String, usize>, kube::Error> {
     let mut counts = BTreeMap::new();
@@ -204,6 +205,8 @@ pub struct ResourceView {
     pub annotation: Option<String>,
     /// `status.phase`, if any.
     pub phase: Option<String>,
+    /// Who else manages its owner keys (a GitOps tool that applies them).
+    pub key_managers: KeyManagers,
 }
 
 impl ResourceView {
@@ -219,14 +222,22 @@ impl ResourceView {
             label: key(&obj.metadata.labels),
             annotation: key(&obj.metadata.annotations),
             phase: phase(obj).map(str::to_string),
+            key_managers: KeyManagers::of(&obj.metadata),
         }
     }
 }
 
 impl ResourceView {
-    /// Its owner by the one rule: the label, else the annotation.
+    /// Its owner by the one rule: the label, else the annotation, and the
+    /// annotation when they disagree.
     pub fn owner(&self) -> Option<String> {
         owner_from_keys(self.label.as_deref(), self.annotation.as_deref()).map(|o| o.id)
+    }
+
+    /// The label's value when it disagrees with the annotation.
+    pub fn disagreeing_label(&self) -> Option<String> {
+        owner_from_keys(self.label.as_deref(), self.annotation.as_deref())
+            .and_then(|o| o.disagreeing_label)
     }
 }
 

@@ -42,6 +42,7 @@ fn res(
         phase: phase.map(str::to_string),
         in_flight: None,
         created_by: None,
+        key_managers: Default::default(),
     }
 }
 
@@ -55,6 +56,7 @@ fn a_staged_move_batches_by_its_own_steps() {
         "  defaultOperator: op-1\n  stagedMoves:\n    - from: op-1\n      to: op-2\n      steps: [1, 3]\n  rollout:\n    steps: [\"50%\"]\n",
     );
     let inventory = Inventory {
+        keys_guarded: false,
         resources: ["a", "b", "c", "d", "e"]
             .iter()
             .map(|n| {
@@ -92,6 +94,7 @@ fn a_staged_move_never_overrides_a_pin_and_honours_its_selector() {
         "  defaultOperator: op-1\n  pins:\n    - {kind: Integration, namespace: shop, name: pinned, operator: op-1}\n  stagedMoves:\n    - from: op-1\n      to: op-2\n      selector:\n        matchLabels: {wave: \"1\"}\n",
     );
     let inventory = Inventory {
+        keys_guarded: false,
         resources: vec![
             res(
                 CamelKind::Integration,
@@ -125,6 +128,7 @@ fn a_staged_move_never_overrides_a_pin_and_honours_its_selector() {
 fn work_in_flight_blocks_the_move_and_says_why() {
     let spec = spec("  defaultOperator: op-2\n");
     let inventory = Inventory {
+        keys_guarded: false,
         resources: vec![
             res(
                 CamelKind::Build,
@@ -185,6 +189,7 @@ fn owner_keys_decide_between_first_assignment_error_and_move() {
     let mut invalid = res(CamelKind::Integration, "invalid", None, None, &[]);
     invalid.owner_annotation = Some("not valid!".into());
     let inventory = Inventory {
+        keys_guarded: false,
         resources: vec![
             label_only,
             conflict,
@@ -203,19 +208,103 @@ fn owner_keys_decide_between_first_assignment_error_and_move() {
     );
     assert_eq!(
         names(planned.errors.iter().map(|e| &e.resource)),
-        vec!["conflict", "invalid"]
+        vec!["invalid"]
+    );
+    // Keys that disagree: the annotation (upstream obeys it) names the
+    // owner, op-2, whom the manifest wants; the label is set to match.
+    assert_eq!(
+        names(planned.conflicts.iter().map(|c| &c.resource)),
+        vec!["conflict"]
     );
     assert!(
-        planned.errors[0]
-            .message
-            .contains("label says `op-1` but its annotation says `op-2`")
+        planned.conflicts[0]
+            .to_string()
+            .contains("label says `op-1` but its annotation says `op-2`"),
+        "{}",
+        planned.conflicts[0]
     );
+    assert!(planned.conflicts[0].mended);
+    assert_eq!(
+        names(planned.adoptions.iter().map(|a| &a.resource)),
+        vec!["conflict"]
+    );
+    assert_eq!(planned.unchanged.total, 1);
+}
+
+#[test]
+fn owner_keys_another_tool_applies_block_moves_until_the_policy_keeps_them() {
+    let spec = spec(
+        "  defaultOperator: op-2
+",
+    );
+    let applied = |name: &str, label: Option<&str>, annotation: Option<&str>| {
+        let mut r = res(CamelKind::Integration, name, Some("op-1"), None, &[]);
+        r.key_managers.label_applier = label.map(str::to_string);
+        r.key_managers.annotation_applier = annotation.map(str::to_string);
+        r
+    };
+    // kamel-style manifests in Git: the annotation alone, applied by Flux.
+    let mut adopt = applied("adopt", None, Some("kustomize-controller"));
+    adopt.labels.remove(OPERATOR_ID_KEY);
+    adopt.owner_annotation = Some("op-2".into());
+    let mut torn = applied("torn", Some("argocd-controller"), None);
+    torn.owner_annotation = Some("op-2".into());
+    let mut inventory = Inventory {
+        keys_guarded: false,
+        resources: vec![
+            applied("flux", None, Some("kustomize-controller")),
+            adopt,
+            torn,
+            res(CamelKind::Integration, "free", Some("op-1"), None, &[]),
+        ],
+    };
+    let planned = plan::plan(&spec, Actual::OwnerKeys, &inventory);
+    assert_eq!(names(planned.moves().map(|m| &m.resource)), vec!["free"]);
+    let blocked: Vec<(&str, String)> = planned
+        .blocked
+        .iter()
+        .map(|b| (b.change.resource.name.as_str(), b.why.to_string()))
+        .collect();
+    assert_eq!(blocked.len(), 1);
+    assert_eq!(blocked[0].0, "flux");
+    assert!(
+        blocked[0].1.starts_with("kustomize-controller applies its")
+            && blocked[0].1.contains("kubectl camelk strip-owner-keys"),
+        "{blocked:?}"
+    );
+    // Adding a label the tool does not apply fights no one; setting a
+    // label the tool applies would.
+    assert_eq!(
+        names(planned.adoptions.iter().map(|a| &a.resource)),
+        vec!["adopt"]
+    );
+    assert!(!planned.conflicts[0].mended);
+    assert!(
+        planned.conflicts[0]
+            .to_string()
+            .contains("argocd-controller")
+    );
+
+    // The policy keeps the keys: everything moves or is set right.
+    inventory.keys_guarded = true;
+    let planned = plan::plan(&spec, Actual::OwnerKeys, &inventory);
+    assert_eq!(
+        names(planned.moves().map(|m| &m.resource)),
+        vec!["flux", "free"]
+    );
+    assert!(planned.blocked.is_empty());
+    assert_eq!(
+        names(planned.adoptions.iter().map(|a| &a.resource)),
+        vec!["adopt", "torn"]
+    );
+    assert!(planned.conflicts[0].mended);
 }
 
 #[test]
 fn resources_outside_the_scope_are_counted_and_never_touched() {
     let spec = spec("  scope:\n    kinds: [Pipe]\n  defaultOperator: op-2\n");
     let inventory = Inventory {
+        keys_guarded: false,
         resources: vec![
             res(CamelKind::Integration, "it", Some("op-1"), None, &[]),
             res(CamelKind::Pipe, "pipe", Some("op-1"), None, &[]),
@@ -234,6 +323,7 @@ fn planning_between_revisions_ignores_the_owner_keys() {
     );
     // The live keys say op-2 for everything; a pull request's plan is about the manifests.
     let inventory = Inventory {
+        keys_guarded: false,
         resources: ["alpha", "beta"]
             .iter()
             .map(|n| res(CamelKind::Integration, n, Some("op-2"), None, &[]))
@@ -302,7 +392,7 @@ fn an_integration_created_by_a_pipe_goes_where_its_pipe_goes_in_the_same_batch()
         None,
         &[],
     ));
-    let planned = plan::plan(&spec, Actual::OwnerKeys, &Inventory { resources });
+    let planned = plan::plan(&spec, Actual::OwnerKeys, &Inventory::from(resources));
 
     let batches: Vec<(usize, Vec<(CamelKind, &str)>)> = planned
         .batches
@@ -359,7 +449,7 @@ fn an_integration_waits_while_its_pipe_is_blocked() {
         res(CamelKind::Pipe, "p", Some("op-1"), Some("Creating"), &[]),
         pipe_integration("p", Some("op-1"), Some("Running")),
     ];
-    let planned = plan::plan(&spec, Actual::OwnerKeys, &Inventory { resources });
+    let planned = plan::plan(&spec, Actual::OwnerKeys, &Inventory::from(resources));
     assert_eq!(planned.move_count(), 0);
     let blocked: Vec<(CamelKind, String)> = planned
         .blocked
@@ -391,7 +481,7 @@ fn a_pipe_outside_the_scope_leaves_its_integration_to_the_manifest() {
         res(CamelKind::Pipe, "p", Some("op-1"), Some("Ready"), &[]),
         pipe_integration("p", Some("op-1"), Some("Running")),
     ];
-    let planned = plan::plan(&spec, Actual::OwnerKeys, &Inventory { resources });
+    let planned = plan::plan(&spec, Actual::OwnerKeys, &Inventory::from(resources));
     let only = planned.moves().next().unwrap();
     assert_eq!(only.resource.kind, CamelKind::Integration);
     assert!(matches!(only.because, Reason::Rule { .. }));
@@ -410,6 +500,7 @@ fn an_owner_named_by_its_annotation_alone_is_read_like_a_label() {
         "  defaultOperator: op-1\n  pins:\n    - kind: Integration\n      namespace: shop\n      name: moving\n      operator: op-2\n",
     );
     let inventory = Inventory {
+        keys_guarded: false,
         resources: vec![
             kamel_created("moving", "op-1"),
             kamel_created("staying", "op-1"),
@@ -435,6 +526,7 @@ fn an_owner_named_by_its_annotation_alone_is_read_like_a_label() {
 fn a_labelled_resource_is_never_adopted_and_a_pull_request_plan_adopts_nothing() {
     let spec = spec("  defaultOperator: op-1\n");
     let inventory = Inventory {
+        keys_guarded: false,
         resources: vec![
             res(
                 CamelKind::Integration,

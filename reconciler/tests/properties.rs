@@ -60,6 +60,7 @@ fn resource() -> impl Strategy<Value = Resource> {
                     namespace: NAMESPACES[ns].into(),
                     name: NAMES[name].into(),
                 }),
+                key_managers: Default::default(),
             }
         })
 }
@@ -185,7 +186,7 @@ proptest! {
             unique.insert(r.id.clone(), r);
         }
         let resources: Vec<Resource> = unique.into_values().collect();
-        let inventory = Inventory { resources: resources.clone() };
+        let inventory = Inventory::from(resources.clone());
         let planned = plan::plan(&spec, Actual::OwnerKeys, &inventory);
         let total = planned.move_count() + planned.first_assignments.len() + planned.blocked.len()
             + planned.errors.len() + planned.unchanged.total + planned.unchanged.out_of_scope;
@@ -200,7 +201,7 @@ proptest! {
             let j = (seed as usize).wrapping_mul(i + 7) % n.max(1);
             shuffled.swap(i, j);
         }
-        let again = plan::plan(&spec, Actual::OwnerKeys, &Inventory { resources: shuffled });
+        let again = plan::plan(&spec, Actual::OwnerKeys, &Inventory::from(shuffled));
         prop_assert_eq!(&planned, &again);
 
         // An Integration that follows its Pipe moves in the Pipe's batch.
@@ -219,7 +220,7 @@ proptest! {
 
     #[test]
     fn a_manifest_planned_against_itself_changes_nothing(spec in spec(), resources in prop::collection::vec(resource(), 0..30)) {
-        let planned = plan::plan(&spec, Actual::Manifest(&spec), &Inventory { resources });
+        let planned = plan::plan(&spec, Actual::Manifest(&spec), &Inventory::from(resources));
         prop_assert!(planned.batches.is_empty() && planned.first_assignments.is_empty() && planned.blocked.is_empty());
     }
 

@@ -10,6 +10,7 @@ use anyhow::Context;
 use camelk_reconciler::api::OperatorAssignment;
 use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::fleet::{self, OperatorView, Renewal};
+use camelk_reconciler::inventory::{self, Inventory, Resource};
 use camelk_reconciler::lock::RECONCILER_ID;
 use camelk_reconciler::preflight::{self, Crd};
 use k8s_openapi::api::admissionregistration::v1::{
@@ -66,6 +67,18 @@ pub async fn run(cli: &Cli, args: &CheckArgs) -> anyhow::Result<ExitCode> {
     findings.extend(judge_operators(&ns, &assignments, &locks));
     findings.extend(admission(&client, &ns, &assignments).await?);
     findings.extend(olm(&client, &assignments).await?);
+    let kinds: Vec<CamelKind> = CamelKind::ALL
+        .into_iter()
+        .filter(|k| !absent.contains(&Crd::Camel(*k)))
+        .collect();
+    // A user who may not list every namespace still gets the rest.
+    match inventory::cluster::read(&client, &kinds, None).await {
+        Ok(live) => findings.extend(judge_owner_keys(&live.inventory)),
+        Err(e) => findings.push(Finding::warn(
+            "Owner keys",
+            format!("could not read the owner keys of Camel K resources: {e}"),
+        )),
+    }
 
     let failed = findings
         .iter()
@@ -82,6 +95,89 @@ pub async fn run(cli: &Cli, args: &CheckArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Where the owner-keys policy comes from.
+const APPLY_OWNER_KEYS: &str = "kubectl apply --server-side -k examples/deploy/owner-keys";
+
+/// The resources named in a finding, at most this many.
+const NAMED: usize = 5;
+
+/// Owner keys that other tools apply (per tool: how many resources, whether
+/// the owner-keys policy keeps their moves, whether the reconciler co-owns
+/// the keys yet), and keys that disagree.
+fn judge_owner_keys(inventory: &Inventory) -> Vec<Finding> {
+    const PART: &str = "Owner keys";
+    let named = |resources: &[&Resource]| {
+        let mut names: Vec<String> = resources
+            .iter()
+            .take(NAMED)
+            .map(|r| format!("{} {}/{}", r.id.kind, r.id.namespace, r.id.name))
+            .collect();
+        if resources.len() > NAMED {
+            names.push(format!("{} more", resources.len() - NAMED));
+        }
+        names.join(", ")
+    };
+    let mut by_applier: BTreeMap<&str, Vec<&Resource>> = BTreeMap::new();
+    for r in &inventory.resources {
+        if let Some(tool) = r.key_managers.applier() {
+            by_applier.entry(tool).or_default().push(r);
+        }
+    }
+    let mut findings = Vec::new();
+    for (tool, resources) in &by_applier {
+        let co_owned = resources.iter().filter(|r| r.key_managers.co_owned).count();
+        let message = format!(
+            "{} resources have owner keys applied by {tool} ({co_owned} co-owned by the reconciler, \
+             so they stay when removed from {tool}'s manifests): {}",
+            resources.len(),
+            named(resources)
+        );
+        findings.push(if inventory.keys_guarded {
+            Finding::pass(
+                PART,
+                format!("{message}; the owner-keys policy keeps moves against its applies"),
+            )
+        } else {
+            Finding::warn(
+                PART,
+                format!("{message}; their moves are blocked: {tool} would undo them"),
+            )
+            .with_fix(format!(
+                "remove the keys from the manifests {tool} applies (`kubectl camelk \
+                 strip-owner-keys PATH` in that repository), or install the owner-keys policy \
+                 (Kubernetes 1.36+): {APPLY_OWNER_KEYS}"
+            ))
+        });
+    }
+    let torn: Vec<&Resource> = inventory
+        .resources
+        .iter()
+        .filter(|r| r.disagreeing_label().is_some())
+        .collect();
+    if !torn.is_empty() {
+        findings.push(Finding::warn(
+            PART,
+            format!(
+                "{} resources have a label and an annotation naming different operators (the \
+                 annotation, which upstream obeys, owns them; `reconciler sync` sets the label \
+                 right unless a tool applies it): {}",
+                torn.len(),
+                named(&torn)
+            ),
+        ));
+    }
+    if findings.is_empty() {
+        findings.push(Finding::pass(
+            PART,
+            format!(
+                "{} resources: no owner key applied by another tool, none disagreeing",
+                inventory.resources.len()
+            ),
+        ));
+    }
+    findings
 }
 
 fn judge_crds(crds: &[Crd], absent: &[Crd]) -> Vec<Finding> {
@@ -458,6 +554,82 @@ fn judge_olm(operators: &BTreeSet<(String, String)>, deployments: &[Deployment])
 #[cfg(test)]
 mod tests {
     use super::*;
+    use camelk_reconciler::camel_k::OPERATOR_ID_KEY;
+    use camelk_reconciler::inventory::ResourceRef;
+
+    fn resource(name: &str, label: &str, annotation: &str, applier: Option<&str>) -> Resource {
+        let mut r = Resource {
+            id: ResourceRef {
+                kind: CamelKind::Integration,
+                namespace: "shop".into(),
+                name: name.into(),
+            },
+            labels: [(OPERATOR_ID_KEY.to_string(), label.to_string())]
+                .into_iter()
+                .collect(),
+            owner_annotation: Some(annotation.into()),
+            phase: None,
+            in_flight: None,
+            created_by: None,
+            key_managers: Default::default(),
+        };
+        r.key_managers.annotation_applier = applier.map(str::to_string);
+        r
+    }
+
+    #[test]
+    fn owner_keys_another_tool_applies_are_counted_with_their_tool_and_the_fix() {
+        let mut inventory = Inventory::from(vec![
+            resource(
+                "a-1",
+                "operator-1",
+                "operator-1",
+                Some("kustomize-controller"),
+            ),
+            resource(
+                "a-2",
+                "operator-2",
+                "operator-1",
+                Some("kustomize-controller"),
+            ),
+            resource("b-1", "operator-1", "operator-1", None),
+        ]);
+        inventory.resources[0].key_managers.co_owned = true;
+        let findings = judge_owner_keys(&inventory);
+        assert_eq!(findings.len(), 2, "{findings:?}");
+        let applied = &findings[0];
+        assert_eq!(applied.verdict, Verdict::Warn);
+        assert!(
+            applied.message.starts_with(
+                "2 resources have owner keys applied by kustomize-controller (1 co-owned"
+            ) && applied
+                .message
+                .contains("Integration shop/a-1, Integration shop/a-2")
+                && applied.message.contains("their moves are blocked"),
+            "{}",
+            applied.message
+        );
+        assert!(applied.fix.as_deref().unwrap().contains("strip-owner-keys"));
+        assert!(
+            findings[1]
+                .message
+                .starts_with("1 resources have a label and an annotation")
+        );
+
+        inventory.keys_guarded = true;
+        let findings = judge_owner_keys(&inventory);
+        assert_eq!(findings[0].verdict, Verdict::Pass);
+        assert!(
+            findings[0]
+                .message
+                .ends_with("the owner-keys policy keeps moves against its applies")
+        );
+
+        let calm = Inventory::from(vec![resource("b-1", "operator-1", "operator-1", None)]);
+        let findings = judge_owner_keys(&calm);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].verdict, Verdict::Pass);
+    }
 
     fn view(id: &str, ns: &str, renewal: Renewal) -> OperatorView {
         OperatorView {

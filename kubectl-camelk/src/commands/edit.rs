@@ -362,6 +362,7 @@ async fn record(
 /// edit when no inventory file is given.
 fn named_inventory(named: &[ResourceRef]) -> Inventory {
     Inventory {
+        keys_guarded: false,
         resources: named
             .iter()
             .map(|id| Resource {
@@ -371,6 +372,7 @@ fn named_inventory(named: &[ResourceRef]) -> Inventory {
                 phase: None,
                 in_flight: None,
                 created_by: None,
+                key_managers: Default::default(),
             })
             .collect(),
     }

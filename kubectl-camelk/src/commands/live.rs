@@ -286,6 +286,10 @@ pub async fn get(cli: &Cli, args: &GetArgs) -> anyhow::Result<()> {
             .map(|r| {
                 json!({ "kind": r.kind, "namespace": r.namespace, "name": r.name,
                 "operator": r.owner(), "operatorLabel": r.label, "operatorAnnotation": r.annotation,
+                "keysDisagree": r.disagreeing_label().is_some(),
+                "labelAppliedBy": r.key_managers.label_applier,
+                "annotationAppliedBy": r.key_managers.annotation_applier,
+                "keysCoOwned": r.key_managers.co_owned,
                 "phase": r.phase })
             })
             .collect();
@@ -322,16 +326,18 @@ pub async fn get(cli: &Cli, args: &GetArgs) -> anyhow::Result<()> {
 fn get_header(wide: bool) -> Vec<&'static str> {
     let mut header = vec!["NAMESPACE", "KIND", "NAME", "OPERATOR", "PHASE"];
     if wide {
-        // The two keys upstream and this project read, each as it is.
-        header.extend(["LABEL", "ANNOTATION"]);
+        // The two keys upstream and this project read, each as it is, and
+        // the tool that applies them from its manifests, if one does.
+        header.extend(["LABEL", "ANNOTATION", "KEYS-APPLIED-BY"]);
     }
     header
 }
 
 fn get_row(r: &fleet::ResourceView, wide: bool) -> Vec<String> {
-    let owner = match (r.owner(), &r.annotation) {
-        (Some(o), Some(a)) if &o != a => format!("{o} (annotation: {a})"),
-        (Some(o), _) => o,
+    // Disagreeing keys: the annotation owns (upstream obeys it); say so.
+    let owner = match (r.owner(), r.disagreeing_label()) {
+        (Some(o), Some(label)) => format!("{o} (label: {label})"),
+        (Some(o), None) => o,
         (None, _) => "<none>".into(),
     };
     let mut row = vec![
@@ -343,7 +349,12 @@ fn get_row(r: &fleet::ResourceView, wide: bool) -> Vec<String> {
     ];
     if wide {
         let key = |k: &Option<String>| k.clone().unwrap_or_else(|| "<none>".into());
-        row.extend([key(&r.label), key(&r.annotation)]);
+        let applier = match (r.key_managers.applier(), r.key_managers.co_owned) {
+            (Some(tool), true) => format!("{tool} (co-owned)"),
+            (Some(tool), false) => tool.to_string(),
+            (None, _) => "<none>".into(),
+        };
+        row.extend([key(&r.label), key(&r.annotation), applier]);
     }
     row
 }

@@ -110,7 +110,8 @@ async fn move_get_and_operators_on_a_live_cluster() {
             "OPERATOR",
             "PHASE",
             "LABEL",
-            "ANNOTATION"
+            "ANNOTATION",
+            "KEYS-APPLIED-BY"
         ]
     );
     let orders: Vec<&str> = wide
@@ -119,7 +120,11 @@ async fn move_get_and_operators_on_a_live_cluster() {
         .unwrap()
         .split_whitespace()
         .collect();
-    assert_eq!(orders[5..], ["operator-2", "operator-2"], "{wide}");
+    assert_eq!(
+        orders[5..],
+        ["operator-2", "operator-2", "<none>"],
+        "{wide}"
+    );
     let out = live_camelk(&kubeconfig, &ns.name, &["plan", "-o", "name"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(

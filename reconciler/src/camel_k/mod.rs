@@ -4,8 +4,11 @@
 //! Upstream Camel K reads only the annotation [`OPERATOR_ID_KEY`]; this project
 //! also sets a label with the same key and value so operators can filter their
 //! watches on the server. The two are always written together, and read
-//! through one rule, [`owner_of`]: the label, else the annotation.
+//! through one rule, [`owner_of`]: the label, else the annotation, and the
+//! annotation when they disagree. [`appliers`] says which other tools
+//! write them.
 
+pub mod appliers;
 mod crd;
 mod owner;
 pub(crate) mod release;

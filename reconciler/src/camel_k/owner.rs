@@ -1,12 +1,19 @@
 //! The one rule for reading who owns a Camel K resource: its owner label,
-//! else its owner annotation.
+//! else its owner annotation; and when both are set and name different
+//! operators, the annotation, reported as a conflict.
 //!
 //! Upstream Camel K reads only the annotation, and what `kamel run -x`,
 //! `kamel bind -x` or Helm's `operator.operatorId` create carries only the
 //! annotation; this project adds the label so operators can filter on the
-//! server. Every command, the plan, the sync and the handoff read an owner
-//! through [`owner_of`], and fence a change of owner on the key it was read
-//! from ([`OwnerKey`]).
+//! server. The two are written together, so they differ only when something
+//! else changed one of them: most often a GitOps tool applying the
+//! annotation from Git over a move. The operator that then acts is the one
+//! the annotation names (every real Camel K operator obeys it, and the
+//! admission policy reads owners the same way), so that is the owner; the
+//! disagreement ([`ReadOwner::disagreeing_label`]) is reported and set right.
+//! Every command, the plan, the sync, the handoff, the admission policy and
+//! the audit judge read an owner through this rule, and a change of owner is
+//! fenced on the key it was read from ([`OwnerKey`]).
 
 use std::collections::BTreeMap;
 
@@ -19,7 +26,8 @@ use super::OPERATOR_ID_KEY;
 pub enum OwnerKey {
     /// The label `camel.apache.org/operator.id` (set by this project).
     Label,
-    /// The annotation of the same name, with no label (as upstream writes it).
+    /// The annotation of the same name: with no label (as upstream writes
+    /// it), or with a label that names another operator.
     Annotation,
 }
 
@@ -30,12 +38,21 @@ pub struct ReadOwner {
     pub id: String,
     /// The key it was read from: a change of owner is fenced on it.
     pub key: OwnerKey,
-    /// The label and the annotation are both set and name different operators.
-    pub keys_disagree: bool,
+    /// The label's value when label and annotation are both set and name
+    /// different operators (the owner is then the annotation's).
+    pub disagreeing_label: Option<String>,
+}
+
+impl ReadOwner {
+    /// Whether the label and the annotation name different operators.
+    pub fn keys_disagree(&self) -> bool {
+        self.disagreeing_label.is_some()
+    }
 }
 
 /// The owner named by `labels` and `annotations`: the label, else the
-/// annotation; `None` when neither is set.
+/// annotation, and the annotation when the two disagree; `None` when
+/// neither is set.
 pub fn owner_of(
     labels: Option<&BTreeMap<String, String>>,
     annotations: Option<&BTreeMap<String, String>>,
@@ -53,15 +70,20 @@ pub fn owner_from_keys(label: Option<&str>, annotation: Option<&str>) -> Option<
     let label = label.filter(|v| !v.is_empty());
     let annotation = annotation.filter(|v| !v.is_empty());
     match (label, annotation) {
-        (Some(l), a) => Some(ReadOwner {
+        (Some(l), Some(a)) if l != a => Some(ReadOwner {
+            id: a.to_string(),
+            key: OwnerKey::Annotation,
+            disagreeing_label: Some(l.to_string()),
+        }),
+        (Some(l), _) => Some(ReadOwner {
             id: l.to_string(),
             key: OwnerKey::Label,
-            keys_disagree: a.is_some_and(|a| a != l),
+            disagreeing_label: None,
         }),
         (None, Some(a)) => Some(ReadOwner {
             id: a.to_string(),
             key: OwnerKey::Annotation,
-            keys_disagree: false,
+            disagreeing_label: None,
         }),
         (None, None) => None,
     }
@@ -90,20 +112,21 @@ mod tests {
     }
 
     #[test]
-    fn the_label_wins_and_the_annotation_stands_in_for_it() {
+    fn the_label_names_the_owner_and_the_annotation_stands_in_for_it() {
+        // Disagreeing keys: the annotation, which upstream obeys, owns.
         let both = read(Some("operator-2"), Some("operator-1")).unwrap();
-        assert_eq!(both.id, "operator-2");
-        assert_eq!(both.key, OwnerKey::Label);
-        assert!(both.keys_disagree);
+        assert_eq!(both.id, "operator-1");
+        assert_eq!(both.key, OwnerKey::Annotation);
+        assert_eq!(both.disagreeing_label.as_deref(), Some("operator-2"));
 
         let kamel = read(None, Some("operator-1")).unwrap();
         assert_eq!(kamel.id, "operator-1");
         assert_eq!(kamel.key, OwnerKey::Annotation);
-        assert!(!kamel.keys_disagree);
+        assert!(!kamel.keys_disagree());
 
         let ours = read(Some("operator-1"), Some("operator-1")).unwrap();
         assert_eq!(ours.key, OwnerKey::Label);
-        assert!(!ours.keys_disagree);
+        assert!(!ours.keys_disagree());
     }
 
     #[test]

@@ -18,8 +18,8 @@
 use kube::api::DynamicObject;
 use serde::{Deserialize, Serialize};
 
-use super::CamelKind;
 use super::status::{condition, kit_name, phase};
+use super::{CamelKind, OPERATOR_ID_KEY};
 
 /// Why a move cannot start now.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -32,12 +32,25 @@ pub enum BlockReason {
         /// Why that phase means work in flight, for people.
         detail: String,
     },
+    /// Another tool applies the resource's owner keys (a GitOps tool
+    /// deploying it from a manifest that names its operator), and nothing
+    /// keeps them against that tool's next apply: a move would be undone.
+    KeysApplied {
+        /// The tool, as its field manager names it (`kustomize-controller`).
+        applier: String,
+    },
 }
 
 impl std::fmt::Display for BlockReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             BlockReason::WorkInFlight { phase, detail } => write!(f, "phase `{phase}`: {detail}"),
+            BlockReason::KeysApplied { applier } => write!(
+                f,
+                "{applier} applies its {OPERATOR_ID_KEY} and would undo the move: remove the key \
+                 from the manifests it applies (`kubectl camelk strip-owner-keys`), or install the \
+                 owner-keys policy (docs/gitops-tools.md)"
+            ),
         }
     }
 }

@@ -10,7 +10,7 @@ use futures::stream::SelectAll;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use serde_json::json;
@@ -20,6 +20,7 @@ use super::request::{
     ForcePolicy, HandoffItem, HandoffRequest, HandoffSpec, ReleaseMode, STATE_ANNOTATION,
 };
 use crate::api::OperatorId;
+use crate::camel_k::appliers::CO_OWNER;
 use crate::camel_k::release::{self, work_in_flight};
 use crate::camel_k::status;
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, owner_id, owner_of_meta};
@@ -41,8 +42,9 @@ pub enum FlipResult {
 
 /// Writes the change of owner of `object` from `from` to `to` (one fenced
 /// JSON patch, [`fence::flip`]); with `from == to`, the adoption of a
-/// resource its annotation alone names. Owner keys are written only here,
-/// in `assign` and in `match_annotation`.
+/// resource its annotation alone names (or whose label names another
+/// operator). Owner keys are written only here, in `assign` and in
+/// `co_own_keys`.
 pub async fn flip(
     client: &Client,
     kind: CamelKind,
@@ -75,21 +77,56 @@ pub(crate) async fn assign(
     patch_owner_keys(&api, name, fence::assign(object, to, guard)).await
 }
 
-/// Sets the owner annotation of `kind ns/name` to `owner` while its label
-/// names `owner` ([`fence::match_annotation`]): repairs an annotation
-/// changed by hand without moving the resource.
+/// Makes the reconciler a co-owner of `object`'s owner keys, as they are
+/// now, by a server-side apply of just those two fields under
+/// [`crate::camel_k::appliers::CO_OWNER`]. Another tool that applies them
+/// (a GitOps tool deploying the resource from a manifest that names its
+/// operator) then shares them: when it stops applying them, the API server
+/// keeps them, where it would remove a field its last manager dropped. The
+/// apply carries the resourceVersion read and is not forced, so it changes
+/// no value: an object changed since (or keys another manager holds with
+/// other values) is refused (409), and the next round tries again.
 // Only the sync loop (feature `server`) calls this; the plugin builds without it.
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
-pub(crate) async fn match_annotation(
+pub(crate) async fn co_own_keys(
     client: &Client,
     kind: CamelKind,
-    ns: &str,
-    name: &str,
-    owner: &str,
+    object: &DynamicObject,
 ) -> Result<FlipResult, kube::Error> {
+    let meta = &object.metadata;
+    let (Some(label), Some(annotation)) = (
+        meta.labels.as_ref().and_then(|l| l.get(OPERATOR_ID_KEY)),
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(OPERATOR_ID_KEY)),
+    ) else {
+        // Only keys that are both set (and agree) are co-owned.
+        return Ok(FlipResult::Refused);
+    };
+    if label != annotation {
+        return Ok(FlipResult::Refused);
+    }
+    let ns = meta.namespace.as_deref().unwrap_or_default();
+    let name = meta.name.as_deref().unwrap_or_default();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &kind.api_resource());
-    let patch = fence::match_annotation(owner);
-    patch_owner_keys(&api, name, patch).await
+    let keys = serde_json::json!({
+        "apiVersion": kind.api_version(),
+        "kind": kind.kind(),
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "resourceVersion": meta.resource_version,
+            "labels": { OPERATOR_ID_KEY: label },
+            "annotations": { OPERATOR_ID_KEY: annotation },
+        },
+    });
+    let params = PatchParams::apply(CO_OWNER);
+    match api.patch(name, &params, &Patch::Apply(keys)).await {
+        Ok(obj) => Ok(FlipResult::Flipped(Box::new(obj))),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(FlipResult::Gone),
+        Err(kube::Error::Api(s)) if matches!(s.code, 409 | 422) => Ok(FlipResult::Refused),
+        Err(e) => Err(e),
+    }
 }
 
 /// Sends one owner-key patch; a refused fence (422, or 409) and a deleted

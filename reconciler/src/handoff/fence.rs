@@ -94,17 +94,6 @@ fn set_owner_keys(object: &DynamicObject, to: &str) -> [Value; 2] {
     [label, annotation]
 }
 
-/// Sets the owner annotation to `owner`, only while the label names `owner`:
-/// repairs an annotation changed by hand without moving the resource.
-// Only the sync loop (feature `server`) calls this; the plugin builds without it.
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
-pub(crate) fn match_annotation(owner: &str) -> json_patch::Patch {
-    fenced(
-        owner,
-        [json!({ "op": "add", "path": owner_annotation_path(), "value": owner })],
-    )
-}
-
 /// The first assignment of an object with no owner key: applied only while
 /// it is unchanged since read (a JSON patch cannot test that a key is
 /// absent), and, with a guard, only while its phase is the one judged stable.

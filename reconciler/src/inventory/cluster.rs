@@ -34,6 +34,13 @@ pub enum ClusterReadError {
         #[source]
         source: kube::Error,
     },
+    /// Reading whether the owner-keys policy is in force failed.
+    #[error("reading the owner-keys policy {}: {source}", super::guard::POLICY)]
+    Guard {
+        /// The API server's error.
+        #[source]
+        source: kube::Error,
+    },
     /// Reading one resource failed.
     #[error("reading {resource}: {source}")]
     Get {
@@ -64,9 +71,28 @@ fn api(client: &Client, kind: CamelKind, namespace: Option<&str>) -> Api<Dynamic
 /// Objects per list page: bounds what one response holds in memory.
 const PAGE: u32 = 500;
 
-/// Lists `kinds` in `namespace` (all namespaces when `None`).
+/// Lists `kinds` in `namespace` (all namespaces when `None`), and whether
+/// the owner-keys policy is in force ([`super::guard`]).
 /// Lists are paged (`PAGE` objects per response).
 pub async fn read(
+    client: &Client,
+    kinds: &[CamelKind],
+    namespace: Option<&str>,
+) -> Result<LiveInventory, ClusterReadError> {
+    let mut live = list(client, kinds, namespace).await?;
+    live.inventory.keys_guarded = guarded(client).await?;
+    Ok(live)
+}
+
+/// Whether the owner-keys policy is in force ([`super::guard::keys_guarded`]),
+/// for an inventory read from a watch cache.
+pub async fn guarded(client: &Client) -> Result<bool, ClusterReadError> {
+    super::guard::keys_guarded(client)
+        .await
+        .map_err(|source| ClusterReadError::Guard { source })
+}
+
+async fn list(
     client: &Client,
     kinds: &[CamelKind],
     namespace: Option<&str>,
@@ -97,7 +123,7 @@ pub async fn read(
         }
     }
     Ok(LiveInventory {
-        inventory: Inventory { resources },
+        inventory: Inventory::from(resources),
         missing_kinds,
     })
 }
@@ -117,8 +143,9 @@ pub async fn read_in(
         inventory: Inventory::default(),
         missing_kinds: Vec::new(),
     };
+    all.inventory.keys_guarded = guarded(client).await?;
     for namespace in namespaces {
-        let part = read(client, kinds, Some(namespace)).await?;
+        let part = list(client, kinds, Some(namespace)).await?;
         all.inventory.resources.extend(part.inventory.resources);
         for kind in part.missing_kinds {
             if !all.missing_kinds.contains(&kind) {

@@ -232,7 +232,7 @@ pub fn parse(file: &str, text: &str) -> Result<Inventory, InventoryFileError> {
         }
         resources.push(resource);
     }
-    Ok(Inventory { resources })
+    Ok(Inventory::from(resources))
 }
 
 /// Reads an inventory file.

@@ -9,6 +9,7 @@
 
 pub mod cluster;
 pub mod file;
+pub mod guard;
 pub mod watch;
 
 use std::fmt;
@@ -17,8 +18,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde::{Deserialize, Serialize};
 
 use crate::api::{Labels, OperatorId};
+use crate::camel_k::appliers::{KeyMap, keys_co_owned, owner_key_applier};
 use crate::camel_k::release::BlockReason;
-use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, owner_from_keys};
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, ReadOwner, owner_from_keys};
 
 /// Identity of one Camel K resource. Orders by kind, namespace, then name:
 /// the order of every list the plan prints.
@@ -56,6 +58,40 @@ pub struct Resource {
     /// controller owner reference. Upstream copies the Pipe's annotations
     /// onto it, so the Integration's owner follows its Pipe's.
     pub created_by: Option<ResourceRef>,
+    /// Who else writes its owner keys, from its `managedFields`.
+    pub key_managers: KeyManagers,
+}
+
+/// Who, besides this project, manages a resource's owner keys
+/// ([`crate::camel_k::appliers`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyManagers {
+    /// The tool that applies the owner label from its manifests, if one
+    /// does: its next apply would set the label back.
+    pub label_applier: Option<String>,
+    /// The tool that applies the owner annotation, if one does.
+    pub annotation_applier: Option<String>,
+    /// The reconciler co-owns both keys by server-side apply, so they stay
+    /// when the applier stops applying them.
+    pub co_owned: bool,
+}
+
+impl KeyManagers {
+    /// The key managers `meta`'s `managedFields` name.
+    pub fn of(meta: &ObjectMeta) -> KeyManagers {
+        KeyManagers {
+            label_applier: owner_key_applier(meta, KeyMap::Label),
+            annotation_applier: owner_key_applier(meta, KeyMap::Annotation),
+            co_owned: keys_co_owned(meta),
+        }
+    }
+
+    /// The tool that applies either owner key, if one does.
+    pub fn applier(&self) -> Option<&str> {
+        self.annotation_applier
+            .as_deref()
+            .or(self.label_applier.as_deref())
+    }
 }
 
 /// The Pipe or KameletBinding among `owners` that controls an Integration in
@@ -82,9 +118,9 @@ fn created_by(kind: CamelKind, namespace: &str, owners: &[OwnerReference]) -> Op
 pub enum Owner {
     /// Neither the label nor the annotation is set.
     Nobody,
-    /// Label and annotation agree, or only one of them is set.
+    /// The operator the keys name (the annotation's when they disagree).
     Operator(OperatorId),
-    /// The two keys disagree, or the value is not a valid id.
+    /// The value is not a valid id.
     Conflict(String),
 }
 
@@ -96,6 +132,7 @@ impl Resource {
         meta: ObjectMeta,
         phase: Option<String>,
     ) -> Resource {
+        let key_managers = KeyManagers::of(&meta);
         let mut annotations = meta.annotations.unwrap_or_default();
         let namespace = meta.namespace.unwrap_or_default();
         let created_by = created_by(
@@ -114,36 +151,49 @@ impl Resource {
             phase,
             in_flight: None,
             created_by,
+            key_managers,
         }
     }
 
-    /// Its owner by the one rule ([`crate::camel_k::owner_of`]): the label,
-    /// else the annotation. Keys that name two operators are a conflict the
-    /// sync sets right (the label's operator holds it meanwhile).
-    pub(crate) fn owner(&self) -> Owner {
+    /// Its owner keys as read by the one rule ([`owner_from_keys`]).
+    pub(crate) fn read_owner(&self) -> Option<ReadOwner> {
         let label = self.labels.get(OPERATOR_ID_KEY).map(String::as_str);
-        let Some(read) = owner_from_keys(label, self.owner_annotation.as_deref()) else {
+        owner_from_keys(label, self.owner_annotation.as_deref())
+    }
+
+    /// Its owner by the one rule ([`crate::camel_k::owner_of`]): the label,
+    /// else the annotation, and the annotation (which upstream obeys) when
+    /// the two disagree. An owner that is not a valid id is a conflict.
+    pub(crate) fn owner(&self) -> Owner {
+        let Some(read) = self.read_owner() else {
             return Owner::Nobody;
         };
-        if read.keys_disagree {
-            return Owner::Conflict(format!(
-                "its {OPERATOR_ID_KEY} label says `{}` but its annotation says `{}`",
-                read.id,
-                self.owner_annotation.as_deref().unwrap_or_default()
-            ));
-        }
         match OperatorId::new(read.id) {
             Ok(id) => Owner::Operator(id),
             Err(e) => Owner::Conflict(e.to_string()),
         }
     }
 
-    /// Whether its owner is named by the annotation alone (as `kamel`
-    /// creates resources): the label is still to be added.
-    pub(crate) fn owned_by_annotation_only(&self) -> bool {
-        let label = self.labels.get(OPERATOR_ID_KEY).map(String::as_str);
-        owner_from_keys(label, self.owner_annotation.as_deref())
+    /// Whether its label is still to be set to the owner its annotation
+    /// names: missing (as `kamel` creates resources) or naming another
+    /// operator.
+    pub(crate) fn label_to_set(&self) -> bool {
+        self.read_owner()
             .is_some_and(|o| o.key == OwnerKey::Annotation)
+    }
+
+    /// Whether another tool applies one of its owner keys and the reconciler
+    /// does not co-own them yet. Only keys that are both set and agree are
+    /// co-owned, as they are.
+    pub(crate) fn needs_co_owner(&self) -> bool {
+        self.key_managers.applier().is_some()
+            && !self.key_managers.co_owned
+            && self.read_owner().is_some_and(|o| o.key == OwnerKey::Label)
+    }
+
+    /// The label's value when it disagrees with the annotation.
+    pub fn disagreeing_label(&self) -> Option<String> {
+        self.read_owner().and_then(|o| o.disagreeing_label)
     }
 }
 
@@ -152,4 +202,17 @@ impl Resource {
 pub struct Inventory {
     /// Every resource read, in no particular order.
     pub resources: Vec<Resource>,
+    /// The owner-keys policy is in force: an applier's write cannot change
+    /// an owner key (it keeps the stored value), so a resource whose keys
+    /// another tool applies may move ([`KeyManagers::applier`]).
+    pub keys_guarded: bool,
+}
+
+impl From<Vec<Resource>> for Inventory {
+    fn from(resources: Vec<Resource>) -> Inventory {
+        Inventory {
+            resources,
+            keys_guarded: false,
+        }
+    }
 }

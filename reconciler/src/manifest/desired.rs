@@ -239,6 +239,7 @@ mod tests {
             phase: None,
             in_flight: None,
             created_by: None,
+            key_managers: Default::default(),
         }
     }
 

@@ -125,6 +125,7 @@ fn assign_by(
             phase: None,
             in_flight: None,
             created_by: None,
+            key_managers: Default::default(),
         });
         let before = current
             .map(|d| d.operator.to_string())
@@ -197,6 +198,7 @@ fn unassign_by(
                 phase: None,
                 in_flight: None,
                 created_by: None,
+                key_managers: Default::default(),
             })
             .map(|d| format!("{} (by {})", d.operator, d.because))
             .unwrap_or_else(|| "out of scope".into());

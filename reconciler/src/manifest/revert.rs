@@ -340,6 +340,7 @@ fn describe(
                 phase: None,
                 in_flight: None,
                 created_by: None,
+                key_managers: Default::default(),
             })
             .map(|d| format!("{} (by {})", d.operator, d.because))
             .unwrap_or_else(|| "out of scope".into())

@@ -59,7 +59,8 @@ pub fn operator_cluster_role(name: &str) -> ClusterRole {
 }
 
 /// What the coordinator needs: read Camel K resources, patch their owner
-/// keys, and create, mark and delete handoff Leases (and read locks). As
+/// keys, and create, mark and delete handoff Leases (and read locks), and
+/// read whether the owner-keys policy is installed. As
 /// `reconciler sync` it also holds its own lock (update), applies the
 /// `OperatorAssignment` object and its status, and records Events.
 pub fn coordinator_cluster_role(name: &str) -> ClusterRole {
@@ -92,6 +93,14 @@ pub fn coordinator_cluster_role(name: &str) -> ClusterRole {
                 &["get", "patch", "update"],
             ),
             rule("events.k8s.io", &["events".into()], &["create", "patch"]),
+            rule(
+                "admissionregistration.k8s.io",
+                &[
+                    "mutatingadmissionpolicies".into(),
+                    "mutatingadmissionpolicybindings".into(),
+                ],
+                &["get"],
+            ),
         ]),
         ..Default::default()
     }

@@ -6,9 +6,16 @@
 //!    default, then staged moves);
 //! 2. its actual owner comes from its owner keys (`Resource::owner`);
 //! 3. equal owners count as unchanged (an owner named by the annotation
-//!    alone is also listed for adoption); a resource without an owner is a
-//!    first assignment; keys that disagree are an error; otherwise a move;
-//! 4. a move whose current owner is mid-work ([`phase`](crate::camel_k::status::phase)) is blocked now;
+//!    alone, or by an annotation the label disagrees with, is also listed
+//!    for adoption: the label is set to it); a resource without an owner is
+//!    a first assignment; an owner that is no valid id is an error;
+//!    otherwise a move. Label and annotation that disagree are listed as
+//!    [`Plan::conflicts`] too;
+//! 4. a move whose current owner is mid-work ([`phase`](crate::camel_k::status::phase)) is blocked now,
+//!    and so is a move (or an adoption, which is then left out) of a
+//!    resource whose owner keys another tool applies
+//!    ([`crate::inventory::KeyManagers::applier`]) unless the inventory says
+//!    the owner-keys policy keeps them ([`Inventory::keys_guarded`]);
 //! 5. the other moves are grouped by their rollout (a staged move's own steps,
 //!    or `spec.rollout.steps`) and split into batches ([`batch`]);
 //! 6. an Integration created by a Pipe in scope ([`Resource::created_by`])
@@ -92,6 +99,42 @@ pub struct Blocked {
     pub why: BlockReason,
 }
 
+/// A resource whose owner label and annotation name different operators.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyConflict {
+    /// The resource.
+    pub resource: ResourceRef,
+    /// What its label says.
+    pub label: String,
+    /// What its annotation says: its owner, since upstream obeys it.
+    pub annotation: String,
+    /// The tool that applies its owner keys, if another one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applier: Option<String>,
+    /// Whether the sync sets the label to the annotation's operator (it does
+    /// not while an unguarded applier would set it back).
+    pub mended: bool,
+}
+
+impl std::fmt::Display for KeyConflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: its label says `{}` but its annotation says `{}`, which upstream obeys",
+            self.resource, self.label, self.annotation
+        )?;
+        match (&self.applier, self.mended) {
+            (_, true) => write!(f, "; the label is set to match"),
+            (Some(applier), false) => write!(
+                f,
+                "; {applier} applies its owner keys, so they are not set right (docs/gitops-tools.md)"
+            ),
+            (None, false) => Ok(()),
+        }
+    }
+}
+
 /// A resource the plan cannot decide about.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -131,6 +174,10 @@ pub struct Plan {
     /// in one fenced write, with no handoff.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adoptions: Vec<Assignment>,
+    /// Resources whose label and annotation disagree (each also placed as
+    /// its annotation's owner says: unchanged, moved or blocked).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<KeyConflict>,
     /// Things worth knowing that change nothing (a pin to a resource that
     /// does not exist, ...).
     pub notes: Vec<String>,
@@ -217,6 +264,14 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
         desired.decide(resource)
     };
 
+    // A tool that applies an owner key undoes what the sync writes to it,
+    // unless the owner-keys policy keeps the key.
+    let unguarded = |applier: Option<&str>| -> Option<String> {
+        applier
+            .filter(|_| !inventory.keys_guarded)
+            .map(str::to_string)
+    };
+
     let mut resources: Vec<&Resource> = inventory.resources.iter().collect();
     resources.sort_unstable_by(|a, b| a.id.cmp(&b.id));
     for resource in resources {
@@ -224,6 +279,21 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
             out.unchanged.out_of_scope += 1;
             continue;
         };
+        let managers = &resource.key_managers;
+        // A move writes both keys; setting the label right, only the label.
+        let keys_held = unguarded(managers.applier());
+        let label_held = unguarded(managers.label_applier.as_deref());
+        if let Some(read) = resource.read_owner()
+            && let Some(label) = read.disagreeing_label
+        {
+            out.conflicts.push(KeyConflict {
+                resource: resource.id.clone(),
+                label,
+                annotation: read.id,
+                applier: managers.applier().map(str::to_string),
+                mended: base.is_none() && label_held.is_none(),
+            });
+        }
         let owner = match &base {
             None => resource.owner(),
             Some(base) => match decide(base, resource) {
@@ -242,7 +312,7 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
                 message,
             }),
             Owner::Operator(current) if current == decision.operator => {
-                if base.is_none() && resource.owned_by_annotation_only() {
+                if base.is_none() && resource.label_to_set() && label_held.is_none() {
                     out.adoptions.push(Assignment {
                         resource: resource.id.clone(),
                         to: current.clone(),
@@ -265,7 +335,8 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
                         resource.phase.as_deref(),
                     )
                 });
-                match in_flight {
+                let held = keys_held.map(|applier| BlockReason::KeysApplied { applier });
+                match held.or(in_flight) {
                     Some(why) => out.blocked.push(Blocked { change, why }),
                     None if matches!(change.because, Reason::Follows { .. }) => {
                         followers.push((change, resource));
@@ -334,8 +405,8 @@ fn missing_pins(desired: &OperatorAssignmentSpec, inventory: &Inventory) -> Vec<
 }
 
 /// Puts each follower (an Integration that follows its Pipe) in its Pipe's
-/// step, in step 1 when the Pipe does not move, or among the blocked moves
-/// while the Pipe's move is blocked.
+/// step, in step 1 when the Pipe does not move, or among the blocked moves,
+/// for the Pipe's reason, while the Pipe's move is blocked.
 fn place_followers(
     followers: Vec<(Move, &Resource)>,
     by_step: &mut BTreeMap<usize, Vec<Move>>,
@@ -356,10 +427,16 @@ fn place_followers(
             .collect();
         for (change, resource) in followers {
             let pipe = resource.created_by.as_ref().expect("a follower has a Pipe");
-            if let Some(BlockReason::WorkInFlight { phase, detail }) = why_blocked.get(pipe) {
-                let why = BlockReason::WorkInFlight {
-                    phase: phase.clone(),
-                    detail: format!("its {} {} cannot move yet: {detail}", pipe.kind, pipe.name),
+            if let Some(&pipe_why) = why_blocked.get(pipe) {
+                let why = match pipe_why {
+                    BlockReason::WorkInFlight { phase, detail } => BlockReason::WorkInFlight {
+                        phase: phase.clone(),
+                        detail: format!(
+                            "its {} {} cannot move yet: {detail}",
+                            pipe.kind, pipe.name
+                        ),
+                    },
+                    other => other.clone(),
                 };
                 blocked_followers.push(Blocked { change, why });
                 continue;

@@ -21,9 +21,10 @@
 //!   that is not. Killed and restarted, the reconciler finds the same
 //!   position: it never repeats a finished step nor skips an unfinished one.
 //! - Once a revision is applied, a pending move is drift ([`drift`]): an
-//!   owner changed by hand, moved back by the same steps. Owner keys that
-//!   disagree are set right by [`key_repairs`]; a failed gate under
-//!   `onFailure: Rollback` hands a step's moves back ([`reversal`]).
+//!   owner changed by hand, moved back by the same steps (owner keys that
+//!   disagree are set right before, as adoptions: [`crate::plan::Plan::adoptions`]);
+//!   a failed gate under `onFailure: Rollback` hands a step's moves back
+//!   ([`reversal`]).
 //! - Every move leaves here as a [`Handover`] (one namespace, one source,
 //!   one target); the handoff executor carries it out. A move asked for by
 //!   hand (`kubectl camelk move`) is grouped the same way ([`by_hand`]).
@@ -31,9 +32,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::api::{OperatorAssignmentSpec, OperatorId};
-use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_from_keys};
-use crate::inventory::{Inventory, Owner, Resource, ResourceRef};
-use crate::plan::{self, Actual, Batch, Desired, Move, Plan, ResourceError};
+use crate::camel_k::CamelKind;
+use crate::inventory::{Inventory, Owner, ResourceRef};
+use crate::plan::{self, Actual, Batch, Desired, Move, Plan};
 
 /// The rollout plan of `head` from `base` (see the module doc).
 pub(crate) fn plan(
@@ -244,14 +245,18 @@ pub(crate) fn pairs(plan: &Plan) -> BTreeSet<(String, OperatorId, OperatorId)> {
 /// for its first owner or its adoption, and none is owned elsewhere. As a
 /// rollout starts from live owners, this is also when the rollout of `head`
 /// from any base is complete. Unlike [`Plan::has_changes`], resources the
-/// plan cannot decide about do not count: no round settles them, and with
-/// them counted a round would never trust the watch cache again.
+/// plan cannot decide about do not count, nor moves held by a tool that
+/// applies the owner keys: no round settles them, and with them counted a
+/// round would never trust the watch cache again.
 pub(crate) fn settled(head: &OperatorAssignmentSpec, inventory: &Inventory) -> bool {
     let planned = plan::plan(head, Actual::OwnerKeys, inventory);
     planned.first_assignments.is_empty()
         && planned.adoptions.is_empty()
         && planned.batches.is_empty()
-        && planned.blocked.is_empty()
+        && planned
+            .blocked
+            .iter()
+            .all(|b| matches!(b.why, plan::BlockReason::KeysApplied { .. }))
 }
 
 /// How the cluster differs from an applied revision, each difference
@@ -261,7 +266,8 @@ pub(crate) struct Drift {
     /// Owners changed by hand: the rollout moves them back (under
     /// `driftPolicy: revert`).
     pub(crate) moved: Vec<String>,
-    /// Owner keys that disagree: set right by [`key_repairs`].
+    /// Owner keys that disagree and that the sync cannot set right (another
+    /// tool applies them), and owners that are no valid id.
     pub(crate) conflicts: Vec<String>,
 }
 
@@ -284,9 +290,15 @@ pub(crate) fn drift(plan: &Plan, live: &LiveOwners) -> Drift {
             .map(|m| format!("{} is with {}, not {}", m.resource, m.from, m.to))
             .collect(),
         conflicts: plan
-            .errors
+            .conflicts
             .iter()
-            .map(|e| format!("{}: {}", e.resource, e.message))
+            .filter(|c| !c.mended)
+            .map(ToString::to_string)
+            .chain(
+                plan.errors
+                    .iter()
+                    .map(|e| format!("{}: {}", e.resource, e.message)),
+            )
             .collect(),
     }
 }
@@ -306,59 +318,6 @@ pub(crate) fn reversal(steps: &[Batch], step: usize) -> Batch {
             })
             .collect(),
     }
-}
-
-/// How owner keys that disagree are set right.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct KeyRepairs {
-    /// The label already names the desired owner: only the annotation is
-    /// set to match (fenced on the label).
-    pub(crate) annotations: Vec<(ResourceRef, OperatorId)>,
-    /// The label names another operator, which holds the resource now: it
-    /// is handed to the desired owner, whose flip sets both keys.
-    pub(crate) handovers: Vec<Handover>,
-}
-
-/// Key repairs for `errors` under `head` (`driftPolicy: revert`). The label
-/// is what operators select by, so it names who holds the resource now. A
-/// label that is no valid id, a resource out of scope and one that no longer
-/// exists are left for a person or a later round.
-pub(crate) fn key_repairs(
-    head: &OperatorAssignmentSpec,
-    errors: &[ResourceError],
-    inventory: &Inventory,
-) -> KeyRepairs {
-    let by_id: HashMap<&ResourceRef, &Resource> =
-        inventory.resources.iter().map(|r| (&r.id, r)).collect();
-    let desired = Desired::new(head);
-    let mut out = KeyRepairs::default();
-    let mut moves = Vec::new();
-    for error in errors {
-        let Some(resource) = by_id.get(&error.resource) else {
-            continue;
-        };
-        // The owner by the one rule: with both keys set, the label.
-        let label = resource.labels.get(OPERATOR_ID_KEY).map(String::as_str);
-        let owner = owner_from_keys(label, resource.owner_annotation.as_deref());
-        let (Some(label), Some(decision)) = (
-            owner.and_then(|o| OperatorId::new(o.id).ok()),
-            desired.decide(resource),
-        ) else {
-            continue;
-        };
-        if label == decision.operator {
-            out.annotations.push((resource.id.clone(), label));
-        } else {
-            moves.push(Move {
-                resource: resource.id.clone(),
-                from: label,
-                to: decision.operator,
-                because: decision.because,
-            });
-        }
-    }
-    out.handovers = handovers(moves.iter());
-    out
 }
 
 /// A resource named in a move asked for by hand.
@@ -469,6 +428,7 @@ mod tests {
 
     fn inventory(owners: &[(&str, &str, Option<&str>)]) -> Inventory {
         Inventory {
+            keys_guarded: false,
             resources: owners
                 .iter()
                 .map(|(ns, name, owner)| Resource {
@@ -488,6 +448,7 @@ mod tests {
                     phase: Some("Building Kit".into()),
                     in_flight: None,
                     created_by: None,
+                    key_managers: Default::default(),
                 })
                 .collect(),
         }
@@ -648,6 +609,7 @@ mod tests {
             phase: None,
             in_flight: None,
             created_by: None,
+            key_managers: Default::default(),
         }
     }
 
@@ -655,6 +617,7 @@ mod tests {
     fn drift_names_owners_changed_by_hand_and_keys_that_disagree() {
         let base = spec(BASE);
         let inv = Inventory {
+            keys_guarded: false,
             resources: vec![
                 with_keys("a", "kept", Some("operator-1"), Some("operator-1")),
                 with_keys("a", "taken", Some("operator-2"), Some("operator-2")),
@@ -665,73 +628,35 @@ mod tests {
         let p = plan(&base, None, &inv);
         let live = LiveOwners::new(&inv);
         let d = drift(&p, &live);
+        // Torn keys: the annotation owns (upstream obeys it), so the
+        // resource is with operator-2; the label is set right as an
+        // adoption, which drift does not list.
         assert_eq!(
             d.moved,
-            vec!["Integration a/taken is with operator-2, not operator-1".to_string()]
+            vec![
+                "Integration a/taken is with operator-2, not operator-1".to_string(),
+                "Integration a/torn is with operator-2, not operator-1".to_string(),
+            ]
         );
-        assert_eq!(d.conflicts.len(), 1);
-        assert!(d.conflicts[0].starts_with("Integration a/torn: "), "{d:?}");
+        assert!(d.conflicts.is_empty(), "{d:?}");
         assert_eq!(d.len(), 2);
-        assert!(!d.is_empty());
+        // A tool that applies the torn keys keeps them torn: reported.
+        let mut applied = inv.clone();
+        applied.resources[2].key_managers.label_applier = Some("kustomize-controller".into());
+        let d = drift(&plan(&base, None, &applied), &LiveOwners::new(&applied));
+        assert_eq!(d.conflicts.len(), 1, "{d:?}");
+        assert!(
+            d.conflicts[0].starts_with("Integration a/torn: its label says `operator-1`")
+                && d.conflicts[0].contains("kustomize-controller"),
+            "{d:?}"
+        );
         // Nothing differs: no drift.
         let calm = Inventory {
+            keys_guarded: false,
             resources: vec![with_keys("a", "kept", Some("operator-1"), None)],
         };
         let p = plan(&base, None, &calm);
         assert!(drift(&p, &LiveOwners::new(&calm)).is_empty());
-    }
-
-    #[test]
-    fn key_repairs_match_the_annotation_or_hand_over_from_the_label() {
-        let base = spec(BASE);
-        let inv = Inventory {
-            resources: vec![
-                // Label is the desired owner: only the annotation is set.
-                with_keys(
-                    "a",
-                    "annotation-off",
-                    Some("operator-1"),
-                    Some("operator-2"),
-                ),
-                // Label names another operator: handed from it.
-                with_keys("a", "label-off", Some("operator-2"), Some("operator-1")),
-                with_keys("b", "label-off", Some("operator-2"), Some("operator-1")),
-                // A label that is no valid id is left for a person.
-                with_keys("a", "bad", Some("Not An Id"), Some("operator-1")),
-            ],
-        };
-        let errors: Vec<ResourceError> = plan(&base, None, &inv).errors;
-        assert_eq!(errors.len(), 4, "{errors:?}");
-        let repairs = key_repairs(&base, &errors, &inv);
-        assert_eq!(
-            repairs.annotations,
-            vec![(
-                with_keys("a", "annotation-off", None, None).id,
-                OperatorId::new("operator-1").unwrap()
-            )]
-        );
-        let handed: Vec<(String, String, String, usize)> = repairs
-            .handovers
-            .iter()
-            .map(|h| {
-                (
-                    h.namespace.clone(),
-                    h.from.to_string(),
-                    h.to.to_string(),
-                    h.resources.len(),
-                )
-            })
-            .collect();
-        assert_eq!(
-            handed,
-            vec![
-                ("a".into(), "operator-2".into(), "operator-1".into(), 1),
-                ("b".into(), "operator-2".into(), "operator-1".into(), 1),
-            ]
-        );
-        // A resource gone since the plan was made is left alone.
-        let empty = Inventory { resources: vec![] };
-        assert_eq!(key_repairs(&base, &errors, &empty), KeyRepairs::default());
     }
 
     #[test]

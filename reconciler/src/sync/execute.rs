@@ -1,7 +1,6 @@
 //! What a round writes to Camel K resources, all through [`crate::handoff`]:
 //! first assignments and adoptions ([`executor::assign`], [`executor::flip`]),
-//! a step's hand-overs ([`Coordinator`]), key repair
-//! ([`executor::match_annotation`] or a hand-over) and the requests a killed
+//! a step's hand-overs ([`Coordinator`]) and the requests a killed
 //! predecessor left.
 //!
 //! Contract:
@@ -186,6 +185,38 @@ impl Syncer {
         Ok(written)
     }
 
+    /// Co-owns the owner keys of each resource of `inventory` that another
+    /// tool applies ([`executor::co_own_keys`]): removing the keys from
+    /// that tool's manifests then leaves them in place. Returns how many
+    /// were written; a refused write is left for the next round.
+    pub(super) async fn co_own(&mut self, inventory: &Inventory) -> Result<usize, SyncError> {
+        let mut written = 0;
+        for id in inventory
+            .resources
+            .iter()
+            .filter(|r| r.needs_co_owner())
+            .map(|r| &r.id)
+        {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &id.namespace, &id.kind.api_resource());
+            let err = |source| SyncError::Assign {
+                resource: id.clone(),
+                source,
+            };
+            let Some(object) = api.get_opt(&id.name).await.map_err(err)? else {
+                continue;
+            };
+            if let FlipResult::Flipped(_) = executor::co_own_keys(&self.client, id.kind, &object)
+                .await
+                .map_err(err)?
+            {
+                written += 1;
+                tracing::info!(resource = %id, "co-owning owner keys another tool applies");
+            }
+        }
+        Ok(written)
+    }
+
     fn options(&self, spec: &OperatorAssignmentSpec, from: &api::OperatorId) -> HandoffOptions {
         let protocol = spec
             .operators
@@ -352,54 +383,6 @@ impl Syncer {
             },
             outcome => outcome,
         })
-    }
-
-    /// Owner keys that disagree, under `driftPolicy: revert`, set right as
-    /// [`rollout::key_repairs`] decides; returns how many were set right.
-    /// Every write is fenced on the label, so `inventory` may come from the
-    /// watch cache.
-    pub(super) async fn repair_keys(
-        &mut self,
-        head: &OperatorAssignmentSpec,
-        errors: &[plan::ResourceError],
-        inventory: &Inventory,
-    ) -> Result<usize, SyncError> {
-        let repairs = rollout::key_repairs(head, errors, inventory);
-        let mut repaired = 0;
-        for (id, owner) in repairs.annotations {
-            self.wrote_owners = true;
-            let result = executor::match_annotation(
-                &self.client,
-                id.kind,
-                &id.namespace,
-                &id.name,
-                owner.as_str(),
-            )
-            .await
-            .map_err(|source| SyncError::Assign {
-                resource: id.clone(),
-                source,
-            })?;
-            // Refused or gone: changed since it was read, the next round decides again.
-            if matches!(result, FlipResult::Flipped(_)) {
-                repaired += 1;
-                tracing::info!(resource = %id, %owner, "owner annotation set back");
-            }
-        }
-        for group in repairs.handovers {
-            let outcome = self
-                .hand_over(head, move_batch(group), "owner keys set right")
-                .await?;
-            repaired += outcome.moved().len();
-            if let Some(stall) = outcome.stalled() {
-                tracing::warn!(
-                    reason = stall.reason(),
-                    message = %stall.message,
-                    "setting owner keys right stalled; the next round retries"
-                );
-            }
-        }
-        Ok(repaired)
     }
 }
 

@@ -172,7 +172,7 @@ impl LiveCache {
                     .map(|e| e.resource.clone()),
             );
         }
-        Some(Inventory { resources })
+        Some(Inventory::from(resources))
     }
 
     /// [`LiveCache::snapshot`], waiting up to `patience` for the kinds of
@@ -370,9 +370,13 @@ pub(crate) fn watch_assignments(
 }
 
 /// Whether two states of a resource have the same ownership inputs (labels,
-/// because rules select by label, and the owner annotation).
+/// because rules select by label, the owner annotation, and who else
+/// manages the owner keys).
 fn same_ownership(a: &Resource, b: &Resource) -> bool {
-    a.labels == b.labels && a.owner_annotation == b.owner_annotation && a.created_by == b.created_by
+    a.labels == b.labels
+        && a.owner_annotation == b.owner_annotation
+        && a.created_by == b.created_by
+        && a.key_managers == b.key_managers
 }
 
 #[cfg(test)]
@@ -396,6 +400,7 @@ mod tests {
                 phase: None,
                 in_flight: None,
                 created_by: None,
+                key_managers: Default::default(),
             },
             _object: None,
         }

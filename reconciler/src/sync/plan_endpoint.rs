@@ -134,6 +134,9 @@ impl PlanService {
         if let Some(namespace) = &query.namespace {
             inventory.resources.retain(|r| r.id.namespace == *namespace);
         }
+        inventory.keys_guarded = crate::inventory::cluster::guarded(&self.client)
+            .await
+            .map_err(|e| Refusal(StatusCode::BAD_GATEWAY, e.to_string()))?;
         let actual = match &base {
             Some(base) => Actual::Manifest(&base.assignment.spec),
             None => Actual::OwnerKeys,

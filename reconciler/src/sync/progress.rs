@@ -132,11 +132,10 @@ pub(crate) fn drift_detected(
 pub(crate) fn drift_settled(
     status: &mut OperatorAssignmentStatus,
     drift: &Drift,
-    repaired: usize,
     report_only: bool,
     generation: Option<i64>,
 ) {
-    let settled = repaired >= drift.conflicts.len() && (!report_only || drift.moved.is_empty());
+    let settled = drift.conflicts.is_empty() && (!report_only || drift.moved.is_empty());
     if !settled {
         return;
     }
@@ -386,28 +385,28 @@ mod tests {
         let mut s = OperatorAssignmentStatus::default();
         drift_detected(&mut s, "m", None);
         // Reported only: the drift stays.
-        drift_settled(&mut s, &drift, 0, true, None);
+        drift_settled(&mut s, &drift, true, None);
         assert_eq!(condition(&s, DRIFTED), ("True", "DriftDetected", "m"));
         // Reverted: said so, and the reason stays while nothing drifts.
-        drift_settled(&mut s, &drift, 0, false, None);
+        drift_settled(&mut s, &drift, false, None);
         assert_eq!(
             condition(&s, DRIFTED),
             ("False", "DriftReverted", "1 drifted resources moved back")
         );
-        drift_settled(&mut s, &Drift::default(), 0, false, None);
+        drift_settled(&mut s, &Drift::default(), false, None);
         assert_eq!(condition(&s, DRIFTED).1, "DriftReverted");
-        // A key left unrepaired keeps it detected.
+        // Keys the sync cannot set right keep it detected.
         let torn = Drift {
             moved: vec![],
             conflicts: vec!["Integration a/y: keys".into()],
         };
         let mut s = OperatorAssignmentStatus::default();
         drift_detected(&mut s, "m", None);
-        drift_settled(&mut s, &torn, 0, false, None);
+        drift_settled(&mut s, &torn, false, None);
         assert_eq!(condition(&s, DRIFTED).0, "True");
         // Never drifted: NoDrift.
         let mut s = OperatorAssignmentStatus::default();
-        drift_settled(&mut s, &Drift::default(), 0, false, None);
+        drift_settled(&mut s, &Drift::default(), false, None);
         assert_eq!(condition(&s, DRIFTED), ("False", "NoDrift", ""));
     }
 

@@ -28,8 +28,10 @@ use crate::api::{
     self, MigrationResult, OperatorAssignment, OperatorAssignmentStatus, OperatorId, RolloutState,
     RolloutStatus,
 };
+use crate::camel_k::OPERATOR_ID_KEY;
 use crate::handoff::MoveBatch;
 use crate::manifest::{FieldPath, ManifestError, Tree, tree};
+use crate::plan::{BlockReason, Plan};
 use crate::source::{Revision, SourceError};
 
 /// A rollout that stops: what its status and Event say.
@@ -68,6 +70,52 @@ impl Pause {
         }
     }
 }
+
+impl Pause {
+    /// Moves the plan leaves out because another tool applies the owner
+    /// keys ([`BlockReason::KeysApplied`]): the revision cannot be applied
+    /// until the keys leave that tool's manifests or the owner-keys policy
+    /// keeps them. `None` when there are none.
+    pub(crate) fn keys_applied(plan: &Plan) -> Option<Pause> {
+        let held: Vec<String> = plan
+            .blocked
+            .iter()
+            .filter_map(|b| match &b.why {
+                BlockReason::KeysApplied { applier } => {
+                    Some(format!("{} ({applier})", b.change.resource))
+                }
+                BlockReason::WorkInFlight { .. } => None,
+            })
+            .collect();
+        if held.is_empty() {
+            return None;
+        }
+        let shown: Vec<&str> = held.iter().take(20).map(String::as_str).collect();
+        let message = format!(
+            "{} resources keep their owner: another tool applies their {OPERATOR_ID_KEY} and \
+             would undo a move: {}{}; remove the key from the manifests it applies (kubectl \
+             camelk strip-owner-keys), or install the owner-keys policy (docs/gitops-tools.md)",
+            held.len(),
+            shown.join(", "),
+            if held.len() > shown.len() {
+                ", ..."
+            } else {
+                ""
+            },
+        );
+        Some(Pause {
+            summary: message.clone(),
+            message,
+            reason: KEYS_APPLIED,
+            state: RolloutState::Paused,
+            target_not_alive: None,
+        })
+    }
+}
+
+/// Reason of the conditions and the Event of a rollout held by owner keys
+/// another tool applies.
+pub(crate) const KEYS_APPLIED: &str = "OwnerKeysApplied";
 
 impl Syncer {
     /// Writes `status` whole.

@@ -220,15 +220,20 @@ impl Syncer {
             Some(cached) if self.wrote_owners && !idle(head, status, sha, &cached) => {
                 self.read(reach).await
             }
-            Some(cached) => Ok(cached),
+            Some(mut cached) => {
+                cached.keys_guarded = crate::inventory::cluster::guarded(&self.client).await?;
+                Ok(cached)
+            }
             None => self.read(reach).await,
         }
     }
 
     /// Stage 4, first assignments: unowned resources get their owner, those
-    /// the annotation alone names are adopted.
+    /// the annotation alone names (or names against the label) are adopted,
+    /// and owner keys another tool applies are co-owned.
     async fn first_assignments(&mut self, r: &mut Round) -> Result<(), SyncError> {
         let planned = plan::plan(&r.head, Actual::OwnerKeys, &r.inventory);
+        self.co_own(&r.inventory).await?;
         r.assigned = self.assign(&r.head, &planned).await?;
         if r.assigned > 0 {
             let note = format!(
@@ -479,9 +484,10 @@ impl Syncer {
         Ok(Continue(()))
     }
 
-    /// Stage 7, finish: owner keys that disagree set right (unless drift is
-    /// only reported), the revision recorded as applied, the conditions,
-    /// and an Event when it is newly applied.
+    /// Stage 7, finish: the revision recorded as applied, the conditions,
+    /// and an Event when it is newly applied; or, while another tool applies
+    /// the owner keys of resources the revision moves, a pause naming them
+    /// (no round writes those keys, so none fights that tool).
     async fn finish(&mut self, mut r: Round, rollout: Rollout) -> Result<(), SyncError> {
         let Rollout {
             plan,
@@ -492,17 +498,14 @@ impl Syncer {
             steady,
             ..
         } = rollout;
-        let repaired = if steady && !report_only && !plan.errors.is_empty() {
-            self.repair_keys(&r.head, &plan.errors, &r.inventory)
-                .await?
-        } else {
-            0
-        };
+        if let Some(pause) = Pause::keys_applied(&plan) {
+            return self.pause(&r.object, r.status, ro, pause).await;
+        }
         let newly_applied = !r.applied();
         let generation = r.generation();
         let kept = (steady && plan.batches.is_empty()).then_some(recorded);
         progress::applied(&mut r.status, &r.rev.sha, r.rev.short(), ro, kept);
-        progress::drift_settled(&mut r.status, &drift, repaired, report_only, generation);
+        progress::drift_settled(&mut r.status, &drift, report_only, generation);
         let message = format!("applied revision {}", r.rev.short());
         progress::succeeded(&mut r.status, &message, generation);
         handled(&r.object, &mut r.status);
@@ -635,6 +638,7 @@ mod tests {
 
     fn owned(owner: Option<&str>) -> Inventory {
         Inventory {
+            keys_guarded: false,
             resources: vec![Resource {
                 id: ResourceRef {
                     kind: CamelKind::Integration,
@@ -652,6 +656,7 @@ mod tests {
                 phase: None,
                 in_flight: None,
                 created_by: None,
+                key_managers: Default::default(),
             }],
         }
     }

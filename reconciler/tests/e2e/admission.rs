@@ -418,7 +418,7 @@ async fn an_operator_writes_the_status_only_of_what_it_owns() {
     )
     .await
     .unwrap();
-    // Label and annotation disagree: the label wins.
+    // Label and annotation disagree: the annotation, which upstream obeys, wins.
     create_as(
         &admin,
         it,
@@ -458,16 +458,16 @@ async fn an_operator_writes_the_status_only_of_what_it_owns() {
         assert_eq!(phase_of(&admin, ns, name).await.as_deref(), Some("Running"));
     }
     refused(
-        patch_status(&op1, ns, "disagreeing", "Error").await,
+        patch_status(&op2, ns, "disagreeing", "Error").await,
         &not_its_own(
-            "operator-1",
-            "update integrations/status disagreeing",
             "operator-2",
+            "update integrations/status disagreeing",
+            "operator-1",
         ),
     );
-    patch_status(&op2, ns, "disagreeing", "Running")
+    patch_status(&op1, ns, "disagreeing", "Running")
         .await
-        .expect("the label's operator writes");
+        .expect("the annotation's operator writes");
     // No unownedHandler is configured here: no operator writes what has no owner.
     refused(
         patch_status(&op1, ns, "unowned", "Running").await,

@@ -133,15 +133,10 @@ fn condition_of<'a>(s: &'a OperatorAssignmentStatus, type_: &str) -> Option<(&'a
 /// Writes by `user` to Camel K resources of `ns` that succeeded, as
 /// (resource, name, verb, object after the write).
 fn writes_by(cluster: &TestCluster, ns: &str, user: &str) -> Vec<(String, String, String, Value)> {
-    cluster
-        .audit_log()
-        .events_in(ns)
-        .unwrap()
+    answered_requests(cluster, ns, user)
         .into_iter()
         .filter(|e| {
-            e.stage == "ResponseComplete"
-                && e.is_successful_write()
-                && e.user.username == user
+            e.is_successful_write()
                 && e.object_ref.as_ref().and_then(|o| o.api_group.as_deref())
                     == Some("camel.apache.org")
         })
@@ -236,7 +231,7 @@ async fn kamel_created_integrations_are_adopted_then_rolled_out_in_steps() {
     for name in names {
         let obj = wait_ready_under(&admin, &ns.name, name, "operator-2").await;
         let read = owner_of_meta(&obj.metadata).unwrap();
-        assert!(!read.keys_disagree, "both keys name operator-2");
+        assert!(!read.keys_disagree(), "both keys name operator-2");
     }
     assert_single_owner(cluster, &ns.name);
 }
