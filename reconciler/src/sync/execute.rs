@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 
 use super::{LOCK_ID, SyncError, Syncer};
@@ -120,11 +121,67 @@ fn move_batch(h: Handover) -> MoveBatch {
     }
 }
 
+/// One fenced first assignment (`adopt` false) or adoption (`adopt` true)
+/// of `a`, read again first; whether it was written. A resource changed
+/// since it was planned (an owner key set, or gone) is left for the next
+/// round. An unowned resource that has a phase is the work of the
+/// manifest's unowned handler: it leaves that operator only in a phase its
+/// release rule judges stable, else it waits for a later round.
+pub(super) async fn assign_one(
+    client: &Client,
+    head: &OperatorAssignmentSpec,
+    a: &plan::Assignment,
+    adopt: bool,
+) -> Result<bool, SyncError> {
+    let id = &a.resource;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &id.namespace, &id.kind.api_resource());
+    let err = |source| SyncError::Assign {
+        resource: id.clone(),
+        source,
+    };
+    let Some(object) = api.get_opt(&id.name).await.map_err(err)? else {
+        return Ok(false);
+    };
+    let owner = owner_of_meta(&object.metadata);
+    let to = a.to.as_str();
+    let result = match (adopt, owner) {
+        (true, Some(o)) if o.key == OwnerKey::Annotation && o.id == to => {
+            executor::flip(client, id.kind, &object, to, to, &FlipGuard::default()).await
+        }
+        // Changed since it was read: the next round decides again.
+        (_, Some(_)) | (true, None) => return Ok(false),
+        (false, None) => {
+            let handler = head.unowned_handler().filter(|h| {
+                h.id != a.to
+                    && crate::camel_k::status::phase(&object).is_some_and(|p| !p.is_empty())
+            });
+            let guard = match handler {
+                None => FlipGuard::default(),
+                Some(h) => match crate::camel_k::release::upstream_stable(id.kind, &object) {
+                    Ok(phase) => FlipGuard { phase: Some(phase) },
+                    Err(why) => {
+                        tracing::info!(resource = %id, handler = %h.id, %why, "unowned resource busy with its handler; assigned once stable");
+                        return Ok(false);
+                    }
+                },
+            };
+            executor::assign(client, id.kind, &object, to, &guard).await
+        }
+    };
+    match result.map_err(err)? {
+        FlipResult::Flipped(_) => {
+            let what = if adopt { "adopted" } else { "assigned" };
+            tracing::info!(resource = %id, to = %a.to, because = %a.because, "{what}");
+            Ok(true)
+        }
+        FlipResult::Refused | FlipResult::Gone => Ok(false),
+    }
+}
+
 impl Syncer {
-    /// Fenced first assignments and adoptions; returns how many were
-    /// written. An unowned resource that has a phase is the work of the
-    /// manifest's unowned handler: it leaves that operator only in a phase
-    /// its release rule judges stable, else it waits for a later round.
+    /// Fenced first assignments and adoptions ([`assign_one`]); returns how
+    /// many were written.
     pub(super) async fn assign(
         &mut self,
         head: &OperatorAssignmentSpec,
@@ -135,51 +192,8 @@ impl Syncer {
         let adoptions = planned.adoptions.iter().map(|a| (a, true));
         for (a, adopt) in firsts.chain(adoptions) {
             self.wrote_owners = true;
-            let id = &a.resource;
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), &id.namespace, &id.kind.api_resource());
-            let err = |source| SyncError::Assign {
-                resource: id.clone(),
-                source,
-            };
-            let Some(object) = api.get_opt(&id.name).await.map_err(err)? else {
-                continue;
-            };
-            let owner = owner_of_meta(&object.metadata);
-            let client = &self.client;
-            let to = a.to.as_str();
-            let result = match (adopt, owner) {
-                (true, Some(o)) if o.key == OwnerKey::Annotation && o.id == to => {
-                    executor::flip(client, id.kind, &object, to, to, &FlipGuard::default()).await
-                }
-                // Changed since it was read: the next round decides again.
-                (_, Some(_)) | (true, None) => continue,
-                (false, None) => {
-                    let handler = head.unowned_handler().filter(|h| {
-                        h.id != a.to
-                            && crate::camel_k::status::phase(&object).is_some_and(|p| !p.is_empty())
-                    });
-                    let guard = match handler {
-                        None => FlipGuard::default(),
-                        Some(h) => match crate::camel_k::release::upstream_stable(id.kind, &object)
-                        {
-                            Ok(phase) => FlipGuard { phase: Some(phase) },
-                            Err(why) => {
-                                tracing::info!(resource = %id, handler = %h.id, %why, "unowned resource busy with its handler; assigned once stable");
-                                continue;
-                            }
-                        },
-                    };
-                    executor::assign(client, id.kind, &object, to, &guard).await
-                }
-            };
-            match result.map_err(err)? {
-                FlipResult::Flipped(_) => {
-                    written += 1;
-                    let what = if adopt { "adopted" } else { "assigned" };
-                    tracing::info!(resource = %id, to = %a.to, because = %a.because, "{what}");
-                }
-                FlipResult::Refused | FlipResult::Gone => {}
+            if assign_one(&self.client, head, a, adopt).await? {
+                written += 1;
             }
         }
         Ok(written)

@@ -16,8 +16,10 @@
 //!   [`WatchCache`]). A kind whose CRD is not installed counts as synced and
 //!   empty and is retried with back-off.
 //! - Every change of a resource's ownership inputs (created, deleted, labels
-//!   or owner annotation changed) wakes the sync loop; status-only updates do
-//!   not. `watch_assignments` wakes it when an `OperatorAssignment`'s spec
+//!   or owner annotation changed, another tool starting or stopping to apply
+//!   the owner keys) wakes the sync loop; status-only updates do not. A
+//!   resource that shows up without owner keys is also sent on at once
+//!   ([`super::newcomers`]). `watch_assignments` wakes it when an `OperatorAssignment`'s spec
 //!   or annotations change (suspend, resume, `kubectl camelk sync`), not on
 //!   its status.
 //! - `LiveCache::snapshot` answers only once every kind asked for is synced
@@ -38,7 +40,7 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{Lookup, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::Reach;
@@ -122,17 +124,23 @@ struct Watches {
     client: Client,
     mode: LiveCacheMode,
     wake: Arc<Notify>,
+    arrivals: Arrivals,
     shutdown: CancellationToken,
 }
+
+/// Where resources seen without owner keys are sent ([`super::newcomers`]).
+pub(crate) type Arrivals = Option<mpsc::UnboundedSender<Resource>>;
 
 impl LiveCache {
     /// A cache whose watches start when a kind is first asked for (only the
     /// kinds a manifest governs are watched); each change of ownership
-    /// inputs notifies `wake`. The watches stop with `shutdown`.
+    /// inputs notifies `wake`, and a resource that shows up without owner
+    /// keys is also sent to `arrivals`. The watches stop with `shutdown`.
     pub(crate) fn start(
         client: &Client,
         mode: LiveCacheMode,
         wake: Arc<Notify>,
+        arrivals: Arrivals,
         shutdown: &CancellationToken,
     ) -> LiveCache {
         LiveCache {
@@ -141,6 +149,7 @@ impl LiveCache {
                 client: client.clone(),
                 mode,
                 wake,
+                arrivals,
                 shutdown: shutdown.clone(),
             })),
         }
@@ -153,7 +162,7 @@ impl LiveCache {
         if let Some(watches) = &self.watches {
             for &kind in &reach.kinds {
                 if !stores.watches(&kind) {
-                    let feed = Feed::new(&mut stores, kind);
+                    let feed = Feed::new(&mut stores, kind, watches.arrivals.clone());
                     watch(watches, kind, feed);
                 }
             }
@@ -266,17 +275,22 @@ async fn follow(
 struct Feed {
     writer: Writer<Entry>,
     store: Store<Entry>,
+    arrivals: Arrivals,
 }
 
 impl Feed {
     /// Registers the cluster-wide store of `kind` in `stores`.
-    fn new(stores: &mut WatchCache<CamelKind, Entry>, kind: CamelKind) -> Feed {
+    fn new(stores: &mut WatchCache<CamelKind, Entry>, kind: CamelKind, arrivals: Arrivals) -> Feed {
         let writer = stores.writer(&Scope {
             kind,
             namespace: None,
         });
         let store = writer.as_reader();
-        Feed { writer, store }
+        Feed {
+            writer,
+            store,
+            arrivals,
+        }
     }
 
     fn apply(
@@ -293,7 +307,16 @@ impl Feed {
             Ok(Event::Init | Event::InitApply(_)) => false,
             Ok(Event::InitDone) => true,
             Ok(Event::Apply(entry)) => {
-                stored(entry).is_none_or(|old| !same_ownership(&old.resource, &entry.resource))
+                let changed =
+                    stored(entry).is_none_or(|old| !same_ownership(&old.resource, &entry.resource));
+                if changed
+                    && entry.resource.read_owner().is_none()
+                    && let Some(arrivals) = &self.arrivals
+                {
+                    // Closed only when the sync stops.
+                    let _ = arrivals.send(entry.resource.clone());
+                }
+                changed
             }
             Ok(Event::Delete(entry)) => stored(entry).is_some(),
             Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404 => {
@@ -425,7 +448,7 @@ mod tests {
     }
 
     fn feed(cache: &LiveCache, kind: CamelKind) -> Feed {
-        Feed::new(&mut cache.stores.lock().unwrap(), kind)
+        Feed::new(&mut cache.stores.lock().unwrap(), kind, None)
     }
 
     #[test]
@@ -463,6 +486,28 @@ mod tests {
         assert!(cache.snapshot(&reach()).unwrap().resources.is_empty());
         feed.apply(kind, Ok(Event::Delete(entry("a", "op-2"))), &wake);
         assert!(!woken(&wake), "deleting what is not cached changes nothing");
+    }
+
+    #[test]
+    fn a_resource_seen_without_owner_keys_is_sent_on_once() {
+        let cache = cache();
+        let wake = Notify::new();
+        let kind = CamelKind::Integration;
+        let (arrivals, mut arrived) = mpsc::unbounded_channel();
+        let mut feed = Feed::new(&mut cache.stores.lock().unwrap(), kind, Some(arrivals));
+        for event in [Event::Init, Event::InitDone] {
+            feed.apply(kind, Ok(event), &wake);
+        }
+        let mut unowned = entry("new", "op-1");
+        unowned.resource.labels = Default::default();
+        unowned.resource.owner_annotation = None;
+        feed.apply(kind, Ok(Event::Apply(unowned.clone())), &wake);
+        assert_eq!(arrived.try_recv().unwrap().id.name, "new");
+        // A status update of it is no new arrival; an owned one is none.
+        unowned.resource.phase = Some("Initialization".into());
+        feed.apply(kind, Ok(Event::Apply(unowned)), &wake);
+        feed.apply(kind, Ok(Event::Apply(entry("owned", "op-1"))), &wake);
+        assert!(arrived.try_recv().is_err());
     }
 
     #[test]

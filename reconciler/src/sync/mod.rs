@@ -6,8 +6,10 @@
 //!   edits of the object, ownership changes) and interrupts.
 //! - `round.rs`: one round as a list of named stages (below).
 //! - `execute.rs`: what a round writes to Camel K resources, all through
-//!   [`crate::handoff`]: first assignments and adoptions, hand-overs, key
-//!   repair, requests a killed predecessor left.
+//!   [`crate::handoff`]: first assignments and adoptions, co-owned keys,
+//!   hand-overs, requests a killed predecessor left.
+//! - `newcomers.rs`: first owners of resources that appear without owner
+//!   keys, from the watch event, between rounds.
 //! - `gate.rs`: the health gate and what a failed one does.
 //! - `report.rs`: the status writes and Events; `progress.rs` decides,
 //!   without I/O, what the status says.
@@ -25,8 +27,11 @@
 //!    a suspended object ends the round here.
 //! 4. **first assignments**: read live ownership ([`crate::inventory::cluster`],
 //!    metadata only), give unowned resources their owner (fenced first
-//!    assignment, `crate::handoff::fence::assign`) and adopt those the
-//!    annotation alone names (the label added, fenced on the annotation).
+//!    assignment, `crate::handoff::fence::assign`), adopt those the
+//!    annotation names alone or against the label (the label set, fenced on
+//!    the annotation), and co-own owner keys another tool applies. From
+//!    here on, resources that appear without keys get their owner from this
+//!    revision's manifest at once (`newcomers.rs`).
 //! 5. **plan** the revision against the last applied one
 //!    (`crate::plan::rollout::plan`, the plan a pull request shows), drive
 //!    to their end requests an earlier process left, find the first step not
@@ -37,8 +42,9 @@
 //!    manifest's `pause`. A gate that fails, a stalled handoff or a dead
 //!    target pauses the rollout with the reason; the next round retries from
 //!    the same position.
-//! 7. **finish**: owner keys that disagree set right, `lastAppliedRevision`
-//!    once every step is done and healthy, the conditions and one Event.
+//! 7. **finish**: `lastAppliedRevision` once every step is done and healthy,
+//!    the conditions and one Event; a pause instead while another tool
+//!    applies owner keys the revision would move.
 //!
 //! # Guarantees
 //! - Owner keys change only through [`crate::handoff`] (its executor's
@@ -67,6 +73,7 @@ mod gate;
 mod gate_cache;
 pub(crate) mod health;
 pub mod live;
+mod newcomers;
 mod plan_endpoint;
 mod progress;
 mod report;
@@ -216,6 +223,8 @@ pub(crate) struct Syncer {
     wrote_owners: bool,
     /// What the health gate of the current step keeps across rounds.
     gate: health::GateMemory,
+    /// Gives resources that appear without owner keys their owner at once.
+    newcomers: Option<newcomers::Newcomers>,
 }
 
 impl Syncer {
@@ -245,6 +254,7 @@ impl Syncer {
             last_fetched: None,
             wrote_owners: false,
             gate: health::GateMemory::default(),
+            newcomers: None,
         }
     }
 
@@ -253,6 +263,20 @@ impl Syncer {
     pub(crate) fn with_live_cache(mut self, cache: live::LiveCache) -> Syncer {
         self.live = Some(cache);
         self
+    }
+
+    /// Lets `newcomers` assign new resources by the manifest the rounds follow.
+    pub(crate) fn with_newcomers(mut self, newcomers: newcomers::Newcomers) -> Syncer {
+        self.newcomers = Some(newcomers);
+        self
+    }
+
+    /// New resources get their owner by `spec` (`None`: by none, while the
+    /// object is suspended).
+    fn follow(&self, spec: Option<&OperatorAssignmentSpec>) {
+        if let Some(newcomers) = &self.newcomers {
+            newcomers.follow(spec);
+        }
     }
 }
 

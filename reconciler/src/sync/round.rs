@@ -154,6 +154,7 @@ impl Syncer {
         if let Some(object) = &current
             && self.suspended(object).await?
         {
+            self.follow(None);
             return Ok(Break(()));
         }
         Ok(Continue(match current {
@@ -232,6 +233,7 @@ impl Syncer {
     /// the annotation alone names (or names against the label) are adopted,
     /// and owner keys another tool applies are co-owned.
     async fn first_assignments(&mut self, r: &mut Round) -> Result<(), SyncError> {
+        self.follow(Some(&r.head));
         let planned = plan::plan(&r.head, Actual::OwnerKeys, &r.inventory);
         self.co_own(&r.inventory).await?;
         r.assigned = self.assign(&r.head, &planned).await?;

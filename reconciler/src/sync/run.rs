@@ -21,6 +21,7 @@ use std::time::Instant;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
+use super::newcomers::Newcomers;
 use super::plan_endpoint::PlanService;
 use super::{LOCK_ID, SyncConfig, Syncer, live, server};
 use crate::lock::OperatorLock;
@@ -61,7 +62,20 @@ pub async fn run(
     // Ownership changes re-plan against the revision already fetched; the
     // interval, the webhook and edits of the object fetch first.
     let cluster_changed = Arc::new(tokio::sync::Notify::new());
-    let live = live::LiveCache::start(&client, cfg.live_cache, cluster_changed.clone(), &shutdown);
+    let (arrivals, arrived) = tokio::sync::mpsc::unbounded_channel();
+    let live = live::LiveCache::start(
+        &client,
+        cfg.live_cache,
+        cluster_changed.clone(),
+        Some(arrivals),
+        &shutdown,
+    );
+    let newcomers = Newcomers::start(
+        client.clone(),
+        leadership.clone(),
+        arrived,
+        shutdown.clone(),
+    );
     live::watch_assignments(
         client.clone(),
         &cfg.namespace,
@@ -97,7 +111,9 @@ pub async fn run(
             }
         });
     }
-    let mut syncer = Syncer::new(client, source, cfg, telemetry.clone()).with_live_cache(live);
+    let mut syncer = Syncer::new(client, source, cfg, telemetry.clone())
+        .with_live_cache(live)
+        .with_newcomers(newcomers);
     tracing::info!(url = %syncer.source.url(), path = %syncer.source.path(), "sync started");
     let mut next_fetch = tokio::time::Instant::now();
     let mut fetch_asked = true;

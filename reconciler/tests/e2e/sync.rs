@@ -1852,3 +1852,81 @@ async fn a_failing_health_gate_rolls_the_step_back_when_the_manifest_asks() {
     .await;
     assert_single_owner(cluster, &ns.name);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resource_created_without_owner_keys_gets_its_owner_while_a_rollout_pauses() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-newcomer").await;
+    let git = GitRemote::new();
+    let all = names(2);
+    let (_op1, _op2, sync, _rev1) =
+        setup(cluster, &ns.name, &all, "1s", &git, ("90s", "10m"), &[]).await;
+    let admin = cluster.admin().await;
+
+    // A two-step rollout with ten minutes between its steps: after step 1
+    // the round waits in that pause, and no later round runs meanwhile.
+    let head_text = manifest(&ns.name, Some(&["50%", "100%"]), "90s", "10m");
+    git.push(&head_text, "rollout with a long pause");
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(120),
+        "pausing before step 2",
+        &sync,
+        |s| {
+            s.rollout
+                .as_ref()
+                .is_some_and(|r| r.state == camelk_reconciler::api::RolloutState::Pausing)
+        },
+    )
+    .await;
+
+    // As a GitOps tool creates it from a manifest that names no operator.
+    let created = std::time::Instant::now();
+    create_integration(&admin, &ns.name, "fresh", None).await;
+    let fresh = wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "fresh",
+        Duration::from_secs(10),
+        "given an owner",
+        |o| owner(o).is_some(),
+    )
+    .await;
+    let took = created.elapsed();
+    // The owner the revision being rolled out gives it.
+    let head = Manifest::parse("operator-assignment.yaml", head_text).unwrap();
+    let inventory = cluster::read(&admin, &[CamelKind::Integration], Some(&ns.name))
+        .await
+        .unwrap()
+        .inventory;
+    let unowned: camelk_reconciler::inventory::Inventory = inventory
+        .resources
+        .into_iter()
+        .filter(|r| r.id.name == "fresh")
+        .map(|mut r| {
+            r.labels.remove(camelk_reconciler::camel_k::OPERATOR_ID_KEY);
+            r.owner_annotation = None;
+            r
+        })
+        .collect::<Vec<_>>()
+        .into();
+    let planned = plan::plan(&head.assignment.spec, Actual::OwnerKeys, &unowned);
+    assert_eq!(
+        owner(&fresh).as_deref(),
+        Some(planned.first_assignments[0].to.as_str()),
+        "the first owner the revision's plan gives it"
+    );
+    let status = assignment(&admin, &ns.name, NAME)
+        .await
+        .and_then(|a| a.status)
+        .unwrap();
+    assert_eq!(
+        status.rollout.map(|r| r.state),
+        Some(camelk_reconciler::api::RolloutState::Pausing),
+        "assigned while the round still waits in its pause ({took:?})"
+    );
+    assert_single_owner(cluster, &ns.name);
+}
