@@ -512,6 +512,13 @@ pub struct MigrationRecord {
     /// The first line of the commit's message (Git source only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// With `--source cluster`: the Git revision reported by the Flux
+    /// Kustomization or Argo CD Application that applied the object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_revision: Option<String>,
+    /// That Kustomization or Application (`Kustomization flux-system/apps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_by: Option<String>,
     /// `Progressing`, `Paused` (a gate or a handoff holds it; it goes on from
     /// there), `RolledBack`, `Succeeded`, `Superseded`.
     #[schemars(with = "String")]

@@ -12,7 +12,9 @@
 //! 3. the text is the object rendered as a manifest (`apiVersion`, `kind`,
 //!    `metadata` name, namespace, labels and annotations, `spec`), and
 //!    diagnostics name it `OperatorAssignment/<namespace>/<name>:line:col`;
-//! 4. the text is kept in the ConfigMap `<name>-revisions` under its id.
+//! 4. the text is kept in the ConfigMap `<name>-revisions` under its id;
+//! 5. the Git revision a Flux Kustomization or an Argo CD Application that
+//!    applied the object reports ([`super::origin`]), for the history.
 //!
 //! # Why a snapshot ConfigMap
 //! The sync plans the head against the manifest of
@@ -38,7 +40,8 @@
 //!
 //! # RBAC
 //! Besides the coordinator role: `configmaps` get, create and update in the
-//! object's namespace.
+//! object's namespace; `get` of Flux `kustomizations` and Argo CD
+//! `applications` for the history (without it, none is recorded).
 
 use std::collections::BTreeMap;
 
@@ -139,6 +142,7 @@ impl ClusterSource {
             file: self.file.clone(),
             rewound: false,
             commit: None,
+            origin: super::origin::origin(&self.client, &object).await,
         })
     }
 

@@ -132,6 +132,7 @@ impl GitSource {
             file: self.path.clone(),
             rewound,
             commit: commit_of(&repo, head),
+            origin: None,
         })
     }
 
@@ -225,6 +226,7 @@ impl GitSource {
                 file: self.path.clone(),
                 rewound: false,
                 commit: commit_of(&repo, commit),
+                origin: None,
             })
         })
     }

@@ -21,6 +21,7 @@
 pub mod cluster;
 pub mod credentials;
 pub(crate) mod git;
+pub mod origin;
 
 use std::path::PathBuf;
 
@@ -43,6 +44,9 @@ pub struct Revision {
     pub(crate) rewound: bool,
     /// Who wrote the commit and why; `None` for the object source.
     pub commit: Option<Commit>,
+    /// For the object source: the Git revision the GitOps tool that applied
+    /// the object reports ([`origin`]).
+    pub origin: Option<origin::Origin>,
 }
 
 /// What a commit says of itself, for the migration history.

@@ -68,6 +68,8 @@
 //! # Limits
 //! - A rollout in progress waits while the branch head is invalid.
 
+#[cfg(test)]
+mod argocd_health;
 mod execute;
 mod gate;
 mod gate_cache;

@@ -19,6 +19,7 @@ use crate::api::{
 use crate::plan::Plan;
 use crate::plan::rollout::Drift;
 use crate::source::Commit;
+use crate::source::origin::Origin;
 
 use super::status::{self, DRIFTED, READY, RECONCILING, STALLED, SUSPENDED, set_condition};
 
@@ -232,18 +233,24 @@ pub(crate) fn step_healthy(ro: &mut RolloutStatus, done: usize) {
     ro.failing.clear();
 }
 
-/// Names the commit of `revision`'s history row: its author and message.
+/// Names the commit of `revision`'s history row: its author and message,
+/// or the Git revision the tool that applied the object reports.
 pub(crate) fn describe_commit(
     status: &mut OperatorAssignmentStatus,
     revision: &str,
     commit: Option<&Commit>,
+    origin: Option<&Origin>,
 ) {
-    if let (Some(row), Some(commit)) = (
-        status.history.iter_mut().find(|r| r.revision == revision),
-        commit,
-    ) {
+    let Some(row) = status.history.iter_mut().find(|r| r.revision == revision) else {
+        return;
+    };
+    if let Some(commit) = commit {
         row.author = Some(commit.author.clone());
         row.message = Some(commit.subject.clone());
+    }
+    if let Some(origin) = origin {
+        row.source_revision = Some(origin.revision.clone());
+        row.applied_by = Some(origin.applied_by.clone());
     }
 }
 

@@ -229,6 +229,10 @@ impl Syncer {
         let mut status = object.status.clone().unwrap_or_default();
         handled(&object, &mut status);
         status.last_attempted_revision = Some(rev.sha.clone());
+        // This generation was seen, and found invalid: status readers
+        // (kstatus, so a Flux Kustomization's `wait`) then see it failed,
+        // not still in progress.
+        status.observed_generation = object.metadata.generation;
         progress::stalled(
             &mut status,
             "ValidationFailed",

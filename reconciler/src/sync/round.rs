@@ -300,7 +300,12 @@ impl Syncer {
         }
         let opened = progress::open_rollout(&mut r.status, &r.rev.sha, &plan, r.assigned, steady);
         if opened.started {
-            progress::describe_commit(&mut r.status, &r.rev.sha, r.rev.commit.as_ref());
+            progress::describe_commit(
+                &mut r.status,
+                &r.rev.sha,
+                r.rev.commit.as_ref(),
+                r.rev.origin.as_ref(),
+            );
         }
         if opened.started && plan.move_count() > 0 {
             let (moves, steps) = (plan.move_count(), plan.batches.len());
