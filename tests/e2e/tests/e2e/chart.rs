@@ -551,6 +551,64 @@ fn with_source_cluster_the_chart_renders_the_rbac_of_that_source() {
     );
 }
 
+/// `kubectl kustomize examples/deploy/owner-keys`, as objects.
+fn rendered_owner_keys() -> Vec<Value> {
+    let out = std::process::Command::new("kubectl")
+        .args(["kustomize"])
+        .arg(root().join("examples/deploy/owner-keys"))
+        .output()
+        .expect("kubectl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap()
+}
+
+#[test]
+fn the_owner_keys_policy_comes_where_the_api_is_served_and_is_the_examples_one() {
+    let kinds = |objects: &[Value]| -> Vec<String> {
+        objects
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap_or_default().to_string())
+            .filter(|k| k.starts_with("MutatingAdmissionPolicy"))
+            .collect()
+    };
+    // `auto`: only where the API server serves MutatingAdmissionPolicy v1.
+    let old_cluster = rendered("camelk-system", &AS_EXAMPLES, &[]);
+    assert!(kinds(&old_cluster).is_empty(), "{:?}", kinds(&old_cluster));
+    let served = [
+        "--api-versions",
+        "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
+    ];
+    let new_cluster = rendered("camelk-system", &AS_EXAMPLES, &served);
+    assert_eq!(
+        kinds(&new_cluster),
+        ["MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"]
+    );
+    let mut forced = AS_EXAMPLES.to_vec();
+    forced.push("ownerKeys.enabled=true");
+    assert_eq!(kinds(&rendered("camelk-system", &forced, &[])).len(), 2);
+    let mut off = AS_EXAMPLES.to_vec();
+    off.push("ownerKeys.enabled=false");
+    assert!(kinds(&rendered("camelk-system", &off, &served)).is_empty());
+    template_fails(&["ownerKeys.enabled=maybe"], &[], "ownerKeys");
+
+    let examples = rendered_owner_keys();
+    for kind in ["MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"] {
+        assert_eq!(
+            find(&new_cluster, kind, "camelk-owner-keys")
+                .pointer("/spec")
+                .map(normalized),
+            find(&examples, kind, "camelk-owner-keys")
+                .pointer("/spec")
+                .map(normalized),
+            "{kind}: the chart and examples/deploy/owner-keys differ"
+        );
+    }
+}
+
 #[test]
 fn the_chart_installs_what_examples_deploy_installs() {
     let chart = rendered("camelk-system", &AS_EXAMPLES, &["--include-crds"]);
@@ -634,8 +692,14 @@ async fn every_chart_object_is_accepted_by_a_server_side_dry_run() {
     let ns = "camelk-chart";
     create_namespace(&admin, ns).await;
     let mut refused = Vec::new();
+    // The local control plane (Kubernetes 1.37) serves MutatingAdmissionPolicy v1.
+    let served = [
+        "--include-crds",
+        "--api-versions",
+        "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
+    ];
     for sets in [&AS_EXAMPLES[..], &AS_SOURCE_CLUSTER_EXAMPLES[..]] {
-        let objects = rendered(ns, sets, &["--include-crds"]);
+        let objects = rendered(ns, sets, &served);
         let kinds: Vec<&str> = objects.iter().map(|o| str_at(o, "/kind")).collect();
         for kind in [
             "CustomResourceDefinition",
@@ -648,6 +712,8 @@ async fn every_chart_object_is_accepted_by_a_server_side_dry_run() {
             "Service",
             "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding",
+            "MutatingAdmissionPolicy",
+            "MutatingAdmissionPolicyBinding",
             "ConfigMap",
         ] {
             assert!(
