@@ -185,6 +185,8 @@ impl Resource {
     /// Whether another tool applies one of its owner keys and the reconciler
     /// does not co-own them yet. Only keys that are both set and agree are
     /// co-owned, as they are.
+    // Only the sync loop (feature `server`) calls this; the plugin builds without it.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn needs_co_owner(&self) -> bool {
         self.key_managers.applier().is_some()
             && !self.key_managers.co_owned

@@ -381,19 +381,13 @@ pub fn single_owner_violations(
     single_owner_violations_with(events, namespace, operators, None)
 }
 
-/// [`single_owner_violations`] where `unowned_handler` (an upstream operator
-/// that reconciles resources with no owner key) may also write a resource
-/// that has no owner.
-pub fn single_owner_violations_with(
-    events: &[AuditEvent],
-    namespace: &str,
-    operators: &[&str],
-    unowned_handler: Option<&str>,
-) -> Vec<String> {
-    use std::collections::BTreeMap;
-    // (resource, name) -> [(resourceVersion produced, event, object after the write)]
-    type History<'a> = Vec<(u64, &'a AuditEvent, serde_json::Value)>;
-    let mut writes: BTreeMap<(String, String), History> = BTreeMap::new();
+/// The successful writes to each Camel K resource of `namespace`, in commit
+/// order (the resourceVersion each produced): (resource, name) → [(rv,
+/// event, object after the write)].
+type Histories<'a> = BTreeMap<(String, String), Vec<(u64, &'a AuditEvent, serde_json::Value)>>;
+
+fn write_histories<'a>(events: &'a [AuditEvent], namespace: &str) -> Histories<'a> {
+    let mut writes: Histories<'a> = BTreeMap::new();
     for e in events {
         let Some(obj_ref) = e.camel_write_in(namespace) else {
             continue;
@@ -414,9 +408,23 @@ pub fn single_owner_violations_with(
             .or_default()
             .push((rv, e, response));
     }
-    let mut violations = Vec::new();
-    for ((resource, name), mut history) in writes {
+    for history in writes.values_mut() {
         history.sort_by_key(|(rv, _, _)| *rv);
+    }
+    writes
+}
+
+/// [`single_owner_violations`] where `unowned_handler` (an upstream operator
+/// that reconciles resources with no owner key) may also write a resource
+/// that has no owner.
+pub fn single_owner_violations_with(
+    events: &[AuditEvent],
+    namespace: &str,
+    operators: &[&str],
+    unowned_handler: Option<&str>,
+) -> Vec<String> {
+    let mut violations = Vec::new();
+    for ((resource, name), history) in write_histories(events, namespace) {
         let mut owner: Option<String> = None;
         for (rv, event, response) in history {
             let writer = event.user.username.as_str();
@@ -447,6 +455,60 @@ pub fn single_owner_violations_with(
         }
     }
     violations
+}
+
+/// Writes that took a Camel K resource of `namespace` from an owner to none,
+/// from the upstream operators' point of view (they read the annotation
+/// only): its owner annotation removed. One line per such write.
+pub fn owner_annotation_losses(events: &[AuditEvent], namespace: &str) -> Vec<String> {
+    let annotation = |object: &serde_json::Value| {
+        object["metadata"]["annotations"][OWNER_KEY]
+            .as_str()
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    let mut losses = Vec::new();
+    for ((resource, name), history) in write_histories(events, namespace) {
+        let mut before: Option<String> = None;
+        for (rv, event, response) in history {
+            let after = annotation(&response);
+            if let (Some(owner), None) = (&before, &after) {
+                losses.push(format!(
+                    "{resource}/{name}: its owner annotation ({owner}) removed by {} ({}) at resourceVersion {rv}",
+                    event.user.username, event.verb
+                ));
+            }
+            before = after;
+        }
+    }
+    losses
+}
+
+/// Writes that changed the owner of a Camel K resource of `namespace` (by
+/// the one rule) made by someone not in `coordinators`: a GitOps tool
+/// setting a key back, a hand edit. One line per such write.
+pub fn owner_changes_by_others(
+    events: &[AuditEvent],
+    namespace: &str,
+    coordinators: &[&str],
+) -> Vec<String> {
+    let mut changes = Vec::new();
+    for ((resource, name), history) in write_histories(events, namespace) {
+        let mut before: Option<String> = None;
+        for (rv, event, response) in history {
+            let after = owner_of(&response);
+            let writer = event.user.username.as_str();
+            if event.verb != "create" && after != before && !coordinators.contains(&writer) {
+                changes.push(format!(
+                    "{resource}/{name}: owner {} -> {} by {writer} at resourceVersion {rv}",
+                    before.as_deref().unwrap_or("nobody"),
+                    after.as_deref().unwrap_or("nobody")
+                ));
+            }
+            before = after;
+        }
+    }
+    changes
 }
 
 #[cfg(test)]
@@ -648,6 +710,25 @@ mod tests {
             meta["annotations"] = serde_json::json!({ OWNER_KEY: owner });
         }
         e
+    }
+
+    #[test]
+    fn an_owner_annotation_removed_is_a_loss_and_a_change_by_another_is_named() {
+        let events = vec![
+            kamel_write("kustomize-controller", "create", Some("operator-1"), 1),
+            kamel_write("camelk-handoff", "patch", Some("operator-2"), 2),
+            // A GitOps tool sets the key back, then stops applying it.
+            kamel_write("kustomize-controller", "patch", Some("operator-1"), 3),
+            kamel_write("kustomize-controller", "patch", None, 4),
+        ];
+        let losses = owner_annotation_losses(&events, "ns");
+        assert_eq!(losses.len(), 1, "{losses:?}");
+        assert!(losses[0].contains("(operator-1) removed by kustomize-controller"));
+        let changes = owner_changes_by_others(&events, "ns", &["camelk-handoff"]);
+        assert_eq!(changes.len(), 2, "{changes:?}");
+        assert!(changes[0].contains("owner operator-2 -> operator-1 by kustomize-controller"));
+        assert!(changes[1].contains("owner operator-1 -> nobody"));
+        assert!(owner_annotation_losses(&events[..3], "ns").is_empty());
     }
 
     #[test]
