@@ -4,11 +4,11 @@ CAMELK_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/camelk-gitops
 export CAMELK_CACHE
 export CARGO_TARGET_DIR ?= $(CAMELK_CACHE)/cargo-target
 
-.PHONY: build test lint fuzz fuzz-smoke control-plane camel-k camel-k-previous helm local-cluster local-cluster-down local-cluster-status
+.PHONY: build test lint fuzz fuzz-smoke control-plane camel-k camel-k-previous helm flux local-cluster local-cluster-down local-cluster-status
 
 ## Everything CI checks: formatting, lints, a short run of every fuzz target, and every
 ## test (end-to-end included).
-test: lint control-plane camel-k helm fuzz-smoke
+test: lint control-plane camel-k helm flux fuzz-smoke
 	cargo test --workspace --locked
 
 build:
@@ -46,6 +46,12 @@ camel-k:
 ## the chart's tests (helm lint, helm template).
 helm:
 	bash tests/helm/build.sh >/dev/null
+
+## Flux's source-controller and kustomize-controller, built from their Go modules at the
+## release tests/flux/*/go.mod pin, and their CRDs (cached), for the tests that run real
+## Flux beside the reconciler (camelk_testkit::flux).
+flux:
+	bash tests/flux/build.sh >/dev/null
 
 ## The fault matrix at scale: every scenario with both flavours of operators, 1,000
 ## Integrations and Pipes each (22 worlds: 110 minutes on 2 cores at CHAOS_PARALLEL=3). `make test`

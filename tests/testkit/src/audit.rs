@@ -495,10 +495,12 @@ pub fn owner_changes_by_others(
     let mut changes = Vec::new();
     for ((resource, name), history) in write_histories(events, namespace) {
         let mut before: Option<String> = None;
-        for (rv, event, response) in history {
+        for (i, (rv, event, response)) in history.into_iter().enumerate() {
             let after = owner_of(&response);
             let writer = event.user.username.as_str();
-            if event.verb != "create" && after != before && !coordinators.contains(&writer) {
+            // The first write made the object (server-side apply creates
+            // with a patch, so its verb does not say so).
+            if i > 0 && after != before && !coordinators.contains(&writer) {
                 changes.push(format!(
                     "{resource}/{name}: owner {} -> {} by {writer} at resourceVersion {rv}",
                     before.as_deref().unwrap_or("nobody"),
@@ -715,7 +717,8 @@ mod tests {
     #[test]
     fn an_owner_annotation_removed_is_a_loss_and_a_change_by_another_is_named() {
         let events = vec![
-            kamel_write("kustomize-controller", "create", Some("operator-1"), 1),
+            // Flux creates by server-side apply: a patch.
+            kamel_write("kustomize-controller", "patch", Some("operator-1"), 1),
             kamel_write("camelk-handoff", "patch", Some("operator-2"), 2),
             // A GitOps tool sets the key back, then stops applying it.
             kamel_write("kustomize-controller", "patch", Some("operator-1"), 3),

@@ -1,7 +1,7 @@
 //! Where the Go binaries come from: the control plane (`CAMELK_CONTROL_PLANE_BIN`
 //! when set, otherwise `tests/control-plane/build.sh`), KWOK (`CAMELK_KWOK_BIN`,
-//! otherwise `tests/kwok/build.sh`), upstream Camel K (`tests/camel-k/build.sh`)
-//! and Helm (`tests/helm/build.sh`).
+//! otherwise `tests/kwok/build.sh`), upstream Camel K (`tests/camel-k/build.sh`),
+//! Helm (`tests/helm/build.sh`) and Flux (`tests/flux/build.sh`).
 //! Each script builds from the Go module proxy once per pinned version and
 //! prints the cached directory.
 
@@ -36,6 +36,14 @@ pub fn kwok_bin_dir() -> Result<PathBuf, Error> {
 /// renders the chart in `charts/`.
 pub fn helm_bin_dir() -> Result<PathBuf, Error> {
     run_build_script("tests/helm/build.sh", &[])
+}
+
+/// Directory of the Flux release built by `tests/flux/build.sh` (pinned in
+/// `tests/flux/*/go.mod`): `bin/source-controller`, `bin/kustomize-controller`
+/// and `crds/*.yaml`. Builds it on first use (about 10 minutes on 2 cores),
+/// then it is cached.
+pub fn flux_dir() -> Result<PathBuf, Error> {
+    run_build_script("tests/flux/build.sh", &[])
 }
 
 /// The upstream Camel K release tests run (`tests/camel-k/<version>/go.mod`).

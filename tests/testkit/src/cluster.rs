@@ -767,7 +767,7 @@ async fn wait_until_ready(client: &Client, children: &mut [(String, Child)]) -> 
     }
 }
 
-fn free_ports<const N: usize>() -> Result<[u16; N], Error> {
+pub(crate) fn free_ports<const N: usize>() -> Result<[u16; N], Error> {
     // Hold all listeners at once so the ports are distinct.
     let listeners: Vec<TcpListener> = (0..N)
         .map(|_| TcpListener::bind("127.0.0.1:0"))

@@ -5,7 +5,8 @@
 //! by [`cluster::start`] with RBAC, static-token users ([`identity`]), an audit
 //! log ([`audit`]) and the Camel K CRDs ([`crds`]); kube-scheduler and KWOK
 //! give Deployments ready pods on a simulated node. [`upstream`] runs real
-//! upstream Camel K operators (`kamel operator`) on it.
+//! upstream Camel K operators (`kamel operator`) on it, and [`flux`] real
+//! Flux controllers.
 //!
 //! Tests use [`fixture::shared`]: one control plane per test binary, a fresh
 //! namespace per test. Each crate keeps its end-to-end tests in one binary
@@ -27,6 +28,7 @@ pub mod binaries;
 pub mod cluster;
 pub mod crds;
 pub mod fixture;
+pub mod flux;
 pub mod git_http;
 pub mod identity;
 pub mod layers;
@@ -64,6 +66,15 @@ pub enum Error {
     Kubeconfig(#[from] kube::config::KubeconfigError),
     #[error("Kubernetes client: {0}")]
     Kube(#[from] kube::Error),
+    /// An object did not reach the state a test waited for in time.
+    /// `conditions` are the last it showed; `message` says what was awaited
+    /// and names the condition that changed last.
+    #[error("{object}: {message}")]
+    NotReady {
+        object: String,
+        conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+        message: String,
+    },
 }
 
 /// Root of the Cargo workspace this crate belongs to.

@@ -633,7 +633,7 @@ fn parse<T: serde::de::DeserializeOwned>(text: &str, file: &str) -> Result<T, Er
 }
 
 /// Whether `GET http://127.0.0.1:port/path` answers 200.
-fn http_ok(port: u16, path: &str) -> bool {
+pub(crate) fn http_ok(port: u16, path: &str) -> bool {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
         return false;
     };

@@ -5,7 +5,10 @@
 //! `deploy`, which applies `examples/deploy` (its own namespaces
 //! `camelk-system` and `camel-apps`, roles bound to its own service
 //! accounts), nothing the other tests read, and `chart`, which dry-runs the
-//! Helm chart into a namespace of its own (`camelk-chart`).
+//! Helm chart into a namespace of its own (`camelk-chart`). `flux` runs real
+//! Flux controllers that watch only its own namespace, and shares with the
+//! others only Flux's CRDs, namespace (`flux-system`) and RBAC, which it
+//! applies idempotently.
 //!
 //! `upstream_smoke` has a binary (and control plane) of its own: the
 //! upstream Camel K operator it runs is global and acts as `operator-1` on
@@ -15,5 +18,6 @@
 mod chart;
 mod control_plane;
 mod deploy;
+mod flux;
 mod image;
 mod workloads;
