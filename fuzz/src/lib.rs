@@ -161,8 +161,15 @@ pub fn check_plan(
             }
         }
     }
+    // An adoption changes no owner: the resource is unchanged, or its keys
+    // disagree and its move starts from the annotation's operator.
     for a in &got.adoptions {
-        assert!(!placed.contains(&a.resource), "an adoption is unchanged");
+        let torn = got.conflicts.iter().any(|c| c.resource == a.resource);
+        assert!(
+            !placed.contains(&a.resource) || torn,
+            "an adoption of {} that is neither unchanged nor torn",
+            a.resource
+        );
     }
     // A blocked move waits on work in flight (its own, or its Pipe's), or
     // on a tool that applies its owner keys with no policy keeping them.

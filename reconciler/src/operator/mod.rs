@@ -19,6 +19,9 @@
 //! - Every status write is fenced on the owner label and on the version the
 //!   decision was made on; a resource being handed off gets no new work, only
 //!   the work in flight is finished before it is released.
+//! - A resource whose annotation names another operator (label and
+//!   annotation disagree) is not acted on: by the one owner rule it is that
+//!   operator's.
 
 pub mod lifecycle;
 pub mod rbac;
@@ -39,7 +42,7 @@ use crate::api::OperatorId;
 use crate::camel_k::release::owner_may_release;
 use crate::camel_k::release::work_in_flight;
 use crate::camel_k::status::phase;
-use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
 use crate::handoff::executor::{FlipResult, flip};
 use crate::handoff::fence::FlipGuard;
 use crate::handoff::request::{FROM_LABEL, HandoffRequest};
@@ -350,6 +353,13 @@ impl Loops {
                 let rv = obj.metadata.resource_version.clone().unwrap_or_default();
                 let key = (kind, ns.clone(), name.clone());
                 if self.acted.get(&key) == Some(&rv) {
+                    continue;
+                }
+                // The label selector shows it, but by the one owner rule a
+                // resource whose annotation names another operator is that
+                // operator's (upstream obeys the annotation): it waits here
+                // until the sync sets its label right.
+                if owner_id(&obj.metadata).as_deref() != Some(self.cfg.id.as_str()) {
                     continue;
                 }
                 // A resource being handed over gets no new work: only work in flight finishes.

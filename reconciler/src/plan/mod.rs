@@ -169,9 +169,11 @@ pub struct Plan {
     pub blocked: Vec<Blocked>,
     /// Resources the plan cannot decide about.
     pub errors: Vec<ResourceError>,
-    /// Unchanged resources (counted there too) whose owner is named by the
-    /// annotation alone, as `kamel` creates them: the sync adds the label
-    /// in one fenced write, with no handoff.
+    /// Resources whose label is to be set to the owner their annotation
+    /// names, in one fenced write, with no handoff: unchanged ones named by
+    /// the annotation alone (as `kamel` creates them), and any whose label
+    /// disagrees with the annotation (a move of it then starts from the
+    /// annotation's operator, once the label is set right).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adoptions: Vec<Assignment>,
     /// Resources whose label and annotation disagree (each also placed as
@@ -323,6 +325,17 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
                 *out.unchanged.by_operator.entry(current).or_default() += 1;
             }
             Owner::Operator(current) => {
+                // Torn keys are set right before the move starts from the
+                // annotation's operator: an operator that selects by label
+                // must see what it hands over.
+                if base.is_none() && resource.disagreeing_label().is_some() && label_held.is_none()
+                {
+                    out.adoptions.push(Assignment {
+                        resource: resource.id.clone(),
+                        to: current.clone(),
+                        because: decision.because.clone(),
+                    });
+                }
                 let change = Move {
                     resource: resource.id.clone(),
                     from: current,

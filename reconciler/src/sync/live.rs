@@ -19,9 +19,10 @@
 //!   or owner annotation changed, another tool starting or stopping to apply
 //!   the owner keys) wakes the sync loop; status-only updates do not. A
 //!   resource that shows up without owner keys is also sent on at once
-//!   ([`super::newcomers`]). `watch_assignments` wakes it when an `OperatorAssignment`'s spec
-//!   or annotations change (suspend, resume, `kubectl camelk sync`), not on
-//!   its status.
+//!   ([`super::newcomers`]). `watch_assignments` wakes it when an
+//!   `OperatorAssignment`'s annotations change (suspend, resume, `kubectl
+//!   camelk sync`), or its spec when the object is the source; not on its
+//!   status, nor on the sync's own apply of a Git manifest.
 //! - `LiveCache::snapshot` answers only once every kind asked for is synced
 //!   (a round waits a bounded time for that); the sync decides from it
 //!   whether there is anything to do, and reads authoritatively (a metadata
@@ -349,11 +350,15 @@ impl Feed {
 }
 
 /// Wakes `wake` whenever an `OperatorAssignment` in `namespace` changes its
-/// spec (generation) or annotations, until `shutdown`. A new object is found
-/// by the next interval's round.
+/// annotations (suspend, resume, `kubectl camelk sync`), or, when the object
+/// is the source (`spec_is_source`: Argo CD or Flux applies it), its spec
+/// (generation), until `shutdown`. With a Git source the spec is the sync's
+/// own apply of the manifest: waking on it would interrupt the very round
+/// that applied it. A new object is found by the next interval's round.
 pub(crate) fn watch_assignments(
     client: Client,
     namespace: &str,
+    spec_is_source: bool,
     wake: Arc<Notify>,
     shutdown: CancellationToken,
 ) {
@@ -377,7 +382,7 @@ pub(crate) fn watch_assignments(
                 continue;
             };
             let now = (
-                object.metadata.generation,
+                object.metadata.generation.filter(|_| spec_is_source),
                 object.metadata.annotations.clone(),
             );
             // A first sighting does not wake: at start the first round runs

@@ -239,7 +239,7 @@ impl Syncer {
         r.assigned = self.assign(&r.head, &planned).await?;
         if r.assigned > 0 {
             let note = format!(
-                "gave {} resources their operator's label ({} unowned, {} named by annotation only)",
+                "gave {} resources their operator's label ({} unowned, {} named by annotation only or against the label)",
                 r.assigned,
                 planned.first_assignments.len(),
                 planned.adoptions.len()
@@ -247,6 +247,25 @@ impl Syncer {
             self.event(&r.object, EventType::Normal, "Assigned", note)
                 .await;
             r.inventory = self.read(&r.reach).await?;
+        }
+        // Keys that disagree are never silent: each round that finds them
+        // says so, set right (an adoption above) or left to the tool that
+        // applies them.
+        if !planned.conflicts.is_empty() {
+            let shown: Vec<String> = planned
+                .conflicts
+                .iter()
+                .take(20)
+                .map(ToString::to_string)
+                .collect();
+            let note = format!(
+                "{} resources have a label and an annotation naming different operators: {}",
+                planned.conflicts.len(),
+                shown.join("; ")
+            );
+            tracing::warn!(%note, "owner keys disagree");
+            self.event(&r.object, EventType::Warning, "OwnerKeysDisagree", note)
+                .await;
         }
         Ok(())
     }

@@ -4,7 +4,8 @@
 //! # Expected flow
 //! 1. Wait to lead (the Lease `camelk-reconciler-lock`).
 //! 2. Run a round: it fetches first when the interval passed, a webhook
-//!    arrived or the object was edited; an ownership change alone plans the
+//!    arrived or the object's annotations were edited (with the object as
+//!    the source, its spec too); an ownership change alone plans the
 //!    revision fetched last again.
 //! 3. A webhook or an edit of the object during a round interrupts its waits
 //!    (health gate, pause); the next round, which fetches at once, resumes
@@ -79,6 +80,7 @@ pub async fn run(
     live::watch_assignments(
         client.clone(),
         &cfg.namespace,
+        source.is_the_object(),
         trigger.clone(),
         shutdown.clone(),
     );

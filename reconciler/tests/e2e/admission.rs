@@ -722,7 +722,8 @@ async fn an_operator_creates_and_deletes_only_what_it_owns() {
             &op1,
             it,
             ns,
-            &camel_object(it, "pipe-2", Some("operator-2"), Some("operator-1")),
+            // Disagreeing keys: the annotation, which upstream obeys, owns.
+            &camel_object(it, "pipe-2", Some("operator-1"), Some("operator-2")),
         )
         .await,
         &not_its_own("operator-1", "create integrations pipe-2", "operator-2"),

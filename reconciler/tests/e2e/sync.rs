@@ -1433,9 +1433,10 @@ async fn an_owner_changed_by_hand_is_reported_and_moved_back() {
         "moved back through a handoff"
     );
 
-    // Keys that disagree are set right: a label changed by hand is handed
-    // back from the operator it names; an annotation changed by hand is set
-    // back without a move.
+    // Keys that disagree: the annotation names the owner (upstream obeys
+    // it). A label changed by hand is set back to the annotation's operator
+    // without a move; an annotation changed by hand moved the resource, so
+    // its label is set to match and it is handed back.
     let annotation_of = |o: &kube::api::DynamicObject| {
         o.metadata
             .annotations
@@ -1496,8 +1497,32 @@ async fn an_owner_changed_by_hand_is_reported_and_moved_back() {
         .collect();
     assert_eq!(
         back,
-        vec!["it-00".to_string(), "it-01".to_string()],
-        "it-00 once (its first drift), it-01 by its label; it-00's annotation needed no move"
+        vec![
+            "it-00".to_string(),
+            "it-01".to_string(),
+            "it-00".to_string()
+        ],
+        "it-00 after its first drift, it-01's label set back, it-00 handed back from operator-2"
+    );
+    // it-01 never left operator-1: no handoff was asked for it, and only the
+    // reconciler wrote its label back.
+    let mended_by: Vec<String> = answered_requests(cluster, &ns.name, "operator-2")
+        .iter()
+        .filter(|e| {
+            e.is_successful_write()
+                && e.object_ref.as_ref().and_then(|o| o.name.as_deref()) == Some("it-01")
+        })
+        .map(|e| format!("{} {}", e.verb, e.request_uri))
+        .collect();
+    assert!(
+        mended_by.is_empty(),
+        "operator-2 wrote it-01: {mended_by:?}"
+    );
+    assert!(
+        event_reasons(&admin, &ns.name)
+            .await
+            .iter()
+            .any(|(reason, _)| reason == "OwnerKeysDisagree")
     );
     assert_single_owner(cluster, &ns.name);
 }
@@ -1654,7 +1679,9 @@ async fn with_drift_policy_report_an_owner_changed_by_hand_is_only_reported() {
         .count();
     assert_eq!(back, 0, "not moved back");
 
-    // Keys that disagree are reported and left too.
+    // Keys that disagree are reported, and set right even so: the label is
+    // set to the annotation's operator, which owns it still (upstream obeys
+    // the annotation), so no owner changes.
     let label_only = serde_json::json!({ "metadata": {
         "labels": { "camel.apache.org/operator.id": "operator-2" },
     }});
@@ -1662,25 +1689,21 @@ async fn with_drift_policy_report_an_owner_changed_by_hand_is_only_reported() {
         .patch("it-01", &PatchParams::default(), &Patch::Merge(label_only))
         .await
         .unwrap();
-    wait_status(
+    wait_for(
         &admin,
+        CamelKind::Integration,
         &ns.name,
-        NAME,
+        "it-01",
         Duration::from_secs(60),
-        "disagreeing keys reported",
-        &sync,
-        |s| condition(s, "Drifted").is_some_and(|c| c.0 == "True" && c.2.contains("annotation")),
+        "its label set back to its annotation's operator",
+        |o| owner(o).as_deref() == Some("operator-1"),
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let it01 = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
-        .get("it-01")
-        .await
-        .unwrap();
-    assert_eq!(
-        owner(&it01).as_deref(),
-        Some("operator-2"),
-        "label left as set"
+    assert!(
+        event_reasons(&admin, &ns.name)
+            .await
+            .iter()
+            .any(|(reason, _)| reason == "OwnerKeysDisagree")
     );
     let status = assignment(&admin, &ns.name, NAME)
         .await
