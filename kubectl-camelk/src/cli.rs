@@ -24,9 +24,10 @@ pub struct Cli {
     /// The kubeconfig context to use.
     #[arg(long, global = true, value_name = "NAME")]
     pub context: Option<String>,
-    /// Namespace: of the resources named by assign/unassign (default: the
-    /// context's namespace); the only one plan/diff show (default: the
-    /// manifest's scope, else all).
+    /// Namespace: of the resources named by assign/unassign, and of the
+    /// manifests without one of strip-owner-keys (default: the context's
+    /// namespace); the only one plan/diff show (default: the manifest's
+    /// scope, else all).
     #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
     /// Every namespace (plan and diff: list cluster-wide even when the scope names namespaces).
@@ -136,6 +137,10 @@ pub enum Command {
     /// Undo the manifest change a commit made, on a new branch (as `git
     /// revert`, but only the manifest's lines that commit changed).
     Revert(RevertArgs),
+    /// Remove camel.apache.org/operator.id from the Camel K manifests a GitOps
+    /// tool applies, on a new branch, once no resource would change owner.
+    #[command(long_about = STRIP_OWNER_KEYS_HELP)]
+    StripOwnerKeys(StripOwnerKeysArgs),
     /// Print what the manifest would change: moves in batches, first
     /// assignments, blocked moves and why.
     Plan(PlanArgs),
@@ -190,7 +195,8 @@ impl Command {
             | Command::Assign(AssignArgs { edit, .. })
             | Command::Unassign(UnassignArgs { edit, .. })
             | Command::Rollout(RolloutArgs { edit, .. })
-            | Command::Revert(RevertArgs { edit, .. }) => edit.push,
+            | Command::Revert(RevertArgs { edit, .. }) => edit.record.push,
+            Command::StripOwnerKeys(args) => args.record.push || !args.no_cluster,
             Command::Plan(args) | Command::Diff(args) => args.inventory.is_none(),
             Command::Move(_)
             | Command::Get(_)
@@ -218,11 +224,21 @@ pub struct ManifestArgs {
     pub file: Option<PathBuf>,
 }
 
-/// How an edit is recorded.
+/// How an edit of the manifest is recorded.
 #[derive(Args, Debug, Clone)]
 pub struct EditArgs {
     #[command(flatten)]
     pub manifest: ManifestArgs,
+    #[command(flatten)]
+    pub record: RecordArgs,
+    /// Plan the change against this inventory (`kubectl get ... -o json`).
+    #[arg(long, value_name = "FILE")]
+    pub inventory: Option<PathBuf>,
+}
+
+/// How an edit is recorded in Git: the flags of every command that edits files.
+#[derive(Args, Debug, Clone)]
+pub struct RecordArgs {
     /// Branch to commit on (default: a name derived from the change).
     #[arg(long, value_name = "NAME")]
     pub branch: Option<String>,
@@ -238,9 +254,6 @@ pub struct EditArgs {
     /// Show the diff and the plan; write, commit and push nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Plan the change against this inventory (`kubectl get ... -o json`).
-    #[arg(long, value_name = "FILE")]
-    pub inventory: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -303,6 +316,72 @@ pub struct RevertArgs {
     /// again since are a conflict: named, and nothing is written.
     #[arg(value_name = "REV")]
     pub rev: String,
+}
+
+/// The long help of `strip-owner-keys`: what it edits, and the output
+/// format scripts and tests read (one row per resource, its verdict last).
+const STRIP_OWNER_KEYS_HELP: &str = "\
+Remove the owner keys from the Camel K manifests a GitOps tool applies (Flux,
+Argo CD, kubectl apply), so that it stops setting them back over the
+reconciler's moves.
+
+Every .yaml and .yml file under each PATH is read (folders recursively; .git,
+files Git ignores and the templates/ of Helm charts are skipped; symbolic links
+are not followed, and one leading outside the repository is refused). Each
+document whose apiVersion is in camel.apache.org (and each such item of a
+`kind: List`) loses camel.apache.org/operator.id from metadata.labels and
+metadata.annotations; a map left empty goes with its key. Only those lines
+change: comments, quoting and key order stay byte for byte. A file that is not
+YAML is an error naming file:line:column (a Helm template: a warning), and is
+left untouched; places that still name the key (a Kustomization's
+commonAnnotations, a patch) are warnings.
+
+The keys may leave Git once the reconciler co-owns them in the cluster (within
+a round of `reconciler sync`, it applies both server-side as camelk-owner-keys):
+the API server then keeps them when the tool stops applying them. So each
+resource is read from the cluster (--kubeconfig, --context; a manifest without
+a namespace: -n, else the context's) and shown in one row:
+
+  FILE:LINE  KIND  NAMESPACE  NAME  REMOVED  OWNER  APPLIED BY  CO-OWNED  VERDICT
+
+REMOVED is `label=VALUE annotation=VALUE` (the keys taken out of Git); OWNER the
+live owner by the owner rule; VERDICT, the last column, one of:
+
+  stays with OPERATOR           its keys stay: co-owned, applied by no tool, or
+                                kept by the owner-keys policy
+  would lose its owner: REASON  the tool's next apply removes them: not co-owned
+                                yet, or applied client-side (deleted even when
+                                co-owned)
+  not in the cluster            nothing to lose
+  has no owner in the cluster   nothing to lose
+  not checked                   --no-cluster
+
+The last line is `N keys removed from M files; K resources change owner` (K:
+the resources that would lose their owner; `owners not checked` with
+--no-cluster). When K is not 0, nothing is written and the exit code is 1,
+unless --force. A cluster that cannot be read is an error: --no-cluster skips
+the check. -o json|yaml prints the same as one document (`resources[].verdict`:
+stays, losesOwner, notInCluster, unowned, notChecked).
+
+Then, as `assign`: one commit on a new branch (default
+camelk/strip-owner-keys-<HEAD's short SHA>) listing the resources; --push,
+--dry-run (the diff and the verdicts, nothing written), --allow-dirty (never
+for the files it edits).";
+
+#[derive(Args, Debug)]
+pub struct StripOwnerKeysArgs {
+    /// Files or folders of the repository to clean.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub record: RecordArgs,
+    /// Do not read the cluster: remove the keys without checking that every
+    /// resource keeps its owner.
+    #[arg(long)]
+    pub no_cluster: bool,
+    /// Write even when resources would lose their owner.
+    #[arg(long, conflicts_with = "no_cluster")]
+    pub force: bool,
 }
 
 #[derive(Args, Debug)]
@@ -538,5 +617,13 @@ mod tests {
         assert!(connects(&["plan"]));
         assert!(connects(&["diff", "--base", "main"]));
         assert!(connects(&["get"]));
+        assert!(connects(&["strip-owner-keys", "apps"]));
+        assert!(!connects(&["strip-owner-keys", "apps", "--no-cluster"]));
+        assert!(connects(&[
+            "strip-owner-keys",
+            "apps",
+            "--no-cluster",
+            "--push"
+        ]));
     }
 }

@@ -124,6 +124,7 @@ async fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Unassign(args) => commands::edit::unassign(cli, args).await?,
         Command::Rollout(args) => commands::edit::rollout(cli, args).await?,
         Command::Revert(args) => commands::edit::revert(cli, args).await?,
+        Command::StripOwnerKeys(args) => commands::strip_owner_keys::run(cli, args).await?,
         Command::Plan(args) => {
             commands::plan::run(cli, args).await?;
         }

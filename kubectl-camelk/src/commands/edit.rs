@@ -20,7 +20,6 @@ use crate::cli::{
     parse_resource,
 };
 use crate::render;
-use crate::sigpipe::with_sigpipe_ignored;
 
 /// A change ready to be recorded.
 struct Change {
@@ -103,7 +102,7 @@ pub async fn init(cli: &Cli, args: &InitArgs) -> anyhow::Result<()> {
 }
 
 pub async fn assign(cli: &Cli, args: &AssignArgs) -> anyhow::Result<()> {
-    let location = super::locate(&args.edit.manifest, !args.edit.dry_run)?;
+    let location = super::locate(&args.edit.manifest, !args.edit.record.dry_run)?;
     let manifest = Manifest::read(&location.path, &location.display)?;
     let namespace = super::default_namespace(cli).await?;
     let resources = parse_resources(&args.resources, &namespace)?;
@@ -120,7 +119,7 @@ pub async fn assign(cli: &Cli, args: &AssignArgs) -> anyhow::Result<()> {
 }
 
 pub async fn unassign(cli: &Cli, args: &UnassignArgs) -> anyhow::Result<()> {
-    let location = super::locate(&args.edit.manifest, !args.edit.dry_run)?;
+    let location = super::locate(&args.edit.manifest, !args.edit.record.dry_run)?;
     let manifest = Manifest::read(&location.path, &location.display)?;
     let namespace = super::default_namespace(cli).await?;
     let resources = parse_resources(&args.resources, &namespace)?;
@@ -136,7 +135,7 @@ pub async fn unassign(cli: &Cli, args: &UnassignArgs) -> anyhow::Result<()> {
 }
 
 pub async fn rollout(cli: &Cli, args: &RolloutArgs) -> anyhow::Result<()> {
-    let location = super::locate(&args.edit.manifest, !args.edit.dry_run)?;
+    let location = super::locate(&args.edit.manifest, !args.edit.record.dry_run)?;
     let manifest = Manifest::read(&location.path, &location.display)?;
     let from = OperatorId::new(&args.from).with_context(|| format!("--from `{}`", args.from))?;
     let to = OperatorId::new(&args.to).with_context(|| format!("--to `{}`", args.to))?;
@@ -247,40 +246,16 @@ async fn record(
     change: Change,
     verb: &str,
 ) -> anyhow::Result<()> {
-    if !args.dry_run
-        && let Some(checkout) = &location.checkout
-    {
-        let dirty = checkout.dirty_paths()?;
-        // The commit holds the whole edited file, so the manifest's own
-        // uncommitted lines would ride along unseen: --allow-dirty never covers it.
-        if let Some(manifest) = location.in_repo.as_deref()
-            && dirty.iter().any(|path| path == manifest)
-        {
-            bail!(
-                "{manifest} has uncommitted changes, which this commit would include; commit or stash them first (--allow-dirty covers only other files)"
-            );
-        }
-        if !dirty.is_empty() && !args.allow_dirty {
-            bail!(
-                "the work tree has uncommitted changes ({}); commit or stash them, or pass --allow-dirty",
-                dirty.join(", ")
-            );
-        }
-    }
     let branch = args
+        .record
         .branch
         .clone()
         .unwrap_or_else(|| branch_name(&change.title));
-    if !args.dry_run
+    if !args.record.dry_run
         && let Some(checkout) = &location.checkout
     {
-        checkout.check_new_branch(&branch)?;
-        if let Some(path) = location.in_repo.as_deref() {
-            checkout.check_editable(path)?;
-        }
-        if args.push {
-            checkout.check_remote(&args.remote)?;
-        }
+        let files: Vec<&str> = location.in_repo.as_deref().into_iter().collect();
+        super::record::check(checkout, &files, &branch, &args.record)?;
     }
 
     if !cli.output.is_structured() {
@@ -319,43 +294,22 @@ async fn record(
             );
         }
     }
-    if args.dry_run {
+    if args.record.dry_run {
         eprintln!("dry run: nothing written");
         return Ok(());
     }
 
     let (checkout, path) = location.in_checkout("not in a Git checkout")?;
-    let message = format!(
-        "{}\n\n{}{}\n\nWritten by `kubectl camelk {verb}`.\n",
-        change.title,
-        change
-            .body
-            .as_ref()
-            .map(|body| format!("{body}\n\n"))
-            .unwrap_or_default(),
-        change
-            .details
-            .iter()
-            .map(|d| format!("- {d}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    let commit = checkout.commit_on_new_branch(&branch, path, &change.new, &message)?;
-    eprintln!(
-        "committed {} on branch {branch}: {}",
-        &commit.to_string()[..12],
-        change.title
-    );
-    if args.push {
-        with_sigpipe_ignored(|| checkout.push(&args.remote, &branch)).with_context(|| {
-            render::Hint(format!(
-                "the commit stays on the local branch {branch}, checked out; push it with `git push {} {branch}` once the cause is fixed",
-                args.remote
-            ))
-        })?;
-        eprintln!("pushed {branch} to {}", args.remote);
-    }
-    Ok(())
+    let message =
+        super::record::message(&change.title, change.body.as_deref(), &change.details, verb);
+    super::record::commit(
+        checkout,
+        &branch,
+        &[(path, &change.new)],
+        &message,
+        &change.title,
+        &args.record,
+    )
 }
 
 /// Resources named on the command line, as an inventory for the plan of an

@@ -7,6 +7,8 @@ pub mod events;
 pub mod history;
 pub mod live;
 pub mod plan;
+pub mod record;
+pub mod strip_owner_keys;
 pub mod sync;
 pub mod validate;
 pub mod version;

@@ -25,6 +25,7 @@ pub(crate) mod desired;
 pub(crate) mod diagnostic;
 pub mod edit;
 pub(crate) mod fields;
+pub mod owner_keys;
 pub mod revert;
 mod splice;
 pub mod template;

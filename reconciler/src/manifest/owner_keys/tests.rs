@@ -1,0 +1,391 @@
+use super::*;
+
+fn stripped(text: &str) -> Stripped {
+    strip("apps/shop.yaml", text).unwrap_or_else(|d| panic!("refused: {d}"))
+}
+
+fn refused(text: &str) -> String {
+    match strip("apps/shop.yaml", text) {
+        Ok(s) => panic!("accepted: {:?}", s.text),
+        Err(d) => d.to_string(),
+    }
+}
+
+fn notes(s: &Stripped) -> Vec<String> {
+    s.notes.iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn a_multi_document_file_loses_only_the_key_lines() {
+    let before = "\
+# Shop integrations, deployed by Flux.
+apiVersion: camel.apache.org/v1
+kind: Integration
+metadata:
+  name: orders   # the main route
+  namespace: shop
+  annotations:
+    # who runs it
+    camel.apache.org/operator.id: operator-1   # set by kamel
+    trait.camel.apache.org/container.image: \"quay.io/shop/orders:1.2\"
+  labels:
+    app: orders
+spec:
+  flows:
+    - from: {uri: \"timer:tick?period={{period}}\"}
+---
+# Not Camel K: left as it is, and named in a note.
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: orders-config
+  annotations:
+    camel.apache.org/operator.id: operator-1
+---
+apiVersion: camel.apache.org/v1
+kind: Pipe
+metadata:
+  name: feed
+  labels:
+    'camel.apache.org/operator.id': \"operator-1\"
+  annotations:
+    camel.apache.org/operator.id: operator-1
+spec: {}
+";
+    let after = "\
+# Shop integrations, deployed by Flux.
+apiVersion: camel.apache.org/v1
+kind: Integration
+metadata:
+  name: orders   # the main route
+  namespace: shop
+  annotations:
+    # who runs it
+    trait.camel.apache.org/container.image: \"quay.io/shop/orders:1.2\"
+  labels:
+    app: orders
+spec:
+  flows:
+    - from: {uri: \"timer:tick?period={{period}}\"}
+---
+# Not Camel K: left as it is, and named in a note.
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: orders-config
+  annotations:
+    camel.apache.org/operator.id: operator-1
+---
+apiVersion: camel.apache.org/v1
+kind: Pipe
+metadata:
+  name: feed
+spec: {}
+";
+    let s = stripped(before);
+    assert_eq!(s.text, after);
+    assert_eq!(s.keys_removed(), 3);
+    let summary: Vec<(String, String, Option<String>, String, Location)> = s
+        .resources
+        .iter()
+        .map(|r| {
+            (
+                r.kind.clone(),
+                r.name.clone(),
+                r.namespace.clone(),
+                r.removed(),
+                r.at,
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                "Integration".into(),
+                "orders".into(),
+                Some("shop".into()),
+                "annotation=operator-1".into(),
+                Location { line: 2, column: 1 }
+            ),
+            (
+                "Pipe".into(),
+                "feed".into(),
+                None,
+                "label=operator-1 annotation=operator-1".into(),
+                Location {
+                    line: 25,
+                    column: 1
+                }
+            ),
+        ]
+    );
+    assert_eq!(
+        s.resources[1].camel_kind(),
+        Some(crate::camel_k::CamelKind::Pipe)
+    );
+    assert_eq!(
+        notes(&s),
+        [
+            "apps/shop.yaml:23:5: warning: camel.apache.org/operator.id is still named here, \
+             outside a Camel K resource's labels and annotations; if a tool applies it (a \
+             Kustomization's commonAnnotations or commonLabels, a patch), remove it by hand"
+        ]
+    );
+}
+
+#[test]
+fn an_annotation_alone_goes_with_its_map() {
+    let s = stripped(
+        "apiVersion: camel.apache.org/v1\nkind: Integration\nmetadata:\n  name: a\n  \
+         annotations:\n    camel.apache.org/operator.id: operator-1\nspec: {}\n",
+    );
+    assert_eq!(
+        s.text,
+        "apiVersion: camel.apache.org/v1\nkind: Integration\nmetadata:\n  name: a\nspec: {}\n"
+    );
+    assert_eq!(s.resources[0].annotation.as_deref(), Some("operator-1"));
+    assert_eq!(s.resources[0].label, None);
+    assert!(s.notes.is_empty());
+}
+
+#[test]
+fn a_label_and_an_annotation_among_others_lose_only_their_lines() {
+    let before = "\
+apiVersion: camel.apache.org/v1
+kind: Kamelet
+metadata:
+  name: tick
+  labels:
+    camel.apache.org/kamelet.type: source
+    camel.apache.org/operator.id: operator-2
+  annotations:
+    camel.apache.org/operator.id: \"operator-2\" # pinned
+    camel.apache.org/provider: \"Shop\"
+";
+    let after = "\
+apiVersion: camel.apache.org/v1
+kind: Kamelet
+metadata:
+  name: tick
+  labels:
+    camel.apache.org/kamelet.type: source
+  annotations:
+    camel.apache.org/provider: \"Shop\"
+";
+    let s = stripped(before);
+    assert_eq!(s.text, after);
+    assert_eq!(
+        s.resources[0].removed(),
+        "label=operator-2 annotation=operator-2"
+    );
+}
+
+#[test]
+fn flow_maps_lose_the_entry_and_one_comma() {
+    let s = stripped(
+        "apiVersion: camel.apache.org/v1\nkind: Integration\nmetadata: {name: a, \
+         annotations: {camel.apache.org/operator.id: op-1, x: y}, labels: {a: b, \
+         \"camel.apache.org/operator.id\": op-1}}\n",
+    );
+    assert_eq!(
+        s.text,
+        "apiVersion: camel.apache.org/v1\nkind: Integration\nmetadata: {name: a, \
+         annotations: {x: y}, labels: {a: b}}\n"
+    );
+    // Both maps emptied: both entries go, with their commas.
+    let s = stripped(
+        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata: {name: a, labels: \
+         {camel.apache.org/operator.id: op-1}, annotations: {camel.apache.org/operator.id: \
+         op-1}}\n",
+    );
+    assert_eq!(
+        s.text,
+        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata: {name: a}\n"
+    );
+}
+
+#[test]
+fn items_of_a_list_are_resources_too() {
+    let before = "\
+apiVersion: v1
+kind: List
+items:
+  - apiVersion: camel.apache.org/v1
+    kind: Integration
+    metadata:
+      name: a
+      annotations:
+        camel.apache.org/operator.id: operator-1
+  - apiVersion: v1
+    kind: Secret
+    metadata:
+      name: s
+";
+    let s = stripped(before);
+    assert_eq!(
+        s.text,
+        "\
+apiVersion: v1
+kind: List
+items:
+  - apiVersion: camel.apache.org/v1
+    kind: Integration
+    metadata:
+      name: a
+  - apiVersion: v1
+    kind: Secret
+    metadata:
+      name: s
+"
+    );
+    assert_eq!(s.resources[0].at, Location { line: 4, column: 5 });
+}
+
+#[test]
+fn files_without_camel_k_keys_are_returned_as_they_are() {
+    for text in [
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n",
+        "apiVersion: camel.apache.org/v1\nkind: Integration\nmetadata:\n  name: a\n  \
+         annotations: {}\n",
+        "",
+        "# only a comment\n",
+        "---\n---\n",
+    ] {
+        let s = stripped(text);
+        assert_eq!(s.text, text);
+        assert!(s.resources.is_empty());
+    }
+}
+
+#[test]
+fn crlf_line_ends_are_kept() {
+    let s = stripped(
+        "apiVersion: camel.apache.org/v1\r\nkind: Pipe\r\nmetadata:\r\n  name: a\r\n  \
+         labels:\r\n    app: a\r\n    camel.apache.org/operator.id: op-1\r\n",
+    );
+    assert_eq!(
+        s.text,
+        "apiVersion: camel.apache.org/v1\r\nkind: Pipe\r\nmetadata:\r\n  name: a\r\n  \
+         labels:\r\n    app: a\r\n"
+    );
+}
+
+#[test]
+fn a_syntax_error_is_named_at_its_line_and_column_in_its_document() {
+    let text = "\
+apiVersion: camel.apache.org/v1
+kind: Integration
+metadata:
+  name: a
+---
+apiVersion: camel.apache.org/v1
+kind: Pipe
+metadata:
+  name: [b
+  annotations:
+    camel.apache.org/operator.id: op-1
+";
+    let message = refused(text);
+    assert!(
+        message.starts_with("apps/shop.yaml:10:"),
+        "the position is in the file, not the document: {message}"
+    );
+    assert!(
+        message.contains(": error: YAML syntax error: "),
+        "{message}"
+    );
+    assert!(message.ends_with("; left untouched"), "{message}");
+}
+
+#[test]
+fn a_template_is_a_warning_and_other_refusals_name_their_place() {
+    let helm = "\
+{{- if .Values.enabled }}
+apiVersion: camel.apache.org/v1
+kind: Integration
+metadata:
+  name: {{ .Release.Name }}
+  annotations:
+    camel.apache.org/operator.id: {{ .Values.operatorId | quote }}
+{{- end }}
+";
+    // Not YAML at all, or YAML whose key holds a template expression.
+    for text in [helm, &helm[helm.find('\n').unwrap() + 1..]] {
+        let warning = strip("chart/templates/it.yaml", text).unwrap_err();
+        assert_eq!(warning.severity, Severity::Warning);
+        assert_eq!(
+            warning.message,
+            "not plain YAML (a Helm or Go template?): left untouched; it names \
+             camel.apache.org/operator.id: remove it from the chart by hand",
+        );
+    }
+
+    let twice = "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata:\n  name: a\n  labels:\n    \
+                 camel.apache.org/operator.id: a\n    camel.apache.org/operator.id: b\n";
+    assert_eq!(
+        refused(twice),
+        "apps/shop.yaml:7:5: error: camel.apache.org/operator.id appears twice in \
+         `metadata.labels`; a key may appear once in a mapping"
+    );
+
+    let shared = "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata:\n  name: a\n  labels:\n    \
+                  app: a\n    camel.apache.org/operator.id: b\n  annotations: {camel.apache.org/operator.id: \
+                  b}\n";
+    assert_eq!(stripped(shared).keys_removed(), 2);
+
+    let only_keys = "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata:\n  labels:\n    \
+                     camel.apache.org/operator.id: b\n";
+    assert_eq!(
+        refused(only_keys),
+        "apps/shop.yaml:4:3: error: removing the owner keys would leave `metadata` empty; \
+         remove them by hand"
+    );
+
+    let not_utf8 = strip_bytes("apps/shop.yaml", b"kind: Pipe\nname: \xff\n").unwrap_err();
+    assert_eq!(
+        not_utf8.to_string(),
+        "apps/shop.yaml:2:7: error: the file is not UTF-8 (byte 0xff here); YAML is UTF-8: \
+         left untouched"
+    );
+}
+
+#[test]
+fn a_kustomization_that_adds_the_key_is_named_in_a_note() {
+    let text = "\
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+commonAnnotations:
+  camel.apache.org/operator.id: operator-1
+resources:
+  - orders.yaml
+";
+    let s = stripped(text);
+    assert_eq!(s.text, text);
+    assert_eq!(
+        s.notes.iter().map(|d| d.at).collect::<Vec<_>>(),
+        [Location { line: 4, column: 3 }]
+    );
+}
+
+#[test]
+fn the_guard_refuses_an_edit_that_would_change_another_node() {
+    // An anchor on the removed value, aliased elsewhere: removing it would
+    // leave a dangling alias, which the guard's second parse refuses.
+    let text = "\
+apiVersion: camel.apache.org/v1
+kind: Integration
+metadata:
+  name: a
+  annotations:
+    camel.apache.org/operator.id: &owner operator-1
+    other: x
+spec:
+  owner: *owner
+";
+    assert_eq!(
+        refused(text),
+        "apps/shop.yaml:1:1: error: internal error: the edit would change more than the owner \
+         keys; left untouched"
+    );
+}
