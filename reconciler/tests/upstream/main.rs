@@ -15,6 +15,7 @@
 mod support;
 
 mod adoption;
+mod gitops;
 mod restart;
 mod unowned;
 

@@ -137,3 +137,80 @@ async fn wait_enforced(admin: &Client, ns: &str) -> anyhow::Result<()> {
         .context("deleting the probe")?;
     Ok(())
 }
+
+/// Name of the shipped owner-keys MutatingAdmissionPolicy and its binding.
+pub const OWNER_KEYS_POLICY: &str = "camelk-owner-keys";
+
+/// Installs the owner-keys policy of `examples/deploy/owner-keys` as shipped
+/// (cluster-wide: it changes only the writes of GitOps tools' field
+/// managers). Returns once an apply by `kustomize-controller` in `ns` keeps a
+/// probe's owner key.
+pub async fn install_owner_keys_policy(admin: &Client, ns: &str) -> anyhow::Result<()> {
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
+    };
+    let read = |file: &str| {
+        let path = crate::workspace_root()
+            .join("examples/deploy/owner-keys")
+            .join(file);
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+    };
+    let apply = PatchParams::apply("camelk-testkit").force();
+    let policy: MutatingAdmissionPolicy = serde_saphyr::from_str(&read("policy.yaml")?)?;
+    Api::<MutatingAdmissionPolicy>::all(admin.clone())
+        .patch(OWNER_KEYS_POLICY, &apply, &Patch::Apply(&policy))
+        .await
+        .context("applying the owner-keys policy")?;
+    let binding: MutatingAdmissionPolicyBinding = serde_saphyr::from_str(&read("binding.yaml")?)?;
+    Api::<MutatingAdmissionPolicyBinding>::all(admin.clone())
+        .patch(OWNER_KEYS_POLICY, &apply, &Patch::Apply(&binding))
+        .await
+        .context("binding the owner-keys policy")?;
+
+    // Loaded asynchronously, as the owner policy: a dry-run apply as a
+    // GitOps tool that changes a probe's owner key until the key is kept.
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(admin.clone(), ns, &CamelKind::Integration.api_resource());
+    let probe = |owner: &str| -> anyhow::Result<DynamicObject> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": CamelKind::Integration.api_version(),
+            "kind": "Integration",
+            "metadata": { "name": PROBE, "annotations": { OPERATOR_ID_KEY: owner } },
+        }))?)
+    };
+    api.create(&PostParams::default(), &probe("probe-a")?)
+        .await
+        .context("creating the probe")?;
+    let dry_run = PatchParams {
+        dry_run: true,
+        ..PatchParams::apply("kustomize-controller").force()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let kept = match api
+            .patch(PROBE, &dry_run, &Patch::Apply(probe("probe-b")?))
+            .await
+        {
+            Ok(o) => {
+                o.metadata
+                    .annotations
+                    .and_then(|a| a.get(OPERATOR_ID_KEY).cloned())
+                    == Some("probe-a".into())
+            }
+            // The owner policy refuses the change while nothing keeps the key.
+            Err(kube::Error::Api(status)) if status.code == 403 => false,
+            Err(e) => return Err(e).context("probing the owner-keys policy"),
+        };
+        if kept {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("the owner-keys policy did not take effect within 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    api.delete(PROBE, &DeleteParams::default())
+        .await
+        .context("deleting the probe")?;
+    Ok(())
+}

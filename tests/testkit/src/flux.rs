@@ -457,6 +457,36 @@ impl Flux {
             .await?)
     }
 
+    /// Points Flux at `path` of the apps repository at `url` (served with
+    /// [`crate::apps_repo`]'s credentials), as a platform team does: the
+    /// Basic-auth Secret, a GitRepository and a pruning Kustomization that
+    /// applies into `namespace`, all named `name` and reconciled every
+    /// `interval`.
+    pub async fn deploy(
+        &self,
+        namespace: &str,
+        name: &str,
+        url: &str,
+        path: &str,
+        interval: Duration,
+    ) -> Result<(), Error> {
+        use crate::apps_repo::{BRANCH, GIT_PASSWORD, GIT_USER};
+        let secret = format!("{name}-git");
+        self.create_basic_auth_secret(namespace, &secret, GIT_USER, GIT_PASSWORD)
+            .await?;
+        let repository = GitRepositorySpec::new(name, url)
+            .branch(BRANCH)
+            .secret_ref(&secret)
+            .interval(interval);
+        self.create_git_repository(namespace, &repository).await?;
+        let kustomization = KustomizationSpec::new(name, name, path)
+            .target_namespace(namespace)
+            .prune(true)
+            .interval(interval);
+        self.create_kustomization(namespace, &kustomization).await?;
+        Ok(())
+    }
+
     /// Creates a GitRepository in `namespace`.
     pub async fn create_git_repository(
         &self,

@@ -23,6 +23,7 @@
 //! ```
 
 pub mod admission;
+pub mod apps_repo;
 pub mod audit;
 pub mod binaries;
 pub mod cluster;

@@ -1,6 +1,6 @@
 //! Real Flux applying a Camel K Integration from Git, with real parts only:
 //! a Git repository served over smart HTTP behind Basic authentication
-//! ([`GitHttpServer`]), source-controller and kustomize-controller of the
+//! ([`AppsRepo`]), source-controller and kustomize-controller of the
 //! pinned release running as processes under their own ServiceAccount
 //! identities ([`camelk_testkit::flux`]), and the pinned upstream Camel K CRDs.
 //!
@@ -13,22 +13,17 @@
 //! reaches the cluster when a reconcile is requested, as `flux reconcile`
 //! requests it.
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_testkit::AuditEvent;
+use camelk_testkit::apps_repo::{AppsRepo, BRANCH, GIT_PASSWORD, GIT_USER};
 use camelk_testkit::flux::{
     self, FluxKind, FluxOptions, GitRepositorySpec, KUSTOMIZE_CONTROLLER, KustomizationSpec,
 };
-use camelk_testkit::git_http::GitHttpServer;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::{Client, ResourceExt};
 
-const GIT_USER: &str = "flux-reader";
-const GIT_PASSWORD: &str = "flux-git-7130";
-const BRANCH: &str = "main";
 /// Flux's objects in the test namespace, all named after the folder they apply.
 const APPS: &str = "apps";
 const INTEGRATION: &str = "hello";
@@ -67,84 +62,6 @@ spec:
       image: docker.io/library/camelk-flux-smoke:{version}
 "
     )
-}
-
-/// A bare repository `apps.git` (what the server serves) and a clone that
-/// commits to it, both in one temporary folder; `git` on the PATH.
-struct Repo {
-    dir: tempfile::TempDir,
-}
-
-impl Repo {
-    fn new() -> Repo {
-        let dir = tempfile::tempdir().expect("a temporary folder");
-        let remotes = dir.path().join("remotes");
-        std::fs::create_dir_all(&remotes).unwrap();
-        git(
-            &remotes,
-            &[
-                "init",
-                "--quiet",
-                "--bare",
-                "--initial-branch",
-                BRANCH,
-                "apps.git",
-            ],
-        );
-        git(
-            dir.path(),
-            &["init", "--quiet", "--initial-branch", BRANCH, "work"],
-        );
-        Repo { dir }
-    }
-
-    /// The folder whose `apps.git` the server serves.
-    fn remotes(&self) -> std::path::PathBuf {
-        self.dir.path().join("remotes")
-    }
-
-    /// Writes `files`, commits them and pushes `main`; returns the commit id.
-    fn commit(&self, files: &[(&str, &str)], message: &str) -> String {
-        let work = self.dir.path().join("work");
-        for (path, text) in files {
-            let path = work.join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        git(&work, &["add", "--all"]);
-        git(&work, &["commit", "--quiet", "--message", message]);
-        let remote = self.remotes().join("apps.git");
-        git(
-            &work,
-            &["push", "--quiet", remote.to_str().unwrap(), BRANCH],
-        );
-        git(&work, &["rev-parse", "HEAD"])
-    }
-}
-
-/// Runs `git args` in `dir` with an identity of its own and no user or
-/// system configuration; panics with its stderr on failure; returns stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=Flux Smoke",
-            "-c",
-            "user.email=flux-smoke@camelk.invalid",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("git on the PATH");
-    assert!(
-        out.status.success(),
-        "git {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// The (manager, operation) pairs whose `managedFields` entry holds the
@@ -236,16 +153,15 @@ async fn flux_applies_an_integration_from_git_as_its_service_account() {
         .await
         .unwrap_or_else(|e| panic!("starting Flux: {e}"));
 
-    let repo = Repo::new();
+    let repo = AppsRepo::new();
     let first = repo.commit(
         &[("apps/hello.yaml", &integration_manifest("1"))],
         "hello, version 1",
     );
-    let server = GitHttpServer::start(&repo.remotes(), GIT_USER, GIT_PASSWORD);
     flux.create_basic_auth_secret(&ns.name, "git-credentials", GIT_USER, GIT_PASSWORD)
         .await
         .unwrap();
-    let repository = GitRepositorySpec::new(APPS, &server.url("apps.git"))
+    let repository = GitRepositorySpec::new(APPS, &repo.url())
         .branch(BRANCH)
         .secret_ref("git-credentials")
         .interval(INTERVAL);

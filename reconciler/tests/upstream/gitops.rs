@@ -1,0 +1,289 @@
+//! Real Flux (source-controller and kustomize-controller of the pinned
+//! release, each a process under its own ServiceAccount) deploying
+//! Integrations whose manifests name their operator, as `kamel run -x … -o
+//! yaml` writes them, next to the real upstream operators of this binary,
+//! the owner admission policy and the owner-keys policy of
+//! `examples/deploy/owner-keys`, with `reconciler sync` following its own
+//! Git repository. The API server's audit log judges every write.
+
+use std::time::{Duration, Instant};
+
+use crate::shared_operators;
+use crate::support::*;
+use camelk_reconciler::camel_k::status::{condition, phase};
+use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use camelk_testkit::apps_repo::{AppsRepo, BRANCH};
+use camelk_testkit::flux::{self, FluxKind, FluxOptions, KUSTOMIZE_CONTROLLER};
+use camelk_testkit::manifest::{Assignment, Rollout};
+use kube::api::DynamicObject;
+
+const NAME: &str = "fleet";
+const APPS: &str = "apps";
+const IMAGE: &str = "docker.io/library/camelk-e2e:1.0";
+const NAMES: [&str; 3] = ["a-1", "a-2", "b-1"];
+/// Flux reconciles this often, so it applies again during and after the
+/// rollout, as it would in a cluster.
+const FLUX_INTERVAL: Duration = Duration::from_secs(10);
+
+/// An Integration as `kamel run -x … -o yaml` writes it and a team commits
+/// it: the owner annotation naming operator-1, a prebuilt image.
+fn kamel_manifest(name: &str, version: &str) -> String {
+    format!(
+        "apiVersion: camel.apache.org/v1
+kind: Integration
+metadata:
+  name: {name}
+  annotations:
+    {OPERATOR_ID_KEY}: operator-1
+  labels:
+    app.kubernetes.io/version: \"{version}\"
+spec:
+  traits:
+    container:
+      image: {IMAGE}
+"
+    )
+}
+
+/// The assignment: the upstream operators, the Integrations of `ns`, all
+/// to `operator`, Ready required within 3 minutes.
+fn assignment(ns: &str, operator: &str) -> String {
+    Assignment::new(NAME)
+        .upstream_operator("operator-1", "camel-k-op1")
+        .upstream_operator("operator-2", "camel-k-op2")
+        .upstream_operator("operator-3", "camel-k-op3")
+        .scope(&[ns], &[CamelKind::Integration])
+        .default_operator(operator)
+        .rollout(Rollout::new().require_ready(true).gate_timeout("3m"))
+        .drain_timeout("2m")
+        .render()
+}
+
+/// Both owner keys name `id`, and `id` runs it, Ready.
+fn ready_under(id: &str) -> impl Fn(&DynamicObject) -> bool + '_ {
+    move |o| {
+        let key = |map: &Option<std::collections::BTreeMap<String, String>>| {
+            map.as_ref().and_then(|m| m.get(OPERATOR_ID_KEY)).cloned()
+        };
+        phase(o) == Some("Running")
+            && condition(o, "Ready") == Some("True")
+            && key(&o.metadata.labels).as_deref() == Some(id)
+            && key(&o.metadata.annotations).as_deref() == Some(id)
+    }
+}
+
+/// Whether the reconciler co-owns both owner keys of `o`.
+fn co_owned(o: &DynamicObject) -> bool {
+    camelk_reconciler::camel_k::appliers::keys_co_owned(&o.metadata)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollout_moves_what_flux_deploys_with_owner_keys_and_flux_keeps_applying() {
+    let cluster = camelk_testkit::shared();
+    grant_rbac(cluster).await;
+    install_assignment_crd(cluster).await;
+    shared_operators(cluster).await;
+    let ns = cluster.namespace("gitops-flux").await;
+    cluster.grant_sync_namespace(&ns.name).await;
+    let admin = cluster.admin().await;
+    camelk_testkit::admission::enforce_in(&admin, &ns.name, &["reconciler"], &OPERATORS)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    camelk_testkit::admission::install_owner_keys_policy(&admin, &ns.name)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+
+    // Flux deploys the apps repository, as its own ServiceAccount.
+    let flux = flux::start(cluster.dir(), &FluxOptions::watching(&ns.name))
+        .await
+        .unwrap_or_else(|e| panic!("starting Flux: {e}"));
+    let apps = AppsRepo::new();
+    let files: Vec<(String, String)> = NAMES
+        .iter()
+        .map(|n| (format!("apps/{n}.yaml"), kamel_manifest(n, "1")))
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let first = apps.commit(&refs, "three Integrations for operator-1");
+    flux.deploy(&ns.name, APPS, &apps.url(), "./apps", FLUX_INTERVAL)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    flux.wait_kustomization_ready(
+        &ns.name,
+        APPS,
+        &flux::git_revision(BRANCH, &first),
+        Duration::from_secs(120),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", flux.log_tail(30)));
+    for name in NAMES {
+        wait_for(
+            &admin,
+            CamelKind::Integration,
+            &ns.name,
+            name,
+            Duration::from_secs(240),
+            "Running and Ready under operator-1 (as Flux created it)",
+            |o| {
+                phase(o) == Some("Running")
+                    && condition(o, "Ready") == Some("True")
+                    && camelk_reconciler::camel_k::owner_id(&o.metadata).as_deref()
+                        == Some("operator-1")
+            },
+        )
+        .await;
+    }
+
+    // The assignment says what the cluster holds: each Integration is
+    // adopted (the label added) and its keys, which Flux applies, co-owned.
+    let git = GitRemote::new();
+    let rev1 = git.push(&assignment(&ns.name, "operator-1"), "operators");
+    let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(120),
+        "applied",
+        &sync,
+        applied(&rev1),
+    )
+    .await;
+    for name in NAMES {
+        wait_for(
+            &admin,
+            CamelKind::Integration,
+            &ns.name,
+            name,
+            Duration::from_secs(60),
+            "adopted, its keys co-owned",
+            |o| ready_under("operator-1")(o) && co_owned(o),
+        )
+        .await;
+    }
+
+    // A rollout to operator-2, committed to the assignment's repository.
+    let rev2 = git.push(
+        &assignment(&ns.name, "operator-2"),
+        "everything to operator-2",
+    );
+    let status = wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(300),
+        "applied",
+        &sync,
+        applied(&rev2),
+    )
+    .await;
+    assert!(
+        status.rollout.is_some_and(|r| r.failing.is_empty()),
+        "no resource failed the gate"
+    );
+
+    // Flux goes on: its own interval, then an unrelated commit (a label of
+    // b-1, whose manifest still names operator-1) that it applies.
+    let moved_at = Instant::now();
+    let mut changed = files.clone();
+    changed[2].1 = kamel_manifest("b-1", "2");
+    let refs: Vec<(&str, &str)> = changed
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let second = apps.commit(&refs, "b-1, version 2");
+    flux.request_reconcile(FluxKind::GitRepository, &ns.name, APPS)
+        .await
+        .unwrap();
+    flux.wait_kustomization_ready(
+        &ns.name,
+        APPS,
+        &flux::git_revision(BRANCH, &second),
+        Duration::from_secs(120),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", flux.log_tail(30)));
+    wait_for(
+        &admin,
+        CamelKind::Integration,
+        &ns.name,
+        "b-1",
+        Duration::from_secs(60),
+        "at version 2",
+        |o| {
+            o.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("app.kubernetes.io/version"))
+                .map(String::as_str)
+                == Some("2")
+        },
+    )
+    .await;
+    // At least two more of Flux's own reconciles after the move.
+    let since_move = moved_at.elapsed();
+    if since_move < 2 * FLUX_INTERVAL + Duration::from_secs(2) {
+        tokio::time::sleep(2 * FLUX_INTERVAL + Duration::from_secs(2) - since_move).await;
+    }
+
+    // Every Integration ended where the assignment wants it, run by
+    // operator-2; the Kustomization is Ready at the last commit.
+    for name in NAMES {
+        wait_for(
+            &admin,
+            CamelKind::Integration,
+            &ns.name,
+            name,
+            Duration::from_secs(180),
+            "Running and Ready under operator-2, both keys operator-2",
+            ready_under("operator-2"),
+        )
+        .await;
+    }
+    flux.wait_kustomization_ready(
+        &ns.name,
+        APPS,
+        &flux::git_revision(BRANCH, &second),
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+
+    // The judges: no dual-owner write, no owner changed but by the
+    // reconciler (Flux never set a key back), no owner annotation lost, and
+    // no write of Flux's refused (nothing blocked it).
+    assert_single_owner(cluster, &ns.name);
+    let events = cluster.audit_log().events_in(&ns.name).unwrap();
+    let changes =
+        camelk_testkit::audit::owner_changes_by_others(&events, &ns.name, &["reconciler"]);
+    assert!(changes.is_empty(), "owner changes:\n{}", changes.join("\n"));
+    let losses = camelk_testkit::audit::owner_annotation_losses(&events, &ns.name);
+    assert!(losses.is_empty(), "owners lost:\n{}", losses.join("\n"));
+    let flux_user = flux::service_account_user(KUSTOMIZE_CONTROLLER);
+    let refused: Vec<String> = answered_requests(cluster, &ns.name, &flux_user)
+        .iter()
+        .filter(|e| e.code().is_some_and(|c| c >= 400))
+        .map(|e| format!("{} {} -> {:?}", e.verb, e.request_uri, e.code()))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "Flux was refused:\n{}",
+        refused.join("\n")
+    );
+    let flux_writes = answered_requests(cluster, &ns.name, &flux_user)
+        .iter()
+        .filter(|e| e.is_successful_write() && e.resource() == Some("integrations"))
+        .count();
+    assert!(
+        flux_writes > NAMES.len(),
+        "Flux created three and changed b-1"
+    );
+
+    for kind in [FluxKind::Kustomization, FluxKind::GitRepository] {
+        flux.delete(kind, &ns.name, APPS, Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+}
