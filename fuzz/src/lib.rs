@@ -161,13 +161,15 @@ pub fn check_plan(
             }
         }
     }
-    // An adoption changes no owner: the resource is unchanged, or its keys
-    // disagree and its move starts from the annotation's operator.
+    // An adoption changes no owner: the resource is unchanged or its move
+    // blocked, or its keys disagree and its move starts from the
+    // annotation's operator.
     for a in &got.adoptions {
         let torn = got.conflicts.iter().any(|c| c.resource == a.resource);
+        let blocked = got.blocked.iter().any(|b| b.change.resource == a.resource);
         assert!(
-            !placed.contains(&a.resource) || torn,
-            "an adoption of {} that is neither unchanged nor torn",
+            !placed.contains(&a.resource) || torn || blocked,
+            "an adoption of {} that is neither unchanged, blocked nor torn",
             a.resource
         );
     }

@@ -189,6 +189,7 @@ pub fn assignment_status(a: &camelk_reconciler::api::OperatorAssignment) -> Stri
         "Generation:        {} (observed {})",
         a.metadata.generation.unwrap_or_default(),
         st.observed_generation
+            .filter(|g| *g != camelk_reconciler::api::NOT_OBSERVED)
             .map_or("<none>".to_string(), |g| g.to_string())
     );
     if let Some(r) = &st.rollout {

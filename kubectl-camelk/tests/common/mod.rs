@@ -8,12 +8,15 @@ use std::process::Command;
 
 use std::time::{Duration, Instant};
 
-use camelk_reconciler::api::OperatorId;
+use camelk_reconciler::api::{OperatorAssignment, OperatorId};
 use camelk_reconciler::camel_k::OPERATOR_ID_KEY;
 use camelk_reconciler::camel_k::status::phase;
 use camelk_reconciler::lock::LockTiming;
 use camelk_reconciler::operator::{self, OperatorConfig};
-use kube::api::{Api, DynamicObject};
+use camelk_reconciler::source::GitSource;
+use camelk_reconciler::sync::{self, SyncConfig};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use tempfile::TempDir;
 use tokio_util::sync::CancellationToken;
 
@@ -250,4 +253,88 @@ pub fn wait_for_line(
             Err(_) => panic!("{what} printed no such line: {seen:#?}"),
         }
     }
+}
+
+/// Installs the OperatorAssignment CRD and waits until it is served.
+pub async fn install_crd(admin: &kube::Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    let crd = camelk_reconciler::api::crd();
+    crds.patch(
+        crd.metadata.name.as_deref().unwrap(),
+        &PatchParams::apply("camelk-e2e").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .unwrap();
+    let api: Api<OperatorAssignment> = Api::all(admin.clone());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while api.list(&Default::default()).await.is_err() {
+        assert!(Instant::now() < deadline, "CRD not served");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Runs a `reconciler sync` loop as `reconciler` until `stop`, its object and
+/// lock in `ns`, following branch `main` of `repo`; it fetches once an hour,
+/// so only a sync request makes it look sooner.
+pub async fn start_sync(
+    cluster: &camelk_testkit::TestCluster,
+    ns: &str,
+    repo: &std::path::Path,
+    cache: &std::path::Path,
+    stop: &CancellationToken,
+) -> std::thread::JoinHandle<()> {
+    start_sync_serving(cluster, ns, repo, cache, stop, None).await
+}
+
+/// [`start_sync`] serving its HTTP endpoints on `listener`, the plan
+/// endpoint with the token in `plan_token_file`.
+pub async fn start_sync_serving(
+    cluster: &camelk_testkit::TestCluster,
+    ns: &str,
+    repo: &std::path::Path,
+    cache: &std::path::Path,
+    stop: &CancellationToken,
+    endpoints: Option<(std::net::TcpListener, std::path::PathBuf)>,
+) -> std::thread::JoinHandle<()> {
+    let timing = LockTiming::new(
+        Duration::from_secs(4),
+        Duration::from_secs(3),
+        Duration::from_secs(1),
+    )
+    .unwrap();
+    let cfg = SyncConfig {
+        namespace: ns.into(),
+        identity: "plugin-sync-test".into(),
+        lock_namespace: ns.into(),
+        lock_timing: timing,
+        operator_lock_timing: timing,
+        interval: Duration::from_secs(3600),
+        poll: Duration::from_millis(300),
+        live_cache: Default::default(),
+    };
+    let source = GitSource::new(
+        &repo.display().to_string(),
+        "main",
+        MANIFEST,
+        &cache.join("clone"),
+    );
+    // The sync loop's future is not Send (handoff progress callbacks): it
+    // gets a runtime of its own, as in the `reconciler` binary.
+    let client = cluster.client_as("reconciler").await;
+    let stop = stop.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        // A listener belongs to the runtime that serves it.
+        let serving = endpoints.map(|(listener, token_file)| {
+            listener.set_nonblocking(true).unwrap();
+            let _entered = runtime.enter();
+            sync::Serving {
+                listener: tokio::net::TcpListener::from_std(listener).unwrap(),
+                webhook_secret: None,
+                plan_token_file: Some(token_file),
+            }
+        });
+        runtime.block_on(sync::run(client, source.into(), cfg, serving, stop))
+    })
 }

@@ -6,12 +6,8 @@ use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::OperatorAssignment;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
-use camelk_reconciler::lock::LockTiming;
-use camelk_reconciler::source::GitSource;
-use camelk_reconciler::sync::{self, SyncConfig};
 use camelk_testkit::manifest::{Assignment, Rollout};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -19,6 +15,7 @@ use crate::common::{
     MANIFEST, follow, git, live_camelk, live_camelk_as, repo_with, start_operator, wait_for_line,
     wait_running,
 };
+pub(crate) use crate::common::{install_crd, start_sync, start_sync_serving};
 
 pub(crate) const NAME: &str = "fleet";
 
@@ -40,89 +37,6 @@ pub(crate) fn manifest(ns: &str, staged: Option<&[&str]>) -> String {
         .rollout(Rollout::new().gate_timeout("60s").pause("2s"))
         .drain_timeout("1m")
         .render()
-}
-
-pub(crate) async fn install_crd(admin: &kube::Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    let crd = camelk_reconciler::api::crd();
-    crds.patch(
-        crd.metadata.name.as_deref().unwrap(),
-        &PatchParams::apply("camelk-e2e").force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .unwrap();
-    let api: Api<OperatorAssignment> = Api::all(admin.clone());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while api.list(&Default::default()).await.is_err() {
-        assert!(Instant::now() < deadline, "CRD not served");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Runs a `reconciler sync` loop as `reconciler` until `stop`, its object and
-/// lock in `ns`, following branch `main` of `repo`; it fetches once an hour,
-/// so only a sync request makes it look sooner.
-pub(crate) async fn start_sync(
-    cluster: &camelk_testkit::TestCluster,
-    ns: &str,
-    repo: &std::path::Path,
-    cache: &std::path::Path,
-    stop: &CancellationToken,
-) -> std::thread::JoinHandle<()> {
-    start_sync_serving(cluster, ns, repo, cache, stop, None).await
-}
-
-/// [`start_sync`] serving its HTTP endpoints on `listener`, the plan
-/// endpoint with the token in `plan_token_file`.
-pub(crate) async fn start_sync_serving(
-    cluster: &camelk_testkit::TestCluster,
-    ns: &str,
-    repo: &std::path::Path,
-    cache: &std::path::Path,
-    stop: &CancellationToken,
-    endpoints: Option<(std::net::TcpListener, std::path::PathBuf)>,
-) -> std::thread::JoinHandle<()> {
-    let timing = LockTiming::new(
-        Duration::from_secs(4),
-        Duration::from_secs(3),
-        Duration::from_secs(1),
-    )
-    .unwrap();
-    let cfg = SyncConfig {
-        namespace: ns.into(),
-        identity: "plugin-sync-test".into(),
-        lock_namespace: ns.into(),
-        lock_timing: timing,
-        operator_lock_timing: timing,
-        interval: Duration::from_secs(3600),
-        poll: Duration::from_millis(300),
-        live_cache: Default::default(),
-    };
-    let source = GitSource::new(
-        &repo.display().to_string(),
-        "main",
-        MANIFEST,
-        &cache.join("clone"),
-    );
-    // The sync loop's future is not Send (handoff progress callbacks): it
-    // gets a runtime of its own, as in the `reconciler` binary.
-    let client = cluster.client_as("reconciler").await;
-    let stop = stop.clone();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        // A listener belongs to the runtime that serves it.
-        let serving = endpoints.map(|(listener, token_file)| {
-            listener.set_nonblocking(true).unwrap();
-            let _entered = runtime.enter();
-            sync::Serving {
-                listener: tokio::net::TcpListener::from_std(listener).unwrap(),
-                webhook_secret: None,
-                plan_token_file: Some(token_file),
-            }
-        });
-        runtime.block_on(sync::run(client, source.into(), cfg, serving, stop))
-    })
 }
 
 pub(crate) async fn wait_applied(api: &Api<OperatorAssignment>, sha: &str) {

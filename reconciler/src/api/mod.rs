@@ -412,7 +412,8 @@ pub enum ForcePolicy {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperatorAssignmentStatus {
-    /// `metadata.generation` of the spec this status was written for.
+    /// `metadata.generation` of the spec this status was written for;
+    /// `-1` ([`NOT_OBSERVED`]) until the reconciler has seen the object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// Version of the `reconciler` that wrote this status (what
@@ -526,11 +527,34 @@ pub struct MigrationRecord {
 }
 
 /// The generated CustomResourceDefinition of `OperatorAssignment`.
+///
+/// A new object reads back with `status.observedGeneration: -1` (a schema
+/// default): the reconciler has not seen it yet. Readers of status
+/// conventions (kstatus, so a Flux Kustomization's `wait`) then find it in
+/// progress instead of taking an object with no status for ready.
 pub fn crd()
 -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON;
     use kube::CustomResourceExt;
-    OperatorAssignment::crd()
+    let mut crd = OperatorAssignment::crd();
+    for version in &mut crd.spec.versions {
+        if let Some(status) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("status"))
+        {
+            status.default = Some(JSON(
+                serde_json::json!({ "observedGeneration": NOT_OBSERVED }),
+            ));
+        }
+    }
+    crd
 }
+
+/// `status.observedGeneration` of an object the reconciler has not seen yet.
+pub const NOT_OBSERVED: i64 = -1;
 
 /// A list that may be written empty as `key:` (null), which Kubernetes
 /// treats as absent.

@@ -104,14 +104,26 @@ pub fn owner_key_applier(meta: &ObjectMeta, map: KeyMap) -> Option<String> {
     })
 }
 
-/// Whether the project's co-owner ([`CO_OWNER`]) holds both owner keys of
-/// `meta`, so that they outlive any other applier's stopping to apply them.
+/// Whether the project's co-owner ([`CO_OWNER`]) holds every owner key
+/// `meta` carries (at least one), so that they outlive any other applier's
+/// stopping to apply them.
 pub fn keys_co_owned(meta: &ObjectMeta) -> bool {
-    meta.managed_fields.iter().flatten().any(|e| {
-        e.manager.as_deref() == Some(CO_OWNER)
-            && holds(e, "f:labels", OPERATOR_ID_KEY)
-            && holds(e, "f:annotations", OPERATOR_ID_KEY)
-    })
+    let has = |map: &Option<std::collections::BTreeMap<String, String>>| {
+        map.as_ref()
+            .is_some_and(|m| m.contains_key(OPERATOR_ID_KEY))
+    };
+    let wanted: Vec<&str> = [
+        (has(&meta.labels), "f:labels"),
+        (has(&meta.annotations), "f:annotations"),
+    ]
+    .into_iter()
+    .filter_map(|(present, map)| present.then_some(map))
+    .collect();
+    !wanted.is_empty()
+        && meta.managed_fields.iter().flatten().any(|e| {
+            e.manager.as_deref() == Some(CO_OWNER)
+                && wanted.iter().all(|map| holds(e, map, OPERATOR_ID_KEY))
+        })
 }
 
 /// Whether `entry`'s field set holds `metadata.<map>.<key>`.
@@ -242,17 +254,36 @@ mod tests {
     }
 
     #[test]
-    fn co_ownership_needs_both_keys() {
+    fn co_ownership_needs_every_key_the_object_carries() {
+        let keys = |label: bool, annotation: bool| {
+            let key = || [(OPERATOR_ID_KEY.to_string(), "operator-1".to_string())].into();
+            ObjectMeta {
+                labels: label.then(key),
+                annotations: annotation.then(key),
+                ..Default::default()
+            }
+        };
         let both = json!({ "f:metadata": {
             "f:labels": { format!("f:{OPERATOR_ID_KEY}"): {} },
             "f:annotations": { format!("f:{OPERATOR_ID_KEY}"): {} },
         } });
-        assert!(keys_co_owned(&meta(vec![entry(CO_OWNER, "Apply", both)])));
-        assert!(!keys_co_owned(&meta(vec![entry(
-            CO_OWNER,
-            "Apply",
-            label_fields()
-        )])));
-        assert!(!keys_co_owned(&meta(vec![])));
+        let with = |mut m: ObjectMeta, fields: Value| {
+            m.managed_fields = Some(vec![entry(CO_OWNER, "Apply", fields)]);
+            m
+        };
+        assert!(keys_co_owned(&with(keys(true, true), both)));
+        assert!(!keys_co_owned(&with(keys(true, true), label_fields())));
+        // As `kamel` creates it: the annotation alone, co-owned alone.
+        let annotation = annotation_fields(OPERATOR_ID_KEY);
+        assert!(keys_co_owned(&with(keys(false, true), annotation)));
+        assert!(!keys_co_owned(&keys(true, true)));
+        assert!(!keys_co_owned(&with(keys(false, false), both_fields())));
+    }
+
+    fn both_fields() -> Value {
+        json!({ "f:metadata": {
+            "f:labels": { format!("f:{OPERATOR_ID_KEY}"): {} },
+            "f:annotations": { format!("f:{OPERATOR_ID_KEY}"): {} },
+        } })
     }
 }

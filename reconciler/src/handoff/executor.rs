@@ -78,7 +78,8 @@ pub(crate) async fn assign(
 }
 
 /// Makes the reconciler a co-owner of `object`'s owner keys, as they are
-/// now, by a server-side apply of just those two fields under
+/// now (both, or the one it carries), by a server-side apply of just those
+/// fields under
 /// [`crate::camel_k::appliers::CO_OWNER`]. Another tool that applies them
 /// (a GitOps tool deploying the resource from a manifest that names its
 /// operator) then shares them: when it stops applying them, the API server
@@ -94,32 +95,37 @@ pub(crate) async fn co_own_keys(
     object: &DynamicObject,
 ) -> Result<FlipResult, kube::Error> {
     let meta = &object.metadata;
-    let (Some(label), Some(annotation)) = (
-        meta.labels.as_ref().and_then(|l| l.get(OPERATOR_ID_KEY)),
-        meta.annotations
-            .as_ref()
-            .and_then(|a| a.get(OPERATOR_ID_KEY)),
-    ) else {
-        // Only keys that are both set (and agree) are co-owned.
-        return Ok(FlipResult::Refused);
+    let key = |map: &Option<BTreeMap<String, String>>| {
+        map.as_ref()
+            .and_then(|m| m.get(OPERATOR_ID_KEY))
+            .filter(|v| !v.is_empty())
+            .cloned()
     };
-    if label != annotation {
+    let (label, annotation) = (key(&meta.labels), key(&meta.annotations));
+    // Only keys that agree are co-owned, as they are.
+    if label.is_none() && annotation.is_none()
+        || label.is_some() && annotation.is_some() && label != annotation
+    {
         return Ok(FlipResult::Refused);
     }
     let ns = meta.namespace.as_deref().unwrap_or_default();
     let name = meta.name.as_deref().unwrap_or_default();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &kind.api_resource());
-    let keys = serde_json::json!({
+    let mut keys = serde_json::json!({
         "apiVersion": kind.api_version(),
         "kind": kind.kind(),
         "metadata": {
             "name": name,
             "namespace": ns,
             "resourceVersion": meta.resource_version,
-            "labels": { OPERATOR_ID_KEY: label },
-            "annotations": { OPERATOR_ID_KEY: annotation },
         },
     });
+    if let Some(label) = label {
+        keys["metadata"]["labels"] = serde_json::json!({ OPERATOR_ID_KEY: label });
+    }
+    if let Some(annotation) = annotation {
+        keys["metadata"]["annotations"] = serde_json::json!({ OPERATOR_ID_KEY: annotation });
+    }
     let params = PatchParams::apply(CO_OWNER);
     match api.patch(name, &params, &Patch::Apply(keys)).await {
         Ok(obj) => Ok(FlipResult::Flipped(Box::new(obj))),

@@ -183,14 +183,14 @@ impl Resource {
     }
 
     /// Whether another tool applies one of its owner keys and the reconciler
-    /// does not co-own them yet. Only keys that are both set and agree are
-    /// co-owned, as they are.
+    /// does not co-own them yet. Only keys that agree are co-owned, as they
+    /// are (the annotation alone, as `kamel` writes it, too).
     // Only the sync loop (feature `server`) calls this; the plugin builds without it.
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn needs_co_owner(&self) -> bool {
         self.key_managers.applier().is_some()
             && !self.key_managers.co_owned
-            && self.read_owner().is_some_and(|o| o.key == OwnerKey::Label)
+            && self.read_owner().is_some_and(|o| !o.keys_disagree())
     }
 
     /// The label's value when it disagrees with the annotation.

@@ -170,9 +170,9 @@ pub struct Plan {
     /// Resources the plan cannot decide about.
     pub errors: Vec<ResourceError>,
     /// Resources whose label is to be set to the owner their annotation
-    /// names, in one fenced write, with no handoff: unchanged ones named by
-    /// the annotation alone (as `kamel` creates them), and any whose label
-    /// disagrees with the annotation (a move of it then starts from the
+    /// names, in one fenced write, with no handoff: unchanged or blocked ones
+    /// named by the annotation alone (as `kamel` creates them), and any whose
+    /// label disagrees with the annotation (a move of it then starts from the
     /// annotation's operator, once the label is set right).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adoptions: Vec<Assignment>,
@@ -325,11 +325,21 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
                 *out.unchanged.by_operator.entry(current).or_default() += 1;
             }
             Owner::Operator(current) => {
-                // Torn keys are set right before the move starts from the
-                // annotation's operator: an operator that selects by label
-                // must see what it hands over.
-                if base.is_none() && resource.disagreeing_label().is_some() && label_held.is_none()
-                {
+                let in_flight = resource.in_flight.clone().or_else(|| {
+                    crate::camel_k::release::work_in_flight(
+                        resource.id.kind,
+                        resource.phase.as_deref(),
+                    )
+                });
+                let held = keys_held.map(|applier| BlockReason::KeysApplied { applier });
+                let why = held.or(in_flight);
+                // The label is set right before a move starts from the
+                // annotation's operator (one that selects by label must see
+                // what it hands over), and while a move cannot start (so
+                // that its keys can be co-owned and filtered on meanwhile).
+                let adopt = resource.disagreeing_label().is_some()
+                    || (resource.label_to_set() && why.is_some());
+                if base.is_none() && adopt && label_held.is_none() {
                     out.adoptions.push(Assignment {
                         resource: resource.id.clone(),
                         to: current.clone(),
@@ -342,14 +352,7 @@ pub fn plan(desired: &OperatorAssignmentSpec, actual: Actual<'_>, inventory: &In
                     to: decision.operator,
                     because: decision.because,
                 };
-                let in_flight = resource.in_flight.clone().or_else(|| {
-                    crate::camel_k::release::work_in_flight(
-                        resource.id.kind,
-                        resource.phase.as_deref(),
-                    )
-                });
-                let held = keys_held.map(|applier| BlockReason::KeysApplied { applier });
-                match held.or(in_flight) {
+                match why {
                     Some(why) => out.blocked.push(Blocked { change, why }),
                     None if matches!(change.because, Reason::Follows { .. }) => {
                         followers.push((change, resource));

@@ -3,8 +3,9 @@
 //!
 //! - Flux labels what a Kustomization applies with
 //!   `kustomize.toolkit.fluxcd.io/name` and `.../namespace`; the
-//!   Kustomization's `status.lastAppliedRevision` (`main@sha1:<sha>`) names
-//!   the revision.
+//!   Kustomization's `status.lastAttemptedRevision` (`main@sha1:<sha>`)
+//!   names the revision it is applying (`lastAppliedRevision` changes only
+//!   once what it applied is ready: with `wait`, after the migration).
 //! - Argo CD marks what an Application syncs with the annotation
 //!   `argocd.argoproj.io/tracking-id` (`<app>:<group>/<kind>:<ns>/<name>`,
 //!   `<namespace>_<app>` for an Application outside Argo CD's namespace) or
@@ -75,8 +76,11 @@ fn application() -> ApiResource {
 /// The revision `tool` reports having applied, from its status.
 fn reported_revision(tool: &DynamicObject, kind: &str) -> Option<String> {
     let status = &tool.data["status"];
+    // Flux records lastAppliedRevision only once what it applied is ready,
+    // which for this object means once the migration is done: the revision
+    // it is applying is lastAttemptedRevision.
     let revision = match kind {
-        "Kustomization" => &status["lastAppliedRevision"],
+        "Kustomization" => &status["lastAttemptedRevision"],
         _ => &status["sync"]["revision"],
     };
     revision
@@ -144,7 +148,8 @@ mod tests {
         let kustomization: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
             "metadata": { "name": "apps" },
-            "status": { "lastAppliedRevision": "main@sha1:3f2c" } }))
+            "status": { "lastAttemptedRevision": "main@sha1:3f2c",
+                        "lastAppliedRevision": "main@sha1:0a1b" } }))
         .unwrap();
         assert_eq!(
             reported_revision(&kustomization, "Kustomization").as_deref(),

@@ -241,6 +241,13 @@ fn no_status_yet_is_progressing() {
             message: "waiting for reconciler sync to report status".into(),
         }
     );
+    // As the API server serves a new object: the CRD's status default.
+    let mut fresh = assignment(1);
+    fresh.status = Some(OperatorAssignmentStatus {
+        observed_generation: Some(crate::api::NOT_OBSERVED),
+        ..Default::default()
+    });
+    assert_eq!(health(&fresh).status, "Progressing");
 }
 
 #[test]

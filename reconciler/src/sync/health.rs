@@ -41,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 use super::gate_cache::GateCache;
 use crate::api::OperatorId;
 use crate::camel_k::status::{condition, kit_name, phase};
-use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
+use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id, owner_of_meta};
 use crate::inventory::ResourceRef;
 
 /// One moved resource the gate watches.
@@ -112,7 +112,15 @@ pub(crate) fn judge(
     owner: &OperatorId,
     require_ready: bool,
 ) -> Result<(), String> {
-    let current = owner_id(&object.metadata);
+    // The one owner rule: with keys that disagree, the annotation's.
+    let read = owner_of_meta(&object.metadata);
+    if let Some(label) = read.as_ref().and_then(|r| r.disagreeing_label.as_deref()) {
+        return Err(format!(
+            "its owner label says {label} but its annotation says {} (another tool may apply it)",
+            read.as_ref().map_or("", |r| r.id.as_str())
+        ));
+    }
+    let current = read.map(|r| r.id);
     if current.as_deref() != Some(owner.as_str()) {
         return Err(format!(
             "owned by {}, not {owner}",
@@ -539,5 +547,21 @@ mod tests {
         assert!(judge(CamelKind::Pipe, &pipe, &op2, true).is_err());
         let pipe = obj("Pipe", "operator-2", json!({ "phase": "Ready" }));
         assert!(judge(CamelKind::Pipe, &pipe, &op2, true).is_ok());
+    }
+
+    #[test]
+    fn keys_that_disagree_are_never_healthy_and_say_so() {
+        let op2 = OperatorId::new("operator-2").unwrap();
+        let ready =
+            json!({ "phase": "Running", "conditions": [{ "type": "Ready", "status": "True" }] });
+        // Moved to operator-2, then a GitOps tool set the annotation back.
+        let mut torn = obj("Integration", "operator-2", ready);
+        torn.metadata.annotations =
+            Some([(OPERATOR_ID_KEY.to_string(), "operator-1".to_string())].into());
+        let err = judge(CamelKind::Integration, &torn, &op2, true).unwrap_err();
+        assert!(
+            err.contains("label says operator-2 but its annotation says operator-1"),
+            "{err}"
+        );
     }
 }

@@ -694,3 +694,233 @@ async fn the_cluster_source_keeps_earlier_specs_bounded_and_per_object() {
     assert_eq!(again.sha, "generation-1");
     assert!(source.read_at(&last.sha).await.is_err());
 }
+
+/// Flux applies the `OperatorAssignment` from Git with `wait: true`, and
+/// `reconciler sync --source cluster` (under the shipped source-cluster RBAC)
+/// executes it: the Kustomization is Ready only once the migration is
+/// applied, the history names the Git revision Flux applied, and a rollout
+/// that stalls fails the Kustomization.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kustomization_waiting_on_the_assignment_it_applies_follows_its_migration() {
+    use camelk_testkit::apps_repo::{AppsRepo, BRANCH};
+    use camelk_testkit::flux::{self, FluxKind, FluxOptions, KustomizationSpec};
+
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("source-flux").await;
+    grant_rbac(cluster).await;
+    cluster.grant_sync_namespace(&ns.name).await;
+    install_assignment_crd(cluster).await;
+    let admin = cluster.admin().await;
+    camelk_testkit::reconciler_rbac::apply_source_cluster(&admin, "reconciler", &ns.name)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let _op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "1s").await;
+    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
+    for name in ["it-00", "it-01"] {
+        create_integration(&admin, &ns.name, name, Some("operator-1")).await;
+        wait_for(
+            &admin,
+            CamelKind::Integration,
+            &ns.name,
+            name,
+            Duration::from_secs(90),
+            "running",
+            running_under("operator-1"),
+        )
+        .await;
+    }
+    let sync = start_sync_process(
+        cluster,
+        &ns.name,
+        "sync-flux",
+        &["--source", "cluster", "--name", NAME],
+        &[],
+    );
+
+    // The platform repository holds the assignment; Flux applies it and
+    // waits for it to be ready.
+    let flux = flux::start(cluster.dir(), &FluxOptions::watching(&ns.name))
+        .await
+        .unwrap_or_else(|e| panic!("starting Flux: {e}"));
+    let platform = AppsRepo::new();
+    let path = "camelk/operator-assignment.yaml";
+    let first = platform.commit(&[(path, &manifest(&ns.name, &[]))], "the operators");
+    flux.create_basic_auth_secret(
+        &ns.name,
+        "platform-git",
+        camelk_testkit::apps_repo::GIT_USER,
+        camelk_testkit::apps_repo::GIT_PASSWORD,
+    )
+    .await
+    .unwrap();
+    flux.create_git_repository(
+        &ns.name,
+        &flux::GitRepositorySpec::new("platform", &platform.url())
+            .branch(BRANCH)
+            .secret_ref("platform-git")
+            .interval(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+    flux.create_kustomization(
+        &ns.name,
+        &KustomizationSpec::new("camelk", "platform", "./camelk")
+            .target_namespace(&ns.name)
+            .prune(false)
+            .wait(true)
+            .timeout(Duration::from_secs(60))
+            .interval(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+    let assignments: Api<camelk_reconciler::api::OperatorAssignment> =
+        Api::namespaced(admin.clone(), &ns.name);
+    let applied_when_ready = |revision: String| {
+        let assignments = assignments.clone();
+        async move {
+            let object = assignments.get(NAME).await.unwrap();
+            let status = object.status.unwrap_or_default();
+            (
+                status.last_applied_revision,
+                object.metadata.generation,
+                status.history.into_iter().find(|r| r.revision == revision),
+            )
+        }
+    };
+    flux.wait_kustomization_ready(
+        &ns.name,
+        "camelk",
+        &flux::git_revision(BRANCH, &first),
+        Duration::from_secs(120),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", sync.log_tail()));
+    let (applied, generation, _) = applied_when_ready("generation-1".into()).await;
+    assert_eq!(
+        (applied.as_deref(), generation),
+        (Some("generation-1"), Some(1)),
+        "Ready once applied"
+    );
+
+    // A move: Ready again only once it is applied, and the history row names
+    // the commit Flux applied it from.
+    let second = platform.commit(
+        &[(path, &manifest(&ns.name, &[("it-00", "operator-2")]))],
+        "it-00 to operator-2",
+    );
+    flux.request_reconcile(FluxKind::GitRepository, &ns.name, "platform")
+        .await
+        .unwrap();
+    flux.request_reconcile(FluxKind::Kustomization, &ns.name, "camelk")
+        .await
+        .unwrap();
+    flux.wait_kustomization_ready(
+        &ns.name,
+        "camelk",
+        &flux::git_revision(BRANCH, &second),
+        Duration::from_secs(120),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", sync.log_tail()));
+    let (applied, _, row) = applied_when_ready("generation-2".into()).await;
+    assert_eq!(
+        applied.as_deref(),
+        Some("generation-2"),
+        "Ready once applied"
+    );
+    let row = row.expect("a history row of generation-2");
+    assert_eq!(
+        row.source_revision.as_deref(),
+        Some(flux::git_revision(BRANCH, &second).as_str())
+    );
+    assert_eq!(
+        row.applied_by.as_deref(),
+        Some(format!("Kustomization {}/camelk", ns.name).as_str())
+    );
+    let it00 = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+        .get("it-00")
+        .await
+        .unwrap();
+    assert_eq!(owner(&it00).as_deref(), Some("operator-2"));
+
+    // A move to an operator that is not running stalls: the Kustomization
+    // fails instead of waiting out its timeout as Ready.
+    let third = platform.commit(
+        &[(
+            path,
+            &Assignment::new(NAME)
+                .operator("operator-1", &ns.name)
+                .operator("operator-2", &ns.name)
+                .operator("operator-3", &ns.name)
+                .scope(&[&ns.name], &[CamelKind::Integration])
+                .default_operator("operator-1")
+                .pin(CamelKind::Integration, &ns.name, "it-00", "operator-2")
+                .pin(CamelKind::Integration, &ns.name, "it-01", "operator-3")
+                .rollout(Rollout::new().gate_timeout("90s"))
+                .drain_timeout("2m")
+                .render(),
+        )],
+        "it-01 to operator-3, which does not run",
+    );
+    flux.request_reconcile(FluxKind::GitRepository, &ns.name, "platform")
+        .await
+        .unwrap();
+    flux.request_reconcile(FluxKind::Kustomization, &ns.name, "camelk")
+        .await
+        .unwrap();
+    let kustomizations: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        admin.clone(),
+        &ns.name,
+        &FluxKind::Kustomization.api_resource(),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let failed = loop {
+        let k = kustomizations.get("camelk").await.unwrap();
+        let ready = flux::conditions(&k)
+            .into_iter()
+            .find(|c| c.type_ == "Ready");
+        let attempted = k.data["status"]["lastAttemptedRevision"].as_str()
+            == Some(flux::git_revision(BRANCH, &third).as_str());
+        if attempted && ready.as_ref().is_some_and(|c| c.status == "False") {
+            break ready.unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Kustomization did not fail: {:?}\n{}",
+            ready,
+            sync.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let status = assignments.get(NAME).await.unwrap().status.unwrap();
+    let stalled = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Stalled")
+        .expect("a Stalled condition");
+    assert_eq!(
+        (stalled.status.as_str(), stalled.reason.as_str()),
+        ("True", "TargetNotAlive")
+    );
+    assert!(
+        failed.message.contains("OperatorAssignment"),
+        "Flux names the stalled object: {}",
+        failed.message
+    );
+    println!("Flux says: {}", failed.message);
+
+    for kind in [FluxKind::Kustomization, FluxKind::GitRepository] {
+        flux.delete(
+            kind,
+            &ns.name,
+            if kind == FluxKind::Kustomization {
+                "camelk"
+            } else {
+                "platform"
+            },
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+}

@@ -140,6 +140,8 @@ async fn wait_enforced(admin: &Client, ns: &str) -> anyhow::Result<()> {
 
 /// Name of the shipped owner-keys MutatingAdmissionPolicy and its binding.
 pub const OWNER_KEYS_POLICY: &str = "camelk-owner-keys";
+/// A throwaway Integration a GitOps tool's dry runs try to give another owner.
+const OWNER_KEYS_PROBE: &str = "camelk-owner-keys-probe";
 
 /// Installs the owner-keys policy of `examples/deploy/owner-keys` as shipped
 /// (cluster-wide: it changes only the writes of GitOps tools' field
@@ -175,12 +177,12 @@ pub async fn install_owner_keys_policy(admin: &Client, ns: &str) -> anyhow::Resu
         Ok(serde_json::from_value(json!({
             "apiVersion": CamelKind::Integration.api_version(),
             "kind": "Integration",
-            "metadata": { "name": PROBE, "annotations": { OPERATOR_ID_KEY: owner } },
+            "metadata": { "name": OWNER_KEYS_PROBE, "annotations": { OPERATOR_ID_KEY: owner } },
         }))?)
     };
     api.create(&PostParams::default(), &probe("probe-a")?)
         .await
-        .context("creating the probe")?;
+        .context("creating the owner-keys probe")?;
     let dry_run = PatchParams {
         dry_run: true,
         ..PatchParams::apply("kustomize-controller").force()
@@ -188,7 +190,7 @@ pub async fn install_owner_keys_policy(admin: &Client, ns: &str) -> anyhow::Resu
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let kept = match api
-            .patch(PROBE, &dry_run, &Patch::Apply(probe("probe-b")?))
+            .patch(OWNER_KEYS_PROBE, &dry_run, &Patch::Apply(probe("probe-b")?))
             .await
         {
             Ok(o) => {
@@ -209,8 +211,8 @@ pub async fn install_owner_keys_policy(admin: &Client, ns: &str) -> anyhow::Resu
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    api.delete(PROBE, &DeleteParams::default())
+    api.delete(OWNER_KEYS_PROBE, &DeleteParams::default())
         .await
-        .context("deleting the probe")?;
+        .context("deleting the owner-keys probe")?;
     Ok(())
 }

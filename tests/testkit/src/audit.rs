@@ -457,6 +457,13 @@ pub fn single_owner_violations_with(
     violations
 }
 
+/// Whether `event` made its object (a create, or a server-side apply that
+/// created it: a patch answered 201); an object of the same name made again
+/// starts a history of its own.
+fn made(event: &AuditEvent) -> bool {
+    event.verb == "create" || event.code() == Some(201)
+}
+
 /// Writes that took a Camel K resource of `namespace` from an owner to none,
 /// from the upstream operators' point of view (they read the annotation
 /// only): its owner annotation removed. One line per such write.
@@ -472,7 +479,7 @@ pub fn owner_annotation_losses(events: &[AuditEvent], namespace: &str) -> Vec<St
         let mut before: Option<String> = None;
         for (rv, event, response) in history {
             let after = annotation(&response);
-            if let (Some(owner), None) = (&before, &after) {
+            if let (Some(owner), None, false) = (&before, &after, made(event)) {
                 losses.push(format!(
                     "{resource}/{name}: its owner annotation ({owner}) removed by {} ({}) at resourceVersion {rv}",
                     event.user.username, event.verb
@@ -495,12 +502,10 @@ pub fn owner_changes_by_others(
     let mut changes = Vec::new();
     for ((resource, name), history) in write_histories(events, namespace) {
         let mut before: Option<String> = None;
-        for (i, (rv, event, response)) in history.into_iter().enumerate() {
+        for (rv, event, response) in history {
             let after = owner_of(&response);
             let writer = event.user.username.as_str();
-            // The first write made the object (server-side apply creates
-            // with a patch, so its verb does not say so).
-            if i > 0 && after != before && !coordinators.contains(&writer) {
+            if !made(event) && after != before && !coordinators.contains(&writer) {
                 changes.push(format!(
                     "{resource}/{name}: owner {} -> {} by {writer} at resourceVersion {rv}",
                     before.as_deref().unwrap_or("nobody"),
@@ -716,9 +721,11 @@ mod tests {
 
     #[test]
     fn an_owner_annotation_removed_is_a_loss_and_a_change_by_another_is_named() {
+        let mut created = kamel_write("kustomize-controller", "patch", Some("operator-1"), 1);
+        // Flux creates by server-side apply: a patch answered 201.
+        created.response_status = Some(ResponseStatus { code: Some(201) });
         let events = vec![
-            // Flux creates by server-side apply: a patch.
-            kamel_write("kustomize-controller", "patch", Some("operator-1"), 1),
+            created,
             kamel_write("camelk-handoff", "patch", Some("operator-2"), 2),
             // A GitOps tool sets the key back, then stops applying it.
             kamel_write("kustomize-controller", "patch", Some("operator-1"), 3),

@@ -249,6 +249,8 @@ pub struct KustomizationSpec {
     pub target_namespace: Option<String>,
     /// Ready only once every applied object is ready (kstatus).
     pub wait: bool,
+    /// How long an apply and its `wait` may take (Flux's default: the interval).
+    pub timeout: Option<Duration>,
     /// Apply as this ServiceAccount (of the Kustomization's namespace),
     /// impersonated, instead of as kustomize-controller itself.
     pub service_account_name: Option<String>,
@@ -265,6 +267,7 @@ impl KustomizationSpec {
             prune: true,
             target_namespace: None,
             wait: false,
+            timeout: None,
             service_account_name: None,
         }
     }
@@ -289,6 +292,11 @@ impl KustomizationSpec {
         self
     }
 
+    pub fn timeout(mut self, timeout: Duration) -> KustomizationSpec {
+        self.timeout = Some(timeout);
+        self
+    }
+
     pub fn service_account_name(mut self, name: &str) -> KustomizationSpec {
         self.service_account_name = Some(name.into());
         self
@@ -308,6 +316,9 @@ impl KustomizationSpec {
         }
         if let Some(account) = &self.service_account_name {
             spec["serviceAccountName"] = json!(account);
+        }
+        if let Some(timeout) = self.timeout {
+            spec["timeout"] = json!(go_duration(timeout));
         }
         flux_object(FluxKind::Kustomization, namespace, &self.name, spec)
     }

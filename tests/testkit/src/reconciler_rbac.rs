@@ -139,6 +139,53 @@ pub async fn apply_in(admin: &Client, identity: &str, ns: &str) -> anyhow::Resul
     Ok(())
 }
 
+/// The RBAC of `--source cluster` as the kustomize Component
+/// `examples/deploy/reconciler/source-cluster` ships it, bound to `identity`:
+/// its Role in `ns` (in place of [`apply_in`]'s: the object read, never
+/// applied, and the snapshot ConfigMap `camel-k-revisions`) and its
+/// ClusterRole (the Flux Kustomizations and Argo CD Applications it reads).
+pub async fn apply_source_cluster(admin: &Client, identity: &str, ns: &str) -> anyhow::Result<()> {
+    const DIR: &str = "examples/deploy/reconciler/source-cluster";
+    let read = |file: &str| -> anyhow::Result<Vec<Value>> {
+        let path = crate::workspace_root().join(DIR).join(file);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        serde_saphyr::from_multiple(&text).with_context(|| format!("parsing {}", path.display()))
+    };
+    apply_in(admin, identity, ns).await?;
+    for doc in read("role.yaml")?.into_iter().chain(read("rbac.yaml")?) {
+        match doc["kind"].as_str().unwrap_or_default() {
+            "Role" => {
+                let mut role: Role = serde_json::from_value(doc)?;
+                role.metadata.namespace = Some(ns.into());
+                let name = role.metadata.name.clone().context("a named Role")?;
+                Api::<Role>::namespaced(admin.clone(), ns)
+                    .patch(&name, &apply_params(), &Patch::Apply(&role))
+                    .await
+                    .with_context(|| format!("applying Role {ns}/{name}"))?;
+            }
+            "ClusterRole" => {
+                let role: ClusterRole = serde_json::from_value(doc)?;
+                let name = role.metadata.name.clone().context("a named ClusterRole")?;
+                Api::<ClusterRole>::all(admin.clone())
+                    .patch(&name, &apply_params(), &Patch::Apply(&role))
+                    .await
+                    .with_context(|| format!("applying ClusterRole {name}"))?;
+            }
+            "ClusterRoleBinding" => {
+                let mut binding: ClusterRoleBinding = serde_json::from_value(doc)?;
+                let name = bind(&mut binding.metadata, &mut binding.subjects, identity)?;
+                Api::<ClusterRoleBinding>::all(admin.clone())
+                    .patch(&name, &apply_params(), &Patch::Apply(&binding))
+                    .await
+                    .with_context(|| format!("applying ClusterRoleBinding {name}"))?;
+            }
+            other => bail!("{DIR}: unexpected kind {other:?}"),
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
