@@ -29,7 +29,20 @@
 //!     (b) runs at each, and the growth between sizes is reported as bytes of
 //!     resident memory per additional tracked resource (target ≤ 2 KiB).
 //!
+//! (c) First owner of a new resource: `BENCH_SYNC_NEWCOMERS` (default 100)
+//!     Integrations are created without owner keys, one every 100 ms, as a
+//!     GitOps tool creates them from manifests that name no operator; each
+//!     is timed from just before its create to the moment a watch sees its
+//!     owner label. Once with the sync idle (its revision applied), once
+//!     while its round waits in a rollout's 10-minute pause between steps
+//!     (two real operators move two other Integrations). With
+//!     `BENCH_SYNC_BASELINE_BIN` set to another `reconciler` binary (an
+//!     older build), (c) runs for it too, in the same run, for a ratio;
+//!     what it did not assign within `BENCH_SYNC_NEWCOMER_PATIENCE`
+//!     (default 60s) is counted as not assigned.
+//!
 //! `BENCH_SYNC_REPS` (default 5) sets the repetitions of (a),
+//! `BENCH_SYNC_PARTS` (default `a,b,c`) which parts run,
 //! `BENCH_SYNC_SKIP_LATENCY=1` skips (a),
 //! `BENCH_SYNC_STEADY_INTERVAL` (default 10s) the `--interval` of (b).
 
@@ -148,8 +161,16 @@ async fn bench() {
     }
     println!();
 
-    if !skip_latency {
+    let parts = std::env::var("BENCH_SYNC_PARTS").unwrap_or_else(|_| "a,b,c".into());
+    let part = |p: &str| parts.split(',').any(|q| q.trim() == p);
+    if !skip_latency && part("a") {
         report_latency(cluster, reps, poll, &poll_text).await;
+    }
+    if part("c") {
+        report_newcomers(cluster).await;
+    }
+    if !part("b") {
+        return;
     }
 
     let modes: Vec<Option<&str>> = match &live_cache {
@@ -183,6 +204,214 @@ async fn bench() {
             "  metadata/full comparison UNAVAILABLE: this `reconciler sync` has no --live-cache flag"
         );
     }
+}
+
+/// Runs (c) for this binary, and for the baseline when one is given, and
+/// prints its table.
+async fn report_newcomers(cluster: &TestCluster) {
+    let creates = env_usize("BENCH_SYNC_NEWCOMERS", 100).max(1);
+    let (patience_text, patience) = env_duration("BENCH_SYNC_NEWCOMER_PATIENCE", "60s");
+    let mut binaries = vec![("this build".to_string(), this_binary().to_path_buf())];
+    if let Ok(baseline) = std::env::var("BENCH_SYNC_BASELINE_BIN") {
+        println!("  (c) baseline: {baseline}");
+        binaries.push(("baseline".to_string(), PathBuf::from(baseline)));
+    }
+    println!(
+        "  (c) first owner of {creates} Integrations created without owner keys, one every 100 ms; not assigned within {patience_text}: counted apart"
+    );
+    println!(
+        "  (c) {:<40} {:>6} {:>9} {:>9} {:>9} {:>13}",
+        "binary, sync state", "n", "p50 s", "p99 s", "max s", "not assigned"
+    );
+    for (i, (label, binary)) in binaries.iter().enumerate() {
+        let rows = newcomers(cluster, binary, i, creates, patience).await;
+        for (state, (times, missing)) in ["idle", "round in a pause"].iter().zip(rows) {
+            let q = |p: f64| quantile(&times, p).map_or("-".into(), |v| format!("{v:.3}"));
+            println!(
+                "  (c) {:<40} {:>6} {:>9} {:>9} {:>9} {:>13}",
+                format!("{label}, {state}"),
+                times.len(),
+                q(0.5),
+                q(0.99),
+                q(1.0),
+                missing
+            );
+        }
+    }
+    println!();
+}
+
+/// Nearest-rank quantile `p` of `values`; `None` when empty.
+fn quantile(values: &[f64], p: f64) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len().max(1));
+    v.get(rank - 1).copied()
+}
+
+/// The manifest of (c): operator-1 by default; with `pause`, a staged move
+/// of everything to operator-2 in two steps with that pause between them.
+fn newcomer_manifest(ns: &str, pause: Option<&str>) -> String {
+    let staged = match pause {
+        Some(_) => {
+            "  stagedMoves:\n    - from: operator-1\n      to: operator-2\n      steps: [\"50%\", \"100%\"]\n"
+        }
+        None => "",
+    };
+    format!(
+        "apiVersion: camelk.dev/v1alpha1
+kind: OperatorAssignment
+metadata:
+  name: {NAME}
+spec:
+  operators:
+    - id: operator-1
+      namespace: {ns}
+    - id: operator-2
+      namespace: {ns}
+  scope:
+    namespaces: [{ns}]
+    kinds: [Integration]
+  defaultOperator: operator-1
+{staged}  rollout:
+    healthGate:
+      timeout: 60s
+    pause: {}
+  handoff:
+    drainTimeout: 2m
+",
+        pause.unwrap_or("0s")
+    )
+}
+
+/// (c) of one binary: first-owner times (s) and how many were not assigned
+/// within `patience`, sync idle, then with its round in a pause.
+async fn newcomers(
+    cluster: &TestCluster,
+    binary: &Path,
+    run: usize,
+    creates: usize,
+    patience: Duration,
+) -> [(Vec<f64>, usize); 2] {
+    let admin = cluster.admin().await;
+    let guard = cluster
+        .namespace(&format!("bench-sync-newcomers-{run}"))
+        .await;
+    let ns = guard.name.clone();
+    cluster.grant_sync_namespace(&ns).await;
+    let git = GitRepo::new();
+    let _op1 = spawn_operator(cluster, "operator-1", &ns).await;
+    let _op2 = spawn_operator(cluster, "operator-2", &ns).await;
+    for (i, name) in ["it-0", "it-1"].into_iter().enumerate() {
+        create_integration(&admin, &ns, name, "operator-1", i).await;
+        wait_running_under(&admin, &ns, name, "operator-1").await;
+    }
+    let rev0 = git.push(&newcomer_manifest(&ns, None), "start");
+    let mut extra = vec!["--interval", "30s"];
+    extra.extend(SHORT_LEASES);
+    let sync = spawn_sync_binary(
+        binary,
+        cluster,
+        &git,
+        &ns,
+        &format!("bench-new-{run}"),
+        &extra,
+    );
+    wait_applied(&admin, &ns, &rev0, Duration::from_secs(120), &sync).await;
+    let idle = first_owners(&admin, &ns, "idle", creates, patience).await;
+
+    git.push(&newcomer_manifest(&ns, Some("10m")), "rollout with a pause");
+    let objects = Api::<OperatorAssignment>::namespaced(admin.clone(), &ns);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !objects
+        .get_opt(NAME)
+        .await
+        .unwrap()
+        .and_then(|o| o.status)
+        .and_then(|s| s.rollout)
+        .is_some_and(|r| r.state == camelk_reconciler::api::RolloutState::Pausing)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "(c) the rollout did not reach its pause\nsync log:\n{}",
+            sync.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let busy = first_owners(&admin, &ns, "busy", creates, patience).await;
+    [idle, busy]
+}
+
+/// Creates `creates` Integrations without owner keys in `ns`, one every
+/// 100 ms; each one's time from before its create to its owner label seen
+/// by a watch, and how many had none after `patience`.
+async fn first_owners(
+    admin: &Client,
+    ns: &str,
+    prefix: &str,
+    creates: usize,
+    patience: Duration,
+) -> (Vec<f64>, usize) {
+    use std::sync::{Arc, Mutex};
+    let api = Api::<DynamicObject>::namespaced_with(
+        admin.clone(),
+        ns,
+        &CamelKind::Integration.api_resource(),
+    );
+    let owned: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let watch = {
+        let (api, owned) = (api.clone(), owned.clone());
+        tokio::spawn(async move {
+            let mut ready = Some(ready_tx);
+            let mut stream = watcher(api, watcher::Config::default()).boxed();
+            while let Ok(Some(event)) = stream.try_next().await {
+                match event {
+                    watcher::Event::InitDone => {
+                        if let Some(r) = ready.take() {
+                            let _ = r.send(());
+                        }
+                    }
+                    watcher::Event::Apply(o) if owner(&o).is_some() => {
+                        let name = o.metadata.name.clone().unwrap_or_default();
+                        owned
+                            .lock()
+                            .unwrap()
+                            .entry(name)
+                            .or_insert_with(Instant::now);
+                    }
+                    _ => {}
+                }
+            }
+        })
+    };
+    ready_rx.await.expect("watch started");
+    let mut started = BTreeMap::new();
+    for i in 0..creates {
+        let name = format!("{prefix}-{i:04}");
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": CamelKind::Integration.api_version(),
+            "kind": "Integration",
+            "metadata": { "name": name },
+            "spec": { "sources": [{ "name": "r.yaml", "content": "- from: timer:x" }] }
+        }))
+        .unwrap();
+        started.insert(name, Instant::now());
+        api.create(&PostParams::default(), &obj).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let deadline = Instant::now() + patience;
+    while owned.lock().unwrap().len() < creates && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    watch.abort();
+    let owned = owned.lock().unwrap();
+    let times: Vec<f64> = started
+        .iter()
+        .filter_map(|(name, t0)| owned.get(name).map(|t| t.duration_since(*t0).as_secs_f64()))
+        .collect();
+    let missing = creates - times.len();
+    (times, missing)
 }
 
 /// Runs (a) in both modes and prints its table.
@@ -946,10 +1175,19 @@ struct Process {
     log: PathBuf,
 }
 
+/// The binary under test; (c) may also run a baseline (`BENCH_SYNC_BASELINE_BIN`).
+fn this_binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_reconciler"))
+}
+
 impl Process {
     fn spawn(args: &[String], log: PathBuf, rust_log: &str) -> Process {
+        Process::spawn_binary(this_binary(), args, log, rust_log)
+    }
+
+    fn spawn_binary(binary: &Path, args: &[String], log: PathBuf, rust_log: &str) -> Process {
         let out = File::create(&log).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_reconciler"))
+        let child = Command::new(binary)
             .args(args)
             .env("RUST_LOG", rust_log)
             .stdin(Stdio::null())
@@ -1022,6 +1260,18 @@ fn spawn_sync(
     identity: &str,
     extra: &[&str],
 ) -> Process {
+    spawn_sync_binary(this_binary(), cluster, git, ns, identity, extra)
+}
+
+/// [`spawn_sync`] of another `binary`.
+fn spawn_sync_binary(
+    binary: &Path,
+    cluster: &TestCluster,
+    git: &GitRepo,
+    ns: &str,
+    identity: &str,
+    extra: &[&str],
+) -> Process {
     let mut args = strings(&[
         "sync",
         "--branch",
@@ -1043,7 +1293,7 @@ fn spawn_sync(
     args.push("--kubeconfig".into());
     args.push(cluster.kubeconfig().display().to_string());
     let log = std::env::temp_dir().join(format!("camelk-bench-sync-{ns}-{identity}.log"));
-    Process::spawn(&args, log, "info")
+    Process::spawn_binary(binary, &args, log, "info")
 }
 
 /// A bare repository (the remote the sync follows) and a clone pushing to it.
