@@ -329,9 +329,14 @@ Every .yaml and .yml file under each PATH is read (folders recursively; .git,
 files Git ignores and the templates/ of Helm charts are skipped; symbolic links
 are not followed, and one leading outside the repository is refused). Each
 document whose apiVersion is in camel.apache.org (and each such item of a
-`kind: List`) loses camel.apache.org/operator.id from metadata.labels and
-metadata.annotations; a map left empty goes with its key. Only those lines
-change: comments, quoting and key order stay byte for byte. A file that is not
+`kind: List`) loses camel.apache.org/operator.id from metadata.labels (a map
+left empty goes with its key), and in metadata.annotations the key gives its
+line to the marker `camelk.dev/owner-keys: reconciler` (added after the last
+annotation when only the label named the operator). The marker tells people
+the keys are the reconciler's, and makes the manifest differ from the live
+object, so the tool applies it once and drops its claim on the key (Flux
+applies only what drifted). Only those lines change: comments, quoting and key
+order stay byte for byte. A file that is not
 YAML is an error naming file:line:column (a Helm template: a warning), and is
 left untouched; places that still name the key (a Kustomization's
 commonAnnotations, a patch) are warnings.

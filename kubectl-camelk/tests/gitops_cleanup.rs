@@ -285,11 +285,17 @@ async fn an_apps_repository_is_cleaned_of_owner_keys_with_no_resource_ever_unown
     );
     let cleaned = apps.push("strip");
     let diff = git(&apps.work(), &["diff", &first, &cleaned]);
-    assert!(
+    let changed = |sign: char| -> Vec<&str> {
         diff.lines()
-            .filter(|l| l.starts_with('-') && !l.starts_with("---"))
-            .all(|l| l.contains(OPERATOR_ID_KEY) || l.trim_end() == "-  annotations:"),
-        "only the keys left the manifests:\n{diff}"
+            .filter(|l| l.starts_with(sign) && !l.starts_with("---") && !l.starts_with("+++"))
+            .collect()
+    };
+    assert!(
+        changed('-').iter().all(|l| l.contains(OPERATOR_ID_KEY))
+            && changed('+')
+                .iter()
+                .all(|l| l.contains("camelk.dev/owner-keys: reconciler")),
+        "only the keys left the manifests, the marker in their place:\n{diff}"
     );
     flux.request_reconcile(FluxKind::GitRepository, &ns.name, "apps")
         .await

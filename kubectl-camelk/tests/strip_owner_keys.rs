@@ -132,7 +132,8 @@ fn the_keys_leave_in_one_commit_on_a_new_branch_and_nothing_else_changes() {
         git(dir, &["diff", "--name-only", "main", "HEAD"]),
         "apps/feed.yaml\napps/orders.yaml\n"
     );
-    // Only the key lines (and the maps they leave empty) changed.
+    // Only the key lines changed: a label goes (with the map it leaves
+    // empty), an annotation becomes the marker on its own line.
     let changed: Vec<String> = git(dir, &["diff", "-U0", "main", "HEAD"])
         .lines()
         .filter(|l| {
@@ -147,9 +148,10 @@ fn the_keys_leave_in_one_commit_on_a_new_branch_and_nothing_else_changes() {
         [
             "-  labels:",
             "-    camel.apache.org/operator.id: operator-1",
-            "-  annotations:",
             "-    camel.apache.org/operator.id: 'operator-1'",
+            "+    camelk.dev/owner-keys: reconciler",
             "-    camel.apache.org/operator.id: operator-1   # kamel run -x",
+            "+    camelk.dev/owner-keys: reconciler   # kamel run -x",
         ]
     );
     assert_eq!(
@@ -171,7 +173,8 @@ Written by `kubectl camelk strip-owner-keys`.
         git(dir, &["rev-parse", "main"])
     );
 
-    // Once stripped, a second run finds nothing (and writes nothing).
+    // Once stripped, a second run finds nothing (and writes nothing): the
+    // marker is not added again.
     let before = snapshot(dir);
     camelk(dir)
         .args(["strip-owner-keys", "apps", "--no-cluster"])
@@ -181,6 +184,59 @@ Written by `kubectl camelk strip-owner-keys`.
             "no owner keys in the Camel K manifests of 3 files (apps); nothing to change",
         ));
     assert_eq!(snapshot(dir), before);
+}
+
+#[test]
+fn a_label_with_no_annotations_to_mark_is_refused_until_the_marker_is_added_by_hand() {
+    let tick = "\
+apiVersion: camel.apache.org/v1
+kind: Kamelet
+metadata:
+  name: tick
+  labels:
+    camel.apache.org/operator.id: operator-1
+";
+    let repo = apps_repo(&[("apps/tick.yaml", tick)]);
+    let dir = repo.path();
+    let before = snapshot(dir);
+    camelk(dir)
+        .args(["strip-owner-keys", "apps", "--no-cluster"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "apps/tick.yaml:6:5: error: camel.apache.org/operator.id is only a label of this \
+             resource, and it has no `metadata.annotations` to put the marker in: add the \
+             annotation by hand (`annotations:` with `camelk.dev/owner-keys: reconciler`), then \
+             run again",
+        ))
+        .stderr(predicate::str::contains(
+            "error: 1 file could not be edited; nothing written",
+        ));
+    assert_eq!(snapshot(dir), before);
+
+    // Added by hand: the label goes, the marker stays as it is.
+    std::fs::write(
+        dir.join("apps/tick.yaml"),
+        format!("{tick}  annotations:\n    camelk.dev/owner-keys: reconciler\n"),
+    )
+    .unwrap();
+    git(dir, &["commit", "-q", "-am", "marker"]);
+    camelk(dir)
+        .args([
+            "strip-owner-keys",
+            "apps",
+            "--no-cluster",
+            "--branch",
+            "strip",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("1 key removed from 1 file;"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("apps/tick.yaml")).unwrap(),
+        "apiVersion: camel.apache.org/v1\nkind: Kamelet\nmetadata:\n  name: tick\n  \
+         annotations:\n    camelk.dev/owner-keys: reconciler\n"
+    );
 }
 
 #[test]

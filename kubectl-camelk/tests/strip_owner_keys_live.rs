@@ -5,7 +5,8 @@
 //! keys leave the manifest.
 //!
 //! The tools are played by their field managers and their kinds of write:
-//! Flux's kustomize-controller applies server-side, Argo CD's default sync
+//! Flux's kustomize-controller applies server-side (and only when its dry
+//! run differs from the live object), Argo CD's default sync
 //! (`argocd-controller`) writes client-side; the reconciler's co-owning is
 //! the server-side apply of both keys as `camelk-owner-keys` that
 //! `reconciler sync` makes.
@@ -17,6 +18,8 @@ use std::process::Output;
 
 use camelk_reconciler::camel_k::appliers::CO_OWNER;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use camelk_reconciler::manifest::owner_keys::live::LiveKeys;
+use camelk_reconciler::manifest::owner_keys::{MARKER_KEY, MARKER_VALUE};
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -70,6 +73,40 @@ async fn flux_applies(client: &Client, kind: CamelKind, object: Value) {
         )
         .await
         .unwrap();
+}
+
+/// What kustomize-controller does at a reconcile of a manifest: a
+/// server-side dry run, then an apply only if the result differs from the
+/// live object in its labels, annotations or spec (fluxcd/pkg/ssa looks for
+/// drift there, not in `managedFields`). Whether it applied.
+async fn flux_reconciles(client: &Client, kind: CamelKind, object: Value) -> bool {
+    let name = object["metadata"]["name"].as_str().unwrap().to_string();
+    let ns = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let api = api(client, kind, &ns);
+    let live = api.get(&name).await.unwrap();
+    let dry_run = api
+        .patch(
+            &name,
+            &PatchParams::apply("kustomize-controller").force().dry_run(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .unwrap();
+    let compared = |o: &DynamicObject| {
+        (
+            o.metadata.labels.clone(),
+            o.metadata.annotations.clone(),
+            o.data.get("spec").cloned(),
+        )
+    };
+    if compared(&dry_run) == compared(&live) {
+        return false;
+    }
+    flux_applies(client, kind, object).await;
+    true
 }
 
 /// What `reconciler sync` does to keys a tool applies: a server-side apply
@@ -284,17 +321,46 @@ async fn keys_leave_git_only_once_the_api_server_keeps_them() {
         "apps/later.yaml\napps/orders.yaml\n"
     );
 
-    // 4. What the verdicts said, as the API server does it. Flux applies the
-    //    stripped manifest: the co-owned keys stay.
+    // 4. What the verdicts said, as the API server does it. Flux reconciles
+    //    the stripped manifest. With the keys merely removed, its dry run
+    //    would equal the live object (the co-owner keeps them): no drift, no
+    //    apply, and its claim on the keys would stay forever.
     let stripped: Value =
         serde_saphyr::from_str(&std::fs::read_to_string(repo.join("apps/orders.yaml")).unwrap())
             .unwrap();
     assert_eq!(stripped["metadata"].get("labels"), None);
-    flux_applies(&client, CamelKind::Integration, stripped).await;
+    assert_eq!(
+        stripped["metadata"]["annotations"],
+        json!({ MARKER_KEY: MARKER_VALUE })
+    );
+    let mut unmarked = stripped.clone();
+    unmarked["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations");
+    assert!(!flux_reconciles(&client, CamelKind::Integration, unmarked).await);
+    //    The marker is a difference: Flux applies once, which drops its
+    //    claim; the co-owned keys stay, and no tool applies them any more.
+    assert!(flux_reconciles(&client, CamelKind::Integration, stripped.clone()).await);
     assert_eq!(
         live_keys(&client, CamelKind::Integration, "orders", &ns).await,
         (Some("operator-1".into()), Some("operator-1".into()))
     );
+    let orders = api(&client, CamelKind::Integration, &ns)
+        .get("orders")
+        .await
+        .unwrap();
+    assert_eq!(
+        LiveKeys::of(&orders.metadata),
+        LiveKeys {
+            owner: Some("operator-1".into()),
+            applied_by: None,
+            co_owned: true,
+            client_side: false,
+        }
+    );
+    //    And the next reconcile finds nothing to apply.
+    assert!(!flux_reconciles(&client, CamelKind::Integration, stripped).await);
     //    Argo CD's client-side apply of a manifest without the keys deletes
     //    them (kubectl apply's patch sets them to null), co-owned or not.
     api(&client, CamelKind::Pipe, &ns)

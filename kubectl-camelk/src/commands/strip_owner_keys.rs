@@ -1,5 +1,7 @@
 //! `strip-owner-keys PATH...`: removes the owner keys from the Camel K
-//! manifests of an apps repository
+//! manifests of an apps repository, the marker annotation
+//! `camelk.dev/owner-keys: reconciler` taking the owner annotation's place
+//! so that the tool applying them applies once more and drops its claim
 //! ([`camelk_reconciler::manifest::owner_keys`]), shows for each resource
 //! whether it keeps its owner once they are gone (read from the cluster,
 //! [`owner_keys::live`]), and commits on a new branch as `assign` does

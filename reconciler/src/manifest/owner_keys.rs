@@ -10,24 +10,49 @@
 //! can leave the manifests: the API server keeps a field while one manager
 //! still holds it.
 //!
+//! Why a marker ([`MARKER_KEY`]) takes the annotation's place: a tool
+//! re-applies an object only when its dry run differs from the live object
+//! (Flux's kustomize-controller compares labels, annotations and spec, not
+//! `managedFields`). With the keys merely removed, the co-owner keeps them,
+//! the dry run equals the live object, and the tool never applies again: its
+//! `managedFields` entry goes on claiming the keys, and the reconciler goes
+//! on reading it as a tool that applies them. The marker is a change the
+//! tool must apply once, which drops its claim; it also tells people why
+//! the keys are gone.
+//!
 //! Contract of [`strip`]:
-//! - Input: one file's text, any number of YAML documents (`---`). Each
+//! - Input: one file's text, any number of YAML documents (`---`). In each
 //!   document whose `apiVersion` is in the group `camel.apache.org` (and
-//!   each such item of a `kind: List`) loses the key from
-//!   `metadata.annotations` and `metadata.labels`; a map left empty goes
-//!   with its key (`annotations:` disappears rather than becoming `{}`).
+//!   each such item of a `kind: List`):
+//!   - `metadata.annotations`: the owner-key entry is replaced in place by
+//!     the marker entry `camelk.dev/owner-keys: reconciler` (same line,
+//!     indentation, position and trailing comment; in a flow map, the same
+//!     place between its commas). When the marker is already there, the
+//!     owner-key entry is removed instead.
+//!   - `metadata.labels`: the owner-key entry is removed; a map left empty
+//!     goes with its key (`labels:` disappears rather than becoming `{}`).
+//!   - A resource with the key as a label only gets the marker added to its
+//!     annotations, unless it is already there: in a block map as a line of
+//!     its own after the last entry, indented as the entries; in a flow map
+//!     after the last entry (`, camelk.dev/owner-keys: reconciler`). With no
+//!     annotations map it is refused ("add the annotation by hand"): writing
+//!     a new map into someone's layout is left to them.
+//! - So a second run finds no owner key and changes nothing.
 //! - Nothing else changes: every other byte stays (comments, quoting, key
 //!   order, blank lines). A removed entry of a block map takes its whole
 //!   line(s), its trailing comment included; one of a flow map (`{a: b}`),
 //!   its separating comma. Other documents are never touched.
 //! - Guard: the new text is parsed again and must hold the same documents,
-//!   node for node (values and styles), minus exactly the removed entries;
-//!   otherwise the file is refused and nothing is returned.
+//!   node for node (values and styles), with exactly these changes: the
+//!   removed entries gone, the replaced entry's key and value the marker's,
+//!   the added marker last in its map; otherwise the file is refused and
+//!   nothing is returned.
 //! - Refused, with `file:line:column` (an error [`Diagnostic`]): text that
 //!   is not UTF-8 or not YAML, a key that appears twice in one map, an
-//!   entry that shares its line with another one, an edit that would leave
-//!   `metadata` empty. A file that is not YAML and looks like a template
-//!   (`{{`: Helm) is a warning instead: out of scope, left untouched.
+//!   entry that shares its line with another one, an annotation entry with
+//!   a comment between its key and its value, a label with no annotations
+//!   map to mark. A file that is not YAML and looks like a template (`{{`:
+//!   Helm) is a warning instead: out of scope, left untouched.
 //! - Other places that still name the key once the edit is done (a
 //!   Kustomization's `commonAnnotations`, a JSON patch, a non-Camel K
 //!   resource) are warnings in [`Stripped::notes`]: a tool may apply them.
@@ -49,6 +74,15 @@ use crate::camel_k::{CamelKind, GROUP, OPERATOR_ID_KEY};
 /// object may hold 1.5 MiB), and a bound on what one file costs.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
+/// The marker annotation that takes the owner annotation's place in a
+/// cleaned manifest, with the value [`MARKER_VALUE`]: the owner keys of this
+/// resource are the reconciler's: they were removed from this manifest, and
+/// a tool that applies it must not name them again.
+pub const MARKER_KEY: &str = "camelk.dev/owner-keys";
+
+/// The value of [`MARKER_KEY`].
+pub const MARKER_VALUE: &str = "reconciler";
+
 /// The key as a JSON pointer writes it (`/metadata/annotations/camel.apache.org~1operator.id`).
 const POINTER_KEY: &str = "camel.apache.org~1operator.id";
 
@@ -57,7 +91,7 @@ const POINTER_KEY: &str = "camel.apache.org~1operator.id";
 pub struct Stripped {
     /// The whole text after the edit (the input when nothing was removed).
     pub text: String,
-    /// The resources that lost a key, in file order.
+    /// The resources that lost a key (and got the marker), in file order.
     pub resources: Vec<StrippedResource>,
     /// Warnings: places that still name the key once the edit is done.
     pub notes: Vec<Diagnostic>,
@@ -87,7 +121,8 @@ pub struct StrippedResource {
     pub at: Location,
     /// The label's value that was removed.
     pub label: Option<String>,
-    /// The annotation's value that was removed.
+    /// The annotation's value that was removed (its entry replaced by the
+    /// marker's, or removed when the marker was already there).
     pub annotation: Option<String>,
 }
 
@@ -132,12 +167,13 @@ pub fn strip_bytes(file: &str, bytes: &[u8]) -> Result<Stripped, Diagnostic> {
     }
 }
 
-/// Removes the owner keys from every Camel K resource of `text` (see the
-/// module documentation for what changes and what is refused).
+/// Removes the owner keys from every Camel K resource of `text` and leaves
+/// the marker in their place (see the module documentation for what
+/// changes and what is refused).
 pub fn strip(file: &str, text: &str) -> Result<Stripped, Diagnostic> {
     let lines = Lines::new(text);
     let documents = documents(file, text, &lines)?;
-    let mut cuts = Vec::new();
+    let mut changes = Vec::new();
     let mut resources = Vec::new();
     for (index, document) in documents.iter().enumerate() {
         for path in resource_paths(&document.tree.root) {
@@ -148,14 +184,14 @@ pub fn strip(file: &str, text: &str) -> Result<Stripped, Diagnostic> {
                 document,
                 doc: index,
             };
-            if let Some(resource) = plan_resource(&found, &path, node, &mut cuts)? {
+            if let Some(resource) = plan_resource(&found, &path, node, &mut changes)? {
                 resources.push(resource);
             }
         }
     }
-    let mut ranges = Vec::new();
-    for group in group_by_map(&cuts) {
-        ranges.extend(cut_ranges(
+    let mut splices = Vec::new();
+    for group in group_by_map(&changes) {
+        splices.extend(splices_of(
             file,
             text,
             &lines,
@@ -163,8 +199,11 @@ pub fn strip(file: &str, text: &str) -> Result<Stripped, Diagnostic> {
             &group,
         )?);
     }
-    ranges.sort_by_key(|r| (r.start, r.end));
-    if ranges.windows(2).any(|w| w[0].end > w[1].start) {
+    splices.sort_by_key(|s| (s.range.start, s.range.end));
+    if splices
+        .windows(2)
+        .any(|w| w[0].range.end > w[1].range.start)
+    {
         let at = resources.first().map(|r| r.at).unwrap_or_default();
         return Err(error(
             file,
@@ -172,17 +211,20 @@ pub fn strip(file: &str, text: &str) -> Result<Stripped, Diagnostic> {
             "the owner keys overlap other entries here; remove them by hand".into(),
         ));
     }
-    let mut new = String::with_capacity(text.len());
+    let added: usize = splices.iter().map(|s| s.with.len()).sum();
+    let mut new = String::with_capacity(text.len() + added);
     let mut at = 0;
-    for range in &ranges {
-        new.push_str(&text[at..range.start]);
-        at = range.end;
+    for splice in &splices {
+        new.push_str(&text[at..splice.range.start]);
+        new.push_str(&splice.with);
+        at = splice.range.end;
     }
     new.push_str(&text[at..]);
-    if !ranges.is_empty() {
-        guard(file, &new, &documents, &cuts, &resources)?;
+    if !splices.is_empty() {
+        guard(file, &new, &documents, &changes, &resources)?;
     }
-    let notes = mentions(file, text, &lines, &ranges);
+    let edited: Vec<Range<usize>> = splices.into_iter().map(|s| s.range).collect();
+    let notes = mentions(file, text, &lines, &edited);
     Ok(Stripped {
         text: new,
         resources,
@@ -322,12 +364,23 @@ fn is_camel_k(node: &Node) -> bool {
         .is_some_and(|(group, _)| group == GROUP)
 }
 
-/// One entry to remove: `key` of the mapping at `map` in document `doc`.
+/// One change to the mapping at `map` of document `doc`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Cut {
+struct Change {
     doc: usize,
     map: FieldPath,
-    key: String,
+    edit: EntryEdit,
+}
+
+/// What happens to an entry of a mapping.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum EntryEdit {
+    /// The entry `key` goes.
+    Remove(String),
+    /// The owner-key entry becomes the marker entry, in place.
+    Mark,
+    /// The marker entry is added after the last entry.
+    AddMark,
 }
 
 /// Where a resource was found: the file and its text, the document and its index.
@@ -338,82 +391,35 @@ struct Found<'a> {
     doc: usize,
 }
 
-/// Finds the owner keys of the resource at `path`, adds the cuts that
-/// remove them, and returns the resource when it has any.
+/// The owner key found in one map of a resource's metadata.
+struct Hit {
+    /// Its value.
+    value: String,
+    /// Where its key is, in the file.
+    at: Location,
+    /// It is the map's only entry.
+    alone: bool,
+}
+
+/// Finds the owner keys of the resource at `path`, adds the changes that
+/// remove them and mark the resource, and returns the resource when it has
+/// any.
 fn plan_resource(
     found: &Found,
     path: &FieldPath,
     node: &Node,
-    cuts: &mut Vec<Cut>,
+    changes: &mut Vec<Change>,
 ) -> Result<Option<StrippedResource>, Diagnostic> {
-    let Found {
-        file,
-        text,
-        document,
-        doc,
-    } = *found;
     let Some(metadata) = entry(node, "metadata").filter(|m| matches!(m.value, Value::Mapping(_)))
     else {
         return Ok(None);
     };
-    let metadata_path = path.key("metadata");
-    let mut found = [None, None];
-    let mut emptied = Vec::new();
-    for (slot, map_name) in ["labels", "annotations"].into_iter().enumerate() {
-        let Some(map) = entry(metadata, map_name) else {
-            continue;
-        };
-        let Value::Mapping(entries) = &map.value else {
-            continue;
-        };
-        let hits: Vec<&Entry> = entries
-            .iter()
-            .filter(|e| e.key == OPERATOR_ID_KEY)
-            .collect();
-        let hit = match hits.as_slice() {
-            [] => continue,
-            [one] => *one,
-            [_, second, ..] => {
-                return Err(error(
-                    file,
-                    document.location(second.key_at),
-                    format!(
-                        "{OPERATOR_ID_KEY} appears twice in `metadata.{map_name}`; a key may appear once in a mapping"
-                    ),
-                ));
-            }
-        };
-        let value = match &hit.value.value {
-            Value::Scalar(value) => value.clone(),
-            _ => {
-                // In a template, a template expression (`{{ .Values.id }}`).
-                let at = document.location(hit.value.at);
-                return Err(template(file, text, at).unwrap_or_else(|| {
-                    error(
-                        file,
-                        at,
-                        format!(
-                            "{OPERATOR_ID_KEY} in `metadata.{map_name}` is not a plain value; remove it by hand"
-                        ),
-                    )
-                }));
-            }
-        };
-        found[slot] = Some(value);
-        if entries.len() == 1 {
-            emptied.push(map_name);
-        } else {
-            cuts.push(Cut {
-                doc,
-                map: metadata_path.key(map_name),
-                key: OPERATOR_ID_KEY.to_string(),
-            });
-        }
-    }
-    let [label, annotation] = found;
-    if label.is_none() && annotation.is_none() {
+    let label = owner_key(found, metadata, "labels")?;
+    let annotation = owner_key(found, metadata, "annotations")?;
+    let Some(first) = label.as_ref().or(annotation.as_ref()) else {
         return Ok(None);
-    }
+    };
+    let Found { file, document, .. } = *found;
     let resource = StrippedResource {
         kind: scalar(entry(node, "kind")).unwrap_or_default().to_string(),
         api_version: scalar(entry(node, "apiVersion"))
@@ -424,73 +430,168 @@ fn plan_resource(
             .to_string(),
         namespace: scalar(entry(metadata, "namespace")).map(str::to_string),
         at: document.location(node.at),
-        label,
-        annotation,
+        label: label.as_ref().map(|h| h.value.clone()),
+        annotation: annotation.as_ref().map(|h| h.value.clone()),
     };
-    if let Value::Mapping(entries) = &metadata.value
-        && entries.len() == emptied.len()
-    {
-        return Err(error(
-            file,
-            document.location(metadata.at),
-            "removing the owner keys would leave `metadata` empty; remove them by hand".into(),
-        ));
-    }
-    for map_name in emptied {
-        cuts.push(Cut {
-            doc,
-            map: metadata_path.clone(),
-            key: map_name.to_string(),
+    let metadata_path = path.key("metadata");
+    let change = |map: FieldPath, edit: EntryEdit| Change {
+        doc: found.doc,
+        map,
+        edit,
+    };
+    if let Some(label) = &label {
+        changes.push(if label.alone {
+            change(metadata_path.clone(), EntryEdit::Remove("labels".into()))
+        } else {
+            change(
+                metadata_path.key("labels"),
+                EntryEdit::Remove(OPERATOR_ID_KEY.into()),
+            )
         });
+    }
+    let annotations = match entry(metadata, "annotations").map(|n| &n.value) {
+        Some(Value::Mapping(entries)) => Some(entries),
+        _ => None,
+    };
+    let marked = annotations.is_some_and(|entries| entries.iter().any(|e| e.key == MARKER_KEY));
+    let annotations_path = metadata_path.key("annotations");
+    match (&annotation, marked) {
+        // A map holding the marker is never emptied.
+        (Some(_), true) => changes.push(change(
+            annotations_path,
+            EntryEdit::Remove(OPERATOR_ID_KEY.into()),
+        )),
+        (Some(_), false) => changes.push(change(annotations_path, EntryEdit::Mark)),
+        (None, true) => {}
+        (None, false) if annotations.is_some() => {
+            changes.push(change(annotations_path, EntryEdit::AddMark));
+        }
+        (None, false) => {
+            return Err(error(
+                file,
+                first.at,
+                format!(
+                    "{OPERATOR_ID_KEY} is only a label of this resource, and it has no \
+                     `metadata.annotations` to put the marker in: add the annotation by hand \
+                     (`annotations:` with `{MARKER_KEY}: {MARKER_VALUE}`), then run again"
+                ),
+            ));
+        }
     }
     Ok(Some(resource))
 }
 
-/// The cuts of one mapping.
-struct MapCuts {
-    doc: usize,
-    map: FieldPath,
-    keys: Vec<String>,
+/// The owner key of `metadata.<map_name>`, if the map holds it.
+fn owner_key(found: &Found, metadata: &Node, map_name: &str) -> Result<Option<Hit>, Diagnostic> {
+    let Found {
+        file,
+        text,
+        document,
+        ..
+    } = *found;
+    let Some(Value::Mapping(entries)) = entry(metadata, map_name).map(|m| &m.value) else {
+        return Ok(None);
+    };
+    let hits: Vec<&Entry> = entries
+        .iter()
+        .filter(|e| e.key == OPERATOR_ID_KEY)
+        .collect();
+    let hit = match hits.as_slice() {
+        [] => return Ok(None),
+        [one] => *one,
+        [_, second, ..] => {
+            return Err(error(
+                file,
+                document.location(second.key_at),
+                format!(
+                    "{OPERATOR_ID_KEY} appears twice in `metadata.{map_name}`; a key may appear once in a mapping"
+                ),
+            ));
+        }
+    };
+    let value = match &hit.value.value {
+        Value::Scalar(value) => value.clone(),
+        _ => {
+            // In a template, a template expression (`{{ .Values.id }}`).
+            let at = document.location(hit.value.at);
+            return Err(template(file, text, at).unwrap_or_else(|| {
+                error(
+                    file,
+                    at,
+                    format!(
+                        "{OPERATOR_ID_KEY} in `metadata.{map_name}` is not a plain value; remove it by hand"
+                    ),
+                )
+            }));
+        }
+    };
+    Ok(Some(Hit {
+        value,
+        at: document.location(hit.key_at),
+        alone: entries.len() == 1,
+    }))
 }
 
-fn group_by_map(cuts: &[Cut]) -> Vec<MapCuts> {
-    let mut groups: Vec<MapCuts> = Vec::new();
-    for cut in cuts {
+/// The changes of one mapping.
+struct MapChanges {
+    doc: usize,
+    map: FieldPath,
+    edits: Vec<EntryEdit>,
+}
+
+fn group_by_map(changes: &[Change]) -> Vec<MapChanges> {
+    let mut groups: Vec<MapChanges> = Vec::new();
+    for change in changes {
         match groups
             .iter_mut()
-            .find(|g| g.doc == cut.doc && g.map == cut.map)
+            .find(|g| g.doc == change.doc && g.map == change.map)
         {
-            Some(group) => group.keys.push(cut.key.clone()),
-            None => groups.push(MapCuts {
-                doc: cut.doc,
-                map: cut.map.clone(),
-                keys: vec![cut.key.clone()],
+            Some(group) => group.edits.push(change.edit.clone()),
+            None => groups.push(MapChanges {
+                doc: change.doc,
+                map: change.map.clone(),
+                edits: vec![change.edit.clone()],
             }),
         }
     }
     groups
 }
 
-/// The byte ranges of the file that removing `group`'s entries deletes.
-fn cut_ranges(
+/// Text that replaces a byte range of the file (an insertion: an empty range).
+struct Splice {
+    range: Range<usize>,
+    with: String,
+}
+
+impl Splice {
+    fn cut(range: Range<usize>) -> Splice {
+        Splice {
+            range,
+            with: String::new(),
+        }
+    }
+}
+
+/// The splices that make `group`'s changes.
+fn splices_of(
     file: &str,
     text: &str,
     lines: &Lines,
     document: &Document,
-    group: &MapCuts,
-) -> Result<Vec<Range<usize>>, Diagnostic> {
+    group: &MapChanges,
+) -> Result<Vec<Splice>, Diagnostic> {
     let map = document.tree.get(&group.map).expect("a planned map exists");
     let Value::Mapping(entries) = &map.value else {
-        unreachable!("cuts are planned in mappings only");
+        unreachable!("changes are planned in mappings only");
     };
     let removed: Vec<bool> = entries
         .iter()
-        .map(|e| group.keys.contains(&e.key))
+        .map(|e| group.edits.contains(&EntryEdit::Remove(e.key.clone())))
         .collect();
     // Positions in the file of each entry's key and the end of its value.
     let key_start = |e: &Entry| lines.byte_at(document.location(e.key_at));
-    let value_end = |e: &Entry| document.start + e.value.end;
-    let mut ranges = Vec::new();
+    let value_end = |e: &Entry| value_end(text, document, e);
+    let mut splices = Vec::new();
     match map.style {
         Style::Block => {
             for (e, _) in entries.iter().zip(&removed).filter(|(_, r)| **r) {
@@ -504,7 +605,7 @@ fn cut_ranges(
                         ),
                     )
                 })?;
-                ranges.push(range);
+                splices.push(Splice::cut(range));
             }
         }
         Style::Flow => {
@@ -528,12 +629,126 @@ fn cut_ranges(
                 } else {
                     unreachable!("an emptied map is cut from its parent");
                 };
-                ranges.push(range);
+                splices.push(Splice::cut(range));
             }
         }
         _ => unreachable!("a mapping is block or flow"),
     }
-    Ok(ranges)
+    let marker = format!("{MARKER_KEY}: {MARKER_VALUE}");
+    for edit in &group.edits {
+        match edit {
+            EntryEdit::Remove(_) => {}
+            EntryEdit::Mark => {
+                let e = entries
+                    .iter()
+                    .find(|e| e.key == OPERATOR_ID_KEY)
+                    .expect("a planned entry exists");
+                let (start, end) = (key_start(e), value_end(e));
+                if text[start..document.start + e.value.start].contains('#') {
+                    return Err(error(
+                        file,
+                        document.location(e.key_at),
+                        format!(
+                            "a comment between the key and the value of {OPERATOR_ID_KEY}; \
+                             replace the entry with `{marker}` by hand"
+                        ),
+                    ));
+                }
+                // A block scalar ends after its line break: keep it.
+                let eol = if text[..end].ends_with('\n') {
+                    line_break_before(text, end)
+                } else {
+                    ""
+                };
+                splices.push(Splice {
+                    range: start..end,
+                    with: format!("{marker}{eol}"),
+                });
+            }
+            EntryEdit::AddMark => splices.push(add_marker(text, document, map, entries, &marker)),
+        }
+    }
+    Ok(splices)
+}
+
+/// The insertion of `marker` after the last entry of the mapping `map`: in
+/// a flow map after a comma (or inside `{}`), in a block map as a line of
+/// its own indented as the entries, after the line the last entry ends on.
+fn add_marker(
+    text: &str,
+    document: &Document,
+    map: &Node,
+    entries: &[Entry],
+    marker: &str,
+) -> Splice {
+    let insert = |at: usize, with: String| Splice {
+        range: at..at,
+        with,
+    };
+    let Some(last) = entries.last() else {
+        // An empty mapping is a flow one, `{}`.
+        return insert(document.start + map.start + 1, marker.to_string());
+    };
+    let end = value_end(text, document, last);
+    if map.style == Style::Flow {
+        return insert(end, format!(", {marker}"));
+    }
+    let indent = " ".repeat(last.key_at.column - 1);
+    // A block scalar ends after its line break.
+    let after = if text[..end].ends_with('\n') {
+        Some(end)
+    } else {
+        text[end..].find('\n').map(|i| end + i + 1)
+    };
+    match after {
+        Some(at) => insert(
+            at,
+            format!("{indent}{marker}{}", line_break_before(text, at)),
+        ),
+        // The last line of a file without a final line break.
+        None => {
+            let eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
+            insert(text.len(), format!("{eol}{indent}{marker}"))
+        }
+    }
+}
+
+/// Where the value of a block map's `entry` ends in the file. A block
+/// scalar's span runs on to the next token, over the blank lines, comments
+/// and indentation before it: its value ends after its last line indented
+/// deeper than its key.
+fn value_end(text: &str, document: &Document, entry: &Entry) -> usize {
+    let end = document.start + entry.value.end;
+    if entry.value.style != Style::BlockScalar {
+        return end;
+    }
+    let indent = entry.key_at.column - 1;
+    let first = text[..document.start + entry.value.start]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
+    let mut last = None;
+    let mut at = first;
+    for line in text[first..end].split_inclusive('\n') {
+        at += line.len();
+        let content = line.trim_start_matches(' ');
+        if content.trim().is_empty() {
+            continue;
+        }
+        if line.len() - content.len() <= indent {
+            break;
+        }
+        last = Some(at);
+    }
+    last.unwrap_or(end)
+}
+
+/// The line break that ends just before byte `at`: `\r\n` or `\n`.
+fn line_break_before(text: &str, at: usize) -> &'static str {
+    if text[..at].ends_with("\r\n") {
+        "\r\n"
+    } else {
+        "\n"
+    }
 }
 
 /// The whole lines of a block entry whose key starts at `key` and value
@@ -545,7 +760,7 @@ fn entry_lines(text: &str, key: usize, end: usize) -> Option<Range<usize>> {
     if !text[start..key].bytes().all(|b| b == b' ') {
         return None;
     }
-    // A block scalar's span already ends after its line break.
+    // A block scalar ends after its line break.
     if text[..end].ends_with('\n') {
         return Some(start..end);
     }
@@ -554,12 +769,27 @@ fn entry_lines(text: &str, key: usize, end: usize) -> Option<Range<usize>> {
     (rest.is_empty() || rest.starts_with('#')).then_some(start..eol)
 }
 
-/// Checks the edited text against the old documents with the cuts made.
+/// The marker entry, as the guard expects to read it back.
+fn marker_entry() -> Entry {
+    Entry {
+        key: MARKER_KEY.to_string(),
+        key_at: Location::default(),
+        value: Node {
+            at: Location::default(),
+            value: Value::Scalar(MARKER_VALUE.to_string()),
+            start: 0,
+            end: 0,
+            style: Style::Plain,
+        },
+    }
+}
+
+/// Checks the edited text against the old documents with the changes made.
 fn guard(
     file: &str,
     new: &str,
     old: &[Document],
-    cuts: &[Cut],
+    changes: &[Change],
     resources: &[StrippedResource],
 ) -> Result<(), Diagnostic> {
     let at = resources.first().map(|r| r.at).unwrap_or_default();
@@ -577,10 +807,21 @@ fn guard(
     }
     for (index, (before, after)) in old.iter().zip(&edited).enumerate() {
         let mut expected = before.tree.root.clone();
-        for cut in cuts.iter().filter(|c| c.doc == index) {
-            let map = get_mut(&mut expected, &cut.map).ok_or_else(fail)?;
-            if let Value::Mapping(entries) = &mut map.value {
-                entries.retain(|e| e.key != cut.key);
+        for change in changes.iter().filter(|c| c.doc == index) {
+            let map = get_mut(&mut expected, &change.map).ok_or_else(fail)?;
+            let Value::Mapping(entries) = &mut map.value else {
+                return Err(fail());
+            };
+            match &change.edit {
+                EntryEdit::Remove(key) => entries.retain(|e| &e.key != key),
+                EntryEdit::Mark => {
+                    let owner = entries
+                        .iter_mut()
+                        .find(|e| e.key == OPERATOR_ID_KEY)
+                        .ok_or_else(fail)?;
+                    *owner = marker_entry();
+                }
+                EntryEdit::AddMark => entries.push(marker_entry()),
             }
         }
         if !same(&expected, &after.tree.root) {
@@ -625,13 +866,13 @@ fn get_mut<'a>(node: &'a mut Node, path: &FieldPath) -> Option<&'a mut Node> {
     Some(node)
 }
 
-/// Warnings for each place of `text` outside the `removed` ranges that
-/// names the key (positions in `text`, as every position this module gives).
-fn mentions(file: &str, text: &str, lines: &Lines, removed: &[Range<usize>]) -> Vec<Diagnostic> {
+/// Warnings for each place of `text` outside the `edited` ranges (removed
+/// or replaced) that names the key (positions in `text`, as every position this module gives).
+fn mentions(file: &str, text: &str, lines: &Lines, edited: &[Range<usize>]) -> Vec<Diagnostic> {
     let mut found: Vec<usize> = [OPERATOR_ID_KEY, POINTER_KEY]
         .into_iter()
         .flat_map(|needle| text.match_indices(needle).map(|(at, _)| at))
-        .filter(|at| !removed.iter().any(|r| r.contains(at)))
+        .filter(|at| !edited.iter().any(|r| r.contains(at)))
         .collect();
     found.sort_unstable();
     found

@@ -1,7 +1,13 @@
 use super::*;
 
+/// The edit of `text`, which must be accepted; a second run on its result
+/// must change nothing.
 fn stripped(text: &str) -> Stripped {
-    strip("apps/shop.yaml", text).unwrap_or_else(|d| panic!("refused: {d}"))
+    let s = strip("apps/shop.yaml", text).unwrap_or_else(|d| panic!("refused: {d}"));
+    let again = strip("apps/shop.yaml", &s.text).unwrap_or_else(|d| panic!("refused again: {d}"));
+    assert_eq!(again.text, s.text, "a second run changed the text");
+    assert!(again.resources.is_empty(), "a second run found keys");
+    s
 }
 
 fn refused(text: &str) -> String {
@@ -16,7 +22,7 @@ fn notes(s: &Stripped) -> Vec<String> {
 }
 
 #[test]
-fn a_multi_document_file_loses_only_the_key_lines() {
+fn a_multi_document_file_changes_only_the_key_lines() {
     let before = "\
 # Shop integrations, deployed by Flux.
 apiVersion: camel.apache.org/v1
@@ -61,6 +67,7 @@ metadata:
   namespace: shop
   annotations:
     # who runs it
+    camelk.dev/owner-keys: reconciler   # set by kamel
     trait.camel.apache.org/container.image: \"quay.io/shop/orders:1.2\"
   labels:
     app: orders
@@ -80,6 +87,8 @@ apiVersion: camel.apache.org/v1
 kind: Pipe
 metadata:
   name: feed
+  annotations:
+    camelk.dev/owner-keys: reconciler
 spec: {}
 ";
     let s = stripped(before);
@@ -135,14 +144,15 @@ spec: {}
 }
 
 #[test]
-fn an_annotation_alone_goes_with_its_map() {
+fn an_annotation_alone_becomes_the_marker() {
     let s = stripped(
         "apiVersion: camel.apache.org/v1\nkind: Integration\nmetadata:\n  name: a\n  \
          annotations:\n    camel.apache.org/operator.id: operator-1\nspec: {}\n",
     );
     assert_eq!(
         s.text,
-        "apiVersion: camel.apache.org/v1\nkind: Integration\nmetadata:\n  name: a\nspec: {}\n"
+        "apiVersion: camel.apache.org/v1\nkind: Integration\nmetadata:\n  name: a\n  \
+         annotations:\n    camelk.dev/owner-keys: reconciler\nspec: {}\n"
     );
     assert_eq!(s.resources[0].annotation.as_deref(), Some("operator-1"));
     assert_eq!(s.resources[0].label, None);
@@ -150,7 +160,7 @@ fn an_annotation_alone_goes_with_its_map() {
 }
 
 #[test]
-fn a_label_and_an_annotation_among_others_lose_only_their_lines() {
+fn a_label_among_others_loses_its_line_and_an_annotation_becomes_the_marker() {
     let before = "\
 apiVersion: camel.apache.org/v1
 kind: Kamelet
@@ -171,6 +181,7 @@ metadata:
   labels:
     camel.apache.org/kamelet.type: source
   annotations:
+    camelk.dev/owner-keys: reconciler # pinned
     camel.apache.org/provider: \"Shop\"
 ";
     let s = stripped(before);
@@ -182,7 +193,7 @@ metadata:
 }
 
 #[test]
-fn flow_maps_lose_the_entry_and_one_comma() {
+fn flow_maps_get_the_marker_in_place_and_lose_a_label_with_one_comma() {
     let s = stripped(
         "apiVersion: camel.apache.org/v1\nkind: Integration\nmetadata: {name: a, \
          annotations: {camel.apache.org/operator.id: op-1, x: y}, labels: {a: b, \
@@ -191,9 +202,9 @@ fn flow_maps_lose_the_entry_and_one_comma() {
     assert_eq!(
         s.text,
         "apiVersion: camel.apache.org/v1\nkind: Integration\nmetadata: {name: a, \
-         annotations: {x: y}, labels: {a: b}}\n"
+         annotations: {camelk.dev/owner-keys: reconciler, x: y}, labels: {a: b}}\n"
     );
-    // Both maps emptied: both entries go, with their commas.
+    // The labels emptied: they go, with their comma.
     let s = stripped(
         "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata: {name: a, labels: \
          {camel.apache.org/operator.id: op-1}, annotations: {camel.apache.org/operator.id: \
@@ -201,7 +212,8 @@ fn flow_maps_lose_the_entry_and_one_comma() {
     );
     assert_eq!(
         s.text,
-        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata: {name: a}\n"
+        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata: {name: a, annotations: \
+         {camelk.dev/owner-keys: reconciler}}\n"
     );
 }
 
@@ -233,6 +245,8 @@ items:
     kind: Integration
     metadata:
       name: a
+      annotations:
+        camelk.dev/owner-keys: reconciler
   - apiVersion: v1
     kind: Secret
     metadata:
@@ -251,6 +265,9 @@ fn files_without_camel_k_keys_are_returned_as_they_are() {
         "",
         "# only a comment\n",
         "---\n---\n",
+        // Cleaned already.
+        "apiVersion: camel.apache.org/v1\nkind: Integration\nmetadata:\n  name: a\n  \
+         annotations:\n    camelk.dev/owner-keys: reconciler\n",
     ] {
         let s = stripped(text);
         assert_eq!(s.text, text);
@@ -262,12 +279,14 @@ fn files_without_camel_k_keys_are_returned_as_they_are() {
 fn crlf_line_ends_are_kept() {
     let s = stripped(
         "apiVersion: camel.apache.org/v1\r\nkind: Pipe\r\nmetadata:\r\n  name: a\r\n  \
-         labels:\r\n    app: a\r\n    camel.apache.org/operator.id: op-1\r\n",
+         labels:\r\n    app: a\r\n    camel.apache.org/operator.id: op-1\r\n  \
+         annotations:\r\n    note: x\r\n",
     );
     assert_eq!(
         s.text,
         "apiVersion: camel.apache.org/v1\r\nkind: Pipe\r\nmetadata:\r\n  name: a\r\n  \
-         labels:\r\n    app: a\r\n"
+         labels:\r\n    app: a\r\n  annotations:\r\n    note: x\r\n    \
+         camelk.dev/owner-keys: reconciler\r\n"
     );
 }
 
@@ -334,12 +353,23 @@ metadata:
                   b}\n";
     assert_eq!(stripped(shared).keys_removed(), 2);
 
-    let only_keys = "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata:\n  labels:\n    \
-                     camel.apache.org/operator.id: b\n";
+    let only_label = "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata:\n  labels:\n    \
+                      camel.apache.org/operator.id: b\n";
     assert_eq!(
-        refused(only_keys),
-        "apps/shop.yaml:4:3: error: removing the owner keys would leave `metadata` empty; \
-         remove them by hand"
+        refused(only_label),
+        "apps/shop.yaml:5:5: error: camel.apache.org/operator.id is only a label of this \
+         resource, and it has no `metadata.annotations` to put the marker in: add the \
+         annotation by hand (`annotations:` with `camelk.dev/owner-keys: reconciler`), then \
+         run again"
+    );
+
+    let comment_inside = "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata:\n  name: a\n  \
+                          annotations:\n    camel.apache.org/operator.id: # kamel\n      b\n";
+    assert_eq!(
+        refused(comment_inside),
+        "apps/shop.yaml:6:5: error: a comment between the key and the value of \
+         camel.apache.org/operator.id; replace the entry with `camelk.dev/owner-keys: \
+         reconciler` by hand"
     );
 
     let not_utf8 = strip_bytes("apps/shop.yaml", b"kind: Pipe\nname: \xff\n").unwrap_err();
@@ -387,5 +417,207 @@ spec:
         refused(text),
         "apps/shop.yaml:1:1: error: internal error: the edit would change more than the owner \
          keys; left untouched"
+    );
+}
+
+#[test]
+fn a_label_alone_adds_the_marker_after_the_last_annotation() {
+    // A block map: a line of its own after the line the last entry ends on
+    // (here a block scalar, then a trailing comment), indented as the entries.
+    let before = "\
+apiVersion: camel.apache.org/v1
+kind: Integration
+metadata:
+  name: a
+  annotations:
+      note: x   # first
+      description: |
+        Orders,
+        every minute.
+  labels:
+    camel.apache.org/operator.id: operator-1
+    app: a
+spec: {}
+";
+    let s = stripped(before);
+    assert_eq!(
+        s.text,
+        "\
+apiVersion: camel.apache.org/v1
+kind: Integration
+metadata:
+  name: a
+  annotations:
+      note: x   # first
+      description: |
+        Orders,
+        every minute.
+      camelk.dev/owner-keys: reconciler
+  labels:
+    app: a
+spec: {}
+"
+    );
+    assert_eq!(s.resources[0].removed(), "label=operator-1");
+    assert_eq!(s.keys_removed(), 1);
+
+    // The last line of a file without a final line break; the labels,
+    // emptied, go.
+    let s = stripped(
+        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata:\n  name: a\n  labels:\n    \
+         camel.apache.org/operator.id: op-1\n  annotations:\n    note: x # last",
+    );
+    assert_eq!(
+        s.text,
+        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata:\n  name: a\n  annotations:\n    \
+         note: x # last\n    camelk.dev/owner-keys: reconciler"
+    );
+
+    // Flow maps: after the last entry, or inside `{}`.
+    let s = stripped(
+        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata: {name: a, labels: {a: b, \
+         camel.apache.org/operator.id: op-1}, annotations: {x: y}}\n",
+    );
+    assert_eq!(
+        s.text,
+        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata: {name: a, labels: {a: b}, \
+         annotations: {x: y, camelk.dev/owner-keys: reconciler}}\n"
+    );
+    let s = stripped(
+        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata:\n  name: a\n  labels:\n    \
+         camel.apache.org/operator.id: op-1\n  annotations: {}\n",
+    );
+    assert_eq!(
+        s.text,
+        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata:\n  name: a\n  annotations: \
+         {camelk.dev/owner-keys: reconciler}\n"
+    );
+}
+
+#[test]
+fn a_marker_already_there_is_not_added_again() {
+    // Put there by hand: the owner annotation goes, the label too.
+    let before = "\
+apiVersion: camel.apache.org/v1
+kind: Integration
+metadata:
+  name: a
+  annotations:
+    camelk.dev/owner-keys: reconciler
+    camel.apache.org/operator.id: operator-1
+  labels:
+    app: a
+    camel.apache.org/operator.id: operator-1
+";
+    let s = stripped(before);
+    assert_eq!(
+        s.text,
+        "\
+apiVersion: camel.apache.org/v1
+kind: Integration
+metadata:
+  name: a
+  annotations:
+    camelk.dev/owner-keys: reconciler
+  labels:
+    app: a
+"
+    );
+    assert_eq!(s.keys_removed(), 2);
+
+    // A label alone, the marker there: only the label goes.
+    let s = stripped(
+        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata:\n  name: a\n  labels:\n    \
+         camel.apache.org/operator.id: op-1\n  annotations: {camelk.dev/owner-keys: reconciler}\n",
+    );
+    assert_eq!(
+        s.text,
+        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata:\n  name: a\n  annotations: \
+         {camelk.dev/owner-keys: reconciler}\n"
+    );
+}
+
+#[test]
+fn a_second_run_on_a_cleaned_file_changes_nothing() {
+    let before = "\
+apiVersion: camel.apache.org/v1
+kind: Integration
+metadata:
+  name: orders
+  annotations:
+    camel.apache.org/operator.id: operator-1   # kamel run -x
+  labels:
+    camel.apache.org/operator.id: operator-1
+spec: {}
+---
+apiVersion: camel.apache.org/v1
+kind: Pipe
+metadata: {name: feed, labels: {camel.apache.org/operator.id: op-1}, annotations: {x: y}}
+";
+    let first = strip("apps/shop.yaml", before).unwrap();
+    assert_eq!(first.keys_removed(), 3);
+    assert_eq!(
+        first.text,
+        "\
+apiVersion: camel.apache.org/v1
+kind: Integration
+metadata:
+  name: orders
+  annotations:
+    camelk.dev/owner-keys: reconciler   # kamel run -x
+spec: {}
+---
+apiVersion: camel.apache.org/v1
+kind: Pipe
+metadata: {name: feed, annotations: {x: y, camelk.dev/owner-keys: reconciler}}
+"
+    );
+    let second = strip("apps/shop.yaml", &first.text).unwrap();
+    assert_eq!(second.text, first.text);
+    assert!(second.resources.is_empty());
+    assert_eq!(second.keys_removed(), 0);
+    assert!(second.notes.is_empty());
+}
+
+#[test]
+fn owner_keys_written_as_block_scalars_take_their_lines_only() {
+    let before = "\
+apiVersion: camel.apache.org/v1
+kind: Integration
+metadata:
+  name: a
+  annotations:
+    camel.apache.org/operator.id: >-
+      operator-1
+
+    # kept
+    other: x
+  labels:
+    camel.apache.org/operator.id: |-
+      operator-1
+  # kept too
+    app: a
+";
+    let s = stripped(before);
+    assert_eq!(
+        s.text,
+        "\
+apiVersion: camel.apache.org/v1
+kind: Integration
+metadata:
+  name: a
+  annotations:
+    camelk.dev/owner-keys: reconciler
+
+    # kept
+    other: x
+  labels:
+  # kept too
+    app: a
+"
+    );
+    assert_eq!(
+        s.resources[0].removed(),
+        "label=operator-1 annotation=operator-1"
     );
 }
