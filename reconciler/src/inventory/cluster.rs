@@ -80,12 +80,28 @@ pub async fn read(
     namespace: Option<&str>,
 ) -> Result<LiveInventory, ClusterReadError> {
     let mut live = list(client, kinds, namespace).await?;
-    live.inventory.keys_guarded = guarded(client).await?;
+    mark_guarded(client, &mut live.inventory).await?;
     Ok(live)
 }
 
-/// Whether the owner-keys policy is in force ([`super::guard::keys_guarded`]),
-/// for an inventory read from a watch cache.
+/// Sets [`Inventory::keys_guarded`]: whether the owner-keys policy is in
+/// force ([`super::guard::keys_guarded`]). It only matters for resources
+/// whose owner keys another tool applies, so the policy is read only when
+/// the inventory holds one: a cluster where no tool applies owner keys pays
+/// no request for it. Also for an inventory read from a watch cache.
+pub async fn mark_guarded(
+    client: &Client,
+    inventory: &mut Inventory,
+) -> Result<(), ClusterReadError> {
+    let applied = inventory
+        .resources
+        .iter()
+        .any(|r| r.key_managers.applier().is_some());
+    inventory.keys_guarded = applied && guarded(client).await?;
+    Ok(())
+}
+
+/// Whether the owner-keys policy is in force ([`super::guard::keys_guarded`]).
 pub async fn guarded(client: &Client) -> Result<bool, ClusterReadError> {
     super::guard::keys_guarded(client)
         .await
@@ -143,7 +159,6 @@ pub async fn read_in(
         inventory: Inventory::default(),
         missing_kinds: Vec::new(),
     };
-    all.inventory.keys_guarded = guarded(client).await?;
     for namespace in namespaces {
         let part = list(client, kinds, Some(namespace)).await?;
         all.inventory.resources.extend(part.inventory.resources);
@@ -153,6 +168,7 @@ pub async fn read_in(
             }
         }
     }
+    mark_guarded(client, &mut all.inventory).await?;
     Ok(all)
 }
 

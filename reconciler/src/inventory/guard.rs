@@ -8,9 +8,11 @@
 //! The plan moves resources whose keys another tool applies only while the
 //! policy and its binding exist ([`crate::inventory::Inventory::keys_guarded`]).
 //!
-//! Read with two GETs of cluster-scoped objects; a reader that may not read
-//! them (403), or a cluster that does not serve the API (404), finds no
-//! policy, and such moves stay blocked.
+//! Read with two GETs of cluster-scoped objects, and only by an inventory
+//! that holds a resource whose keys another tool applies
+//! ([`super::cluster::mark_guarded`]): elsewhere the answer changes nothing.
+//! A reader that may not read them (403), or a cluster that does not serve
+//! the API (404), finds no policy, and such moves stay blocked.
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,

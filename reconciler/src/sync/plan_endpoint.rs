@@ -134,7 +134,7 @@ impl PlanService {
         if let Some(namespace) = &query.namespace {
             inventory.resources.retain(|r| r.id.namespace == *namespace);
         }
-        inventory.keys_guarded = crate::inventory::cluster::guarded(&self.client)
+        crate::inventory::cluster::mark_guarded(&self.client, &mut inventory)
             .await
             .map_err(|e| Refusal(StatusCode::BAD_GATEWAY, e.to_string()))?;
         let actual = match &base {

@@ -222,7 +222,7 @@ impl Syncer {
                 self.read(reach).await
             }
             Some(mut cached) => {
-                cached.keys_guarded = crate::inventory::cluster::guarded(&self.client).await?;
+                crate::inventory::cluster::mark_guarded(&self.client, &mut cached).await?;
                 Ok(cached)
             }
             None => self.read(reach).await,
