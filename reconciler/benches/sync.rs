@@ -252,36 +252,24 @@ fn quantile(values: &[f64], p: f64) -> Option<f64> {
 /// The manifest of (c): operator-1 by default; with `pause`, a staged move
 /// of everything to operator-2 in two steps with that pause between them.
 fn newcomer_manifest(ns: &str, pause: Option<&str>) -> String {
-    let staged = match pause {
-        Some(_) => {
-            "  stagedMoves:\n    - from: operator-1\n      to: operator-2\n      steps: [\"50%\", \"100%\"]\n"
-        }
-        None => "",
+    use camelk_testkit::manifest::{Assignment, Rollout};
+    let assignment = Assignment::new(NAME)
+        .operator("operator-1", ns)
+        .operator("operator-2", ns)
+        .scope(&[ns], &[CamelKind::Integration])
+        .default_operator("operator-1");
+    let assignment = match pause {
+        Some(_) => assignment.staged_move("operator-1", "operator-2", &["50%", "100%"]),
+        None => assignment,
     };
-    format!(
-        "apiVersion: camelk.dev/v1alpha1
-kind: OperatorAssignment
-metadata:
-  name: {NAME}
-spec:
-  operators:
-    - id: operator-1
-      namespace: {ns}
-    - id: operator-2
-      namespace: {ns}
-  scope:
-    namespaces: [{ns}]
-    kinds: [Integration]
-  defaultOperator: operator-1
-{staged}  rollout:
-    healthGate:
-      timeout: 60s
-    pause: {}
-  handoff:
-    drainTimeout: 2m
-",
-        pause.unwrap_or("0s")
-    )
+    assignment
+        .rollout(
+            Rollout::new()
+                .gate_timeout("60s")
+                .pause(pause.unwrap_or("0s")),
+        )
+        .drain_timeout("2m")
+        .render()
 }
 
 /// (c) of one binary: first-owner times (s) and how many were not assigned

@@ -7,7 +7,6 @@
 
 use anyhow::{Context, bail};
 use camelk_reconciler::git::Checkout;
-use camelk_reconciler::manifest::owner_keys::commit::commit_files_on_new_branch;
 
 use crate::cli::RecordArgs;
 use crate::render;
@@ -71,10 +70,7 @@ pub fn commit(
     title: &str,
     args: &RecordArgs,
 ) -> anyhow::Result<()> {
-    let commit = match files {
-        [(path, text)] => checkout.commit_on_new_branch(branch, path, text, message)?,
-        _ => commit_files_on_new_branch(checkout, branch, files, message)?,
-    };
+    let commit = checkout.commit_files_on_new_branch(branch, files, message)?;
     eprintln!(
         "committed {} on branch {branch}: {title}",
         &commit.to_string()[..12],

@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use camelk_reconciler::git::{Checkout, GitError};
 use camelk_reconciler::inventory::ResourceRef;
-use camelk_reconciler::manifest::owner_keys::commit::IgnoreRules;
 use camelk_reconciler::manifest::owner_keys::live::{self, LiveKeys, LiveOwners, Loss, Verdict};
 use camelk_reconciler::manifest::owner_keys::{self, Stripped, StrippedResource};
 use camelk_reconciler::manifest::{Diagnostic, Location, Severity};
@@ -459,7 +458,6 @@ fn default_branch(checkout: Option<&Checkout>) -> String {
 /// followed: named, or found leading outside the repository, they are
 /// refused; found inside it, skipped (their target is a file of its own).
 fn scan(checkout: Option<&Checkout>, paths: &[PathBuf]) -> anyhow::Result<Scan> {
-    let ignore = checkout.map(IgnoreRules::of).transpose()?;
     let mut scan = Scan::default();
     let mut seen = BTreeSet::new();
     for path in paths {
@@ -477,9 +475,9 @@ fn scan(checkout: Option<&Checkout>, paths: &[PathBuf]) -> anyhow::Result<Scan> 
             );
         }
         if meta.is_dir() {
-            walk(checkout, ignore.as_ref(), path, &name, &mut scan, &mut seen)?;
-        } else if let Some(rules) = &ignore
-            && rules.ignores(&name)?
+            walk(checkout, path, &name, &mut scan, &mut seen)?;
+        } else if let Some(checkout) = checkout
+            && checkout.ignores(&name)?
         {
             scan.notes.push(format!(
                 "{name} is ignored by Git (in no commit, so no tool deploys it): skipped"
@@ -520,7 +518,6 @@ fn absolute(path: &Path, dir: bool) -> PathBuf {
 
 fn walk(
     checkout: Option<&Checkout>,
-    ignore: Option<&IgnoreRules>,
     dir: &Path,
     name: &str,
     scan: &mut Scan,
@@ -561,8 +558,8 @@ fn walk(
             }
             continue;
         }
-        let ignored = |path: &str| match ignore {
-            Some(rules) => rules.ignores(path),
+        let ignored = |path: &str| match checkout {
+            Some(checkout) => checkout.ignores(path),
             None => Ok(false),
         };
         if kind.is_dir() {
@@ -575,7 +572,7 @@ fn walk(
                 ));
                 continue;
             }
-            walk(checkout, ignore, &path, &child, scan, seen)?;
+            walk(checkout, &path, &child, scan, seen)?;
         } else if (file_name.ends_with(".yaml") || file_name.ends_with(".yml"))
             && !ignored(&child)?
             && seen.insert(child.clone())

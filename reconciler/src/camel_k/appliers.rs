@@ -126,6 +126,13 @@ pub fn keys_co_owned(meta: &ObjectMeta) -> bool {
         })
 }
 
+/// Whether `entry`'s field set holds an owner key (label or annotation).
+pub(crate) fn holds_owner_key(entry: &ManagedFieldsEntry) -> bool {
+    [KeyMap::Label, KeyMap::Annotation]
+        .into_iter()
+        .any(|map| holds(entry, &format!("f:{}", map.name()), OPERATOR_ID_KEY))
+}
+
 /// Whether `entry`'s field set holds `metadata.<map>.<key>`.
 fn holds(entry: &ManagedFieldsEntry, map: &str, key: &str) -> bool {
     entry

@@ -352,8 +352,25 @@ impl Checkout {
         contents: &str,
         message: &str,
     ) -> Result<Oid, GitError> {
+        self.commit_files_on_new_branch(branch, &[(path, contents)], message)
+    }
+
+    /// Writes each `(path, contents)` (inside the repository, `/`-separated)
+    /// and commits only those files on a new branch `branch`, which `HEAD`
+    /// then points to: the commit's tree is `HEAD`'s with only them
+    /// replaced, and only their index entries are updated. The branch must be
+    /// new and valid and no file a symbolic link, checked before anything is
+    /// written.
+    pub fn commit_files_on_new_branch(
+        &self,
+        branch: &str,
+        files: &[(&str, &str)],
+        message: &str,
+    ) -> Result<Oid, GitError> {
         self.check_new_branch(branch)?;
-        self.check_editable(path)?;
+        for (path, _) in files {
+            self.check_editable(path)?;
+        }
         let signature = self.repo.signature().map_err(GitError::NoIdentity)?;
         let parent = match self.repo.head() {
             Ok(head) => Some(head.peel_to_commit().map_err(git("reading HEAD"))?),
@@ -363,22 +380,20 @@ impl Checkout {
             Err(e) => return Err(git("reading HEAD")(e)),
         };
 
-        let file = self.workdir.join(path);
-        if let Some(dir) = file.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| GitError::Write {
-                path: dir.to_path_buf(),
+        for (path, contents) in files {
+            let file = self.workdir.join(path);
+            if let Some(dir) = file.parent() {
+                std::fs::create_dir_all(dir).map_err(|source| GitError::Write {
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
+            }
+            std::fs::write(&file, contents).map_err(|source| GitError::Write {
+                path: file.clone(),
                 source,
             })?;
         }
-        std::fs::write(&file, contents).map_err(|source| GitError::Write {
-            path: file.clone(),
-            source,
-        })?;
 
-        let blob = self
-            .repo
-            .blob(contents.as_bytes())
-            .map_err(git("storing the file"))?;
         let base_tree = match &parent {
             Some(commit) => commit.tree().map_err(git("reading HEAD's tree"))?,
             None => {
@@ -393,7 +408,13 @@ impl Checkout {
             }
         };
         let mut update = TreeUpdateBuilder::new();
-        update.upsert(path, blob, FileMode::Blob);
+        for (path, contents) in files {
+            let blob = self
+                .repo
+                .blob(contents.as_bytes())
+                .map_err(git("storing the file"))?;
+            update.upsert(*path, blob, FileMode::Blob);
+        }
         let tree_id = update
             .create_updated(&self.repo, &base_tree)
             .map_err(git("building the tree"))?;
@@ -415,11 +436,23 @@ impl Checkout {
             .map_err(git("switching to the branch"))?;
 
         let mut index = self.repo.index().map_err(git("opening the index"))?;
-        index
-            .add_path(Path::new(path))
-            .map_err(git("updating the index"))?;
+        for (path, _) in files {
+            index
+                .add_path(Path::new(path))
+                .map_err(git("updating the index"))?;
+        }
         index.write().map_err(git("writing the index"))?;
         Ok(commit)
+    }
+
+    /// Whether Git ignores `path` (inside the repository, `/`-separated; a
+    /// directory ending in `/`): its `.gitignore` files, `info/exclude`, the
+    /// user's excludes file. An ignored file is in no commit, so no tool
+    /// deploys it from Git.
+    pub fn ignores(&self, path: &str) -> Result<bool, GitError> {
+        self.repo
+            .is_path_ignored(path)
+            .map_err(git("reading the ignore rules"))
     }
 
     /// Whether a remote named `name` is configured (checked before an edit

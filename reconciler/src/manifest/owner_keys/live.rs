@@ -30,7 +30,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectM
 use kube::Client;
 use kube::api::{Api, DynamicObject};
 
-use crate::camel_k::{OPERATOR_ID_KEY, owner_of_meta};
+use crate::camel_k::appliers::holds_owner_key;
+use crate::camel_k::owner_of_meta;
 use crate::inventory::cluster::{ClusterReadError, guarded};
 use crate::inventory::{KeyManagers, ResourceRef};
 
@@ -42,7 +43,8 @@ pub struct LiveKeys {
     pub owner: Option<String>,
     /// The tool that applies either key from its manifests, if one does.
     pub applied_by: Option<String>,
-    /// The reconciler co-owns both keys ([`CO_OWNER`](crate::camel_k::appliers::CO_OWNER)).
+    /// The reconciler co-owns every owner key it carries
+    /// ([`CO_OWNER`](crate::camel_k::appliers::CO_OWNER)).
     pub co_owned: bool,
     /// A tool applies a key client-side (a patch, which deletes what its
     /// manifest stops naming).
@@ -76,24 +78,12 @@ fn applies_client_side(meta: &ObjectMeta, tool: &str) -> bool {
         .managed_fields
         .iter()
         .flatten()
-        .filter(|e| e.manager.as_deref() == Some(tool) && holds_key(e))
+        .filter(|e| e.manager.as_deref() == Some(tool) && holds_owner_key(e))
         .collect();
     holding.is_empty()
         || holding
             .iter()
             .any(|e| e.operation.as_deref() == Some("Update"))
-}
-
-fn holds_key(entry: &ManagedFieldsEntry) -> bool {
-    let Some(metadata) = entry.fields_v1.as_ref().and_then(|f| f.0.get("f:metadata")) else {
-        return false;
-    };
-    ["f:labels", "f:annotations"].into_iter().any(|map| {
-        metadata
-            .get(map)
-            .and_then(|m| m.get(format!("f:{OPERATOR_ID_KEY}")))
-            .is_some()
-    })
 }
 
 /// Why a resource would lose its owner.
@@ -239,6 +229,7 @@ pub async fn read(client: &Client, ids: &[ResourceRef]) -> Result<LiveOwners, Cl
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::camel_k::OPERATOR_ID_KEY;
     use crate::camel_k::appliers::CO_OWNER;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1;
     use serde_json::json;
