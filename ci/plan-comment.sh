@@ -4,7 +4,10 @@
 #
 # 1. `kubectl camelk validate` on the head's manifest, printing annotations for
 #    the forge (CAMELK_ANNOTATIONS=github|gitlab); an invalid manifest ends
-#    the job with exit 1 and no comment.
+#    the job with exit 1 and no comment. The manifest is read from the Git
+#    object of CAMELK_HEAD, never from the work tree: the job may hold
+#    credentials with the base branch checked out, and a pull request's file
+#    (a symlink to a secret, say) must stay data.
 # 2. `kubectl camelk plan --base --head -o markdown`: from the reconciler's
 #    plan endpoint when CAMELK_PLAN_SERVER is set (token in CAMELK_PLAN_TOKEN,
 #    no cluster credentials needed), else from the cluster of KUBECONFIG (a
@@ -15,14 +18,16 @@
 #
 # Variables: CAMELK_BASE, CAMELK_HEAD (revisions: SHAs, branches or refs;
 # required), CAMELK_MANIFEST (default operator-assignment.yaml, relative to the
-# checkout), CAMELK_PLAN_SERVER, CAMELK_PLAN_TOKEN, CAMELK_NAMESPACE,
+# repository root), CAMELK_PLAN_SERVER, CAMELK_PLAN_TOKEN, CAMELK_NAMESPACE,
 # CAMELK_COMMENT_FILE (default camelk-plan.md), CAMELK_ANNOTATIONS (default
 # github), CAMELK_FAIL_ON_BLOCKED (default false), CAMELK_MAX_BYTES (default
-# 60000). The plugin is run as `kubectl-camelk` from PATH.
+# 60000). The plugin is run as `kubectl-camelk` from PATH. The current directory
+# is the root of a Git clone holding CAMELK_HEAD and, unless CAMELK_PLAN_SERVER
+# is set, CAMELK_BASE (a full clone, or both revisions fetched).
 set -euo pipefail
 
-: "${CAMELK_BASE:?set CAMELK_BASE to the pull request's base revision}"
-: "${CAMELK_HEAD:?set CAMELK_HEAD to the pull request's head revision}"
+: "${CAMELK_BASE:?set CAMELK_BASE to the base revision of the pull request}"
+: "${CAMELK_HEAD:?set CAMELK_HEAD to the head revision of the pull request}"
 manifest=${CAMELK_MANIFEST:-operator-assignment.yaml}
 comment=${CAMELK_COMMENT_FILE:-camelk-plan.md}
 annotations=${CAMELK_ANNOTATIONS:-github}
@@ -30,7 +35,26 @@ max_bytes=${CAMELK_MAX_BYTES:-60000}
 ns_flag=()
 [[ -n ${CAMELK_NAMESPACE:-} ]] && ns_flag=(-n "$CAMELK_NAMESPACE")
 
-if ! kubectl-camelk validate -f "$manifest" -o "$annotations"; then
+# A plan from the cluster reads both revisions from this clone; the plan server
+# fetches them itself.
+revisions=("$CAMELK_HEAD")
+[[ -n ${CAMELK_PLAN_SERVER:-} ]] || revisions+=("$CAMELK_BASE")
+for rev in "${revisions[@]}"; do
+    if ! git rev-parse --quiet --verify "$rev^{commit}" >/dev/null; then
+        echo "camelk: no commit $rev in this clone: fetch the full history (fetch-depth 0, GIT_DEPTH 0) or that revision" >&2
+        exit 1
+    fi
+done
+# The head's manifest at its own path under a scratch directory, so that the
+# annotations name the path the pull request's diff shows.
+staged=$(mktemp -d)
+trap 'rm -rf "$staged"' EXIT
+mkdir -p "$staged/$(dirname "$manifest")"
+if ! git cat-file blob "$CAMELK_HEAD:$manifest" >"$staged/$manifest"; then
+    echo "camelk: no $manifest at $CAMELK_HEAD" >&2
+    exit 1
+fi
+if ! (cd "$staged" && kubectl-camelk validate -f "$manifest" -o "$annotations"); then
     echo "camelk: $manifest is invalid at $CAMELK_HEAD; no plan" >&2
     exit 1
 fi

@@ -20,7 +20,9 @@ cd "$(dirname "$0")/.."
 
 seconds=${FUZZ_SECONDS:-600}
 sanitizer=${FUZZ_SANITIZER:-none}
-cache=${CAMELK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/camelk-gitops}
+# shellcheck source=cache-root.sh
+. scripts/cache-root.sh
+cache=$CAMELK_CACHE
 cargo_fuzz_version=0.13.2
 started=$(date +%s)
 
@@ -35,8 +37,9 @@ if [ -z "$toolchain" ]; then
     toolchain=$(rustup toolchain list | awk '/^nightly/ { print $1; exit }')
   fi
 fi
-[ -n "$toolchain" ] && cargo "+$toolchain" --version >/dev/null 2>&1 ||
+if [ -z "$toolchain" ] || ! cargo "+$toolchain" --version >/dev/null 2>&1; then
   fail "no nightly toolchain: install one (rustup toolchain install nightly) or set FUZZ_TOOLCHAIN"
+fi
 
 bin="$cache/cargo-fuzz/bin"
 if ! "$bin/cargo-fuzz" --version 2>/dev/null | grep -qx "cargo-fuzz $cargo_fuzz_version"; then

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the release scripts (scripts/dist, scripts/image), run from the workspace root.
 
 # `key = "value"` of the [workspace.package] table of the workspace Cargo.toml.

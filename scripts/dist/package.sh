@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Release archives and the krew manifest (`make dist`).
+# Release archives and the krew manifest (`make dist`, and the release workflow
+# .github/workflows/release.yml: the one way archives are made).
 #
-# For each Rust target triple in DIST_TARGETS (default: the host's) this builds
-# `kubectl-camelk` and `reconciler` in release mode and writes, in DIST_DIR:
+#   scripts/dist/package.sh [build|pack]    (default: build, then pack)
+#
+# build: for each Rust target triple in DIST_TARGETS, builds `kubectl-camelk` and
+#   `reconciler` in release mode into DIST_DIR/bin/<target>/. The release
+#   workflow runs it on one runner per platform (macOS included: this stage needs
+#   only cargo and a POSIX userland, and runs under macOS's bash 3.2).
+# pack: for each target, packs the binaries of DIST_BIN_DIR/<target>/ (the build
+#   stage's output, gathered from every runner) and writes, in DIST_DIR:
 #
 #   kubectl-camelk_<version>_<os>_<arch>.tar.gz   kubectl-camelk, LICENSE, README.md
 #   reconciler_<version>_<os>_<arch>.tar.gz       reconciler, LICENSE, README.md
 #   <archive>.sha256                              `sha256sum -c` format
 #
 # then renders KREW_MANIFEST from scripts/dist/krew-manifest.yaml.tmpl with the
-# version (the workspace's, from Cargo.toml) and one platform per built target.
+# version (the workspace's, from Cargo.toml) and one platform per packed target.
 #
 # Archives are reproducible: entries in a fixed order, owner 0:0, fixed modes,
 # mtime SOURCE_DATE_EPOCH (default 0), gzip without name or timestamp. The
@@ -20,9 +27,10 @@
 #                      rustup has installed that krew packaging knows: Linux
 #                      and macOS on x86_64 and aarch64; else the host's)
 #   DIST_DIR           output directory (default: dist)
-#   DIST_BIN_DIR       take kubectl-camelk and reconciler from this directory
-#                      instead of building them (one target, default the host;
-#                      tests use it)
+#   DIST_BIN_DIR       pack kubectl-camelk and reconciler from <dir>/<target>/
+#                      instead of building them (default for `pack`:
+#                      DIST_DIR/bin); with one target, <dir> itself may hold
+#                      them (tests use it; the target defaults to the host's)
 #   DIST_LICENSE       licence file to ship (default: LICENSE); krew requires one
 #   KREW_MANIFEST      where to write the manifest (default: krew-manifest.yaml)
 #   SOURCE_DATE_EPOCH  mtime of every archive entry (default: 0)
@@ -44,6 +52,12 @@ repository=$(workspace_field repository)
 [[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "workspace version '$version' is not X.Y.Z"
 [[ -n $repository ]] || die "no repository in [workspace.package] of Cargo.toml"
 
+stage=${1:-all}
+case $stage in
+    build | pack | all) ;;
+    *) die "unknown stage '$stage' (build or pack; none: both)" ;;
+esac
+
 host=$(rustc -vV | awk '/^host: / { print $2 }')
 
 # The targets the installed toolchains can build: rustup's installed standard
@@ -53,21 +67,18 @@ installed_targets() {
     listed=$(rustup target list --installed 2>/dev/null | grep -E '^(x86_64|aarch64)-(unknown-linux-gnu|apple-darwin)$' || true)
     echo "${listed:-$host}"
 }
-if [[ -n ${DIST_BIN_DIR:-} ]]; then
-    targets=${DIST_TARGETS:-$host}
-else
-    targets=${DIST_TARGETS:-$(installed_targets | tr '\n' ' ')}
-fi
 out=${DIST_DIR:-dist}
 license=${DIST_LICENSE:-LICENSE}
 manifest=${KREW_MANIFEST:-krew-manifest.yaml}
 epoch=${SOURCE_DATE_EPOCH:-0}
 bin_dir=${DIST_BIN_DIR:-}
-
-[[ -f $license ]] || die "no licence file '$license': krew installs only archives that ship one (add LICENSE at the repository root)"
-[[ -f README.md ]] || die "no README.md"
-if [[ -n $bin_dir ]] && [[ $(wc -w <<<"$targets") -ne 1 ]]; then
-    die "DIST_BIN_DIR holds the binaries of one target; DIST_TARGETS names several: $targets"
+if [[ -n $bin_dir ]]; then
+    [[ $stage != build ]] || die "DIST_BIN_DIR names binaries to pack; the build stage makes them"
+    stage=pack
+    targets=${DIST_TARGETS:-$host}
+else
+    targets=${DIST_TARGETS:-$(installed_targets | tr '\n' ' ')}
+    bin_dir=$out/bin
 fi
 
 # krew's os/arch of a Rust target triple. Only Unix-like targets: a Windows
@@ -87,19 +98,36 @@ platform_of() {
     echo "$os $arch"
 }
 
-# Paths of the two release executables for target $1, built by cargo.
+# build TARGET: the two release executables for TARGET, built by cargo, copied
+# to $bin_dir/TARGET/.
 build() {
-    local target=$1 target_flag=()
+    local target=$1 target_flag=() package bin executable
     [[ $target == "$host" ]] || target_flag=(--target "$target")
+    mkdir -p "$bin_dir/$target"
     # Two builds: built together, Cargo would unify features and link the
     # reconciler's server (axum, prometheus-client, hmac) into the plugin.
-    local package bin
     for package in kubectl-camelk:kubectl-camelk camelk-reconciler:reconciler; do
         bin=${package#*:}
-        cargo build --release --locked "${target_flag[@]}" -p "${package%%:*}" --bin "$bin" \
-            --message-format=json-render-diagnostics |
-            sed -n 's/.*"executable":"\([^"]*\)".*/\1/p'
+        # ${a[@]+...}: an empty array under `set -u` is an error in bash 3.2 (macOS).
+        executable=$(cargo build --release --locked ${target_flag[@]+"${target_flag[@]}"} \
+            -p "${package%%:*}" --bin "$bin" --message-format=json-render-diagnostics |
+            sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | grep "/$bin\$") ||
+            die "cargo built no $bin for $target"
+        install -m 0755 "$executable" "$bin_dir/$target/$bin"
     done
+    echo "dist: $bin_dir/$target/{kubectl-camelk,reconciler}" >&2
+}
+
+# The directory holding the binaries of TARGET: its own subdirectory, or (one
+# target) DIST_BIN_DIR itself.
+binaries_of() {
+    if [[ -d $bin_dir/$1 ]]; then
+        echo "$bin_dir/$1"
+    elif [[ $(wc -w <<<"$targets") -eq 1 ]]; then
+        echo "$bin_dir"
+    else
+        die "no $bin_dir/$1/: DIST_BIN_DIR holds one subdirectory per target when DIST_TARGETS names several"
+    fi
 }
 
 # pack ARCHIVE BINARY: a reproducible tar.gz of BINARY, the licence and README.md.
@@ -119,19 +147,26 @@ pack() {
     (cd "$(dirname "$archive")" && sha256sum "$(basename "$archive")") >"$archive.sha256"
 }
 
+for target in $targets; do
+    platform_of "$target" >/dev/null
+done
+if [[ $stage != pack ]]; then
+    for target in $targets; do
+        build "$target"
+    done
+fi
+[[ $stage != build ]] || exit 0
+
+[[ -f $license ]] || die "no licence file '$license': krew installs only archives that ship one (add LICENSE at the repository root)"
+[[ -f README.md ]] || die "no README.md"
 mkdir -p "$out"
 platforms=""
 for target in $targets; do
     platform=$(platform_of "$target")
     read -r os arch <<<"$platform"
-    if [[ -n $bin_dir ]]; then
-        plugin=$bin_dir/kubectl-camelk
-        reconciler=$bin_dir/reconciler
-    else
-        executables=$(build "$target")
-        plugin=$(grep '/kubectl-camelk$' <<<"$executables") || die "cargo built no kubectl-camelk"
-        reconciler=$(grep '/reconciler$' <<<"$executables") || die "cargo built no reconciler"
-    fi
+    dir=$(binaries_of "$target")
+    plugin=$dir/kubectl-camelk
+    reconciler=$dir/reconciler
     [[ -x $plugin && -x $reconciler ]] || die "missing executables: $plugin $reconciler"
 
     plugin_archive=kubectl-camelk_${version}_${os}_${arch}.tar.gz

@@ -79,8 +79,9 @@ for b in "${binaries[@]}"; do
     printf 'root:x:0:\nnonroot:x:65532:\n' >"$rootfs/etc/group"
     install -d -m 1777 "$rootfs/tmp"
     umoci repack --image "$ref" "$work/$b" >/dev/null
+    # The host's architecture: the image carries the host's libraries (ldd above).
     umoci config --image "$ref" \
-        --os linux --architecture amd64 \
+        --os linux --architecture "$(dpkg --print-architecture)" \
         --config.user 65532:65532 \
         --config.entrypoint "/usr/local/bin/$b" \
         --config.workingdir / \
