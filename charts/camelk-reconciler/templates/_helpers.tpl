@@ -39,3 +39,37 @@ endpoint with `cluster`: GET /plan plans Git revisions only, the binary would ke
 {{- end }}
 {{- .Values.source }}
 {{- end }}
+
+{{- define "camelk-reconciler.knownHostsConfigMapName" -}}
+{{ include "camelk-reconciler.name" . }}-known-hosts
+{{- end }}
+
+{{/*
+The Git credentials the pod mounts, as YAML: `token` (the Secret with the key token),
+`ssh` (the Secret with ssh-privatekey) and `knownHostsConfigMap` (the ConfigMap with
+known_hosts), each empty when not used; all empty with source: cluster, which reads
+no Git. Fails on values that contradict each other, as the binary would refuse them
+(--credentials-secret excludes the files) or silently ignore one of them.
+*/}}
+{{- define "camelk-reconciler.gitCredentials" -}}
+{{- $git := eq (include "camelk-reconciler.source" .) "git" }}
+{{- $ssh := .Values.git.ssh }}
+{{- if and $git .Values.git.credentialsSecret (or .Values.git.credentials.secretName $ssh.secretName $ssh.knownHosts $ssh.knownHostsConfigMap) }}
+{{- fail "git.credentialsSecret (read through the API) excludes git.credentials.secretName and git.ssh.* (mounted files): set one or the other" }}
+{{- end }}
+{{- if and $ssh.passphrase (not $ssh.secretName) }}
+{{- fail "git.ssh.passphrase needs git.ssh.secretName (the Secret holding ssh-privatekey and ssh-passphrase)" }}
+{{- end }}
+{{- if and $ssh.knownHosts $ssh.knownHostsConfigMap }}
+{{- fail "git.ssh.knownHosts and git.ssh.knownHostsConfigMap: set one (the chart's ConfigMap or yours)" }}
+{{- end }}
+{{- $knownHosts := "" }}
+{{- if $ssh.knownHosts }}
+{{- $knownHosts = include "camelk-reconciler.knownHostsConfigMapName" . }}
+{{- else if $ssh.knownHostsConfigMap }}
+{{- $knownHosts = $ssh.knownHostsConfigMap }}
+{{- end }}
+token: {{ ternary .Values.git.credentials.secretName "" $git | quote }}
+ssh: {{ ternary $ssh.secretName "" $git | quote }}
+knownHostsConfigMap: {{ ternary $knownHosts "" $git | quote }}
+{{- end }}

@@ -1,4 +1,4 @@
-//! The reference operator's RBAC as shipped in `examples/deploy/operator/rbac.yaml`
+//! The reference operator's RBAC as shipped in `examples/test-double-operator/operator/rbac.yaml`
 //! (operator-1 watching `camel-apps`, its lock in `camelk-system`), rewritten
 //! for another operator id, watched namespace and lock namespace, and bound to
 //! the test identity of the operator's id. The end-to-end suites start
@@ -11,8 +11,8 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::Value;
 
-const FILE: &str = "examples/deploy/operator/rbac.yaml";
-const RBAC: &str = include_str!("../../../examples/deploy/operator/rbac.yaml");
+const FILE: &str = "examples/test-double-operator/operator/rbac.yaml";
+const RBAC: &str = include_str!("../../../examples/test-double-operator/operator/rbac.yaml");
 
 /// The names the shipped file is written for.
 const SHIPPED_ID: &str = "operator-1";

@@ -5,11 +5,13 @@
 //!   the one the rendered manifest states, the archive has the layout the
 //!   manifest installs, and packing the same binaries twice gives the same
 //!   bytes;
-//! - `examples/deploy` rendered by `kubectl kustomize` against a real API
-//!   server (server-side apply, dry run, strict field validation), its CRD
-//!   against `reconciler crds`, and its RBAC against the roles the code
-//!   declares (`operator::rbac`) and against SubjectAccessReviews for the
-//!   calls the code makes and some it must never make.
+//! - `examples/deploy` (which starts no operator) and its overlay
+//!   `examples/test-double-operator` (plus the reference operator, a test
+//!   double) rendered by `kubectl kustomize` against a real API server
+//!   (server-side apply, dry run, strict field validation), the CRD against
+//!   `reconciler crds`, and the RBAC against the roles the code declares
+//!   (`operator::rbac`) and against SubjectAccessReviews for the calls the
+//!   code makes and some it must never make.
 //!
 //! `make dist` builds release binaries, far too slow for a test on two cores;
 //! the test hands the script small stand-in executables (`DIST_BIN_DIR`): what
@@ -22,6 +24,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant, SystemTime};
 
 use camelk_reconciler::operator::rbac::{coordinator_cluster_role, operator_cluster_role};
+use camelk_testkit::workspace_binary;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
@@ -460,14 +463,35 @@ fn tempfile_dir(prefix: &str) -> PathBuf {
 
 // ---------------------------------------------------------------- examples/deploy
 
-pub(crate) fn rendered_deploy() -> Vec<Value> {
+/// The overlay that adds the reference operator (a test double) to
+/// `examples/deploy`.
+const TEST_DOUBLE_OVERLAY: &str = "examples/test-double-operator";
+
+/// `kubectl kustomize` of `dir` (relative to the workspace root), as objects.
+fn kustomized(dir: &str) -> Vec<Value> {
     let out = run(Command::new("kubectl")
         .arg("kustomize")
-        .arg(root().join("examples/deploy")));
+        .arg(root().join(dir)));
     let text = String::from_utf8(out.stdout).unwrap();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).expect("kustomize output is YAML");
-    assert!(!docs.is_empty());
+    assert!(!docs.is_empty(), "{dir} renders nothing");
     docs
+}
+
+/// What `kubectl apply -k examples/deploy` installs.
+pub(crate) fn rendered_deploy() -> Vec<Value> {
+    kustomized("examples/deploy")
+}
+
+/// What `kubectl apply -k examples/test-double-operator` installs:
+/// `examples/deploy` and the reference operator operator-1.
+fn rendered_with_test_double() -> Vec<Value> {
+    kustomized(TEST_DOUBLE_OVERLAY)
+}
+
+/// The first argument of `deployment`'s container: the `reconciler` subcommand.
+fn subcommand(deployment: &Value) -> &str {
+    str_at(deployment, "/spec/template/spec/containers/0/args/0")
 }
 
 pub(crate) fn id(obj: &Value) -> String {
@@ -494,7 +518,7 @@ pub(crate) fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Valu
 fn committed_crds_are_what_reconciler_crds_prints() {
     for file in [
         "examples/deploy/crds/operatorassignments.camelk.dev.yaml",
-        "charts/camelk-reconciler/crds/operatorassignments.camelk.dev.yaml",
+        "charts/camelk-reconciler/files/crds/operatorassignments.camelk.dev.yaml",
     ] {
         let committed = std::fs::read_to_string(root().join(file)).unwrap();
         assert!(
@@ -504,9 +528,60 @@ fn committed_crds_are_what_reconciler_crds_prints() {
     }
 }
 
+/// A user's `kubectl apply -k examples/deploy` starts no operator: on a
+/// cluster whose real Camel K operator is called operator-1, a second
+/// operator-1 would act on the same resources. The test double comes only
+/// with its overlay, which changes nothing of the base but the identity of
+/// operator-1.
+#[test]
+fn the_default_install_starts_no_operator_and_the_overlay_adds_only_the_test_double() {
+    let base = rendered_deploy();
+    let deployments: Vec<String> = base
+        .iter()
+        .filter(|o| o["kind"] == "Deployment")
+        .map(id)
+        .collect();
+    assert_eq!(deployments, ["Deployment camelk-system/camelk-reconciler"]);
+    assert_eq!(
+        subcommand(find(&base, "Deployment", "camelk-reconciler")),
+        "sync"
+    );
+    assert!(
+        base.iter().all(|o| o["metadata"]["name"] != APPS_NS),
+        "no namespace for a test double's resources"
+    );
+    let identities = find(&base, "ConfigMap", "camelk-operator-identities");
+    assert_eq!(
+        identities["data"]["operator.operator-1"], "system:serviceaccount:camel-k:camel-k-operator",
+        "the default identity is Camel K's, installed by its Helm chart"
+    );
+
+    let overlay = rendered_with_test_double();
+    let operator = find(&overlay, "Deployment", "camelk-operator-1");
+    assert_eq!(subcommand(operator), "operator");
+    assert_eq!(
+        str_at(operator, "/metadata/labels/app.kubernetes.io~1component"),
+        "test-double-operator"
+    );
+    // Every object of the base is in the overlay unchanged, but the identities.
+    for obj in &base {
+        let name = str_at(obj, "/metadata/name");
+        let theirs = find(&overlay, str_at(obj, "/kind"), name);
+        if name == "camelk-operator-identities" {
+            assert_eq!(
+                theirs["data"]["operator.operator-1"], OPERATOR_SA,
+                "the overlay names its operator's ServiceAccount"
+            );
+            assert_eq!(theirs["data"]["coordinators"], obj["data"]["coordinators"]);
+        } else {
+            assert_eq!(theirs, obj, "{}: the overlay changes the base", id(obj));
+        }
+    }
+}
+
 #[test]
 fn deployments_run_unprivileged_with_resources_and_the_probes_they_serve() {
-    let objects = rendered_deploy();
+    let objects = rendered_with_test_double();
     let kinds: BTreeMap<String, usize> = objects.iter().fold(BTreeMap::new(), |mut m, o| {
         *m.entry(str_at(o, "/kind").to_string()).or_default() += 1;
         m
@@ -524,7 +599,7 @@ fn deployments_run_unprivileged_with_resources_and_the_probes_they_serve() {
     ] {
         assert!(
             kinds.contains_key(kind),
-            "examples/deploy renders no {kind}: {kinds:?}"
+            "{TEST_DOUBLE_OVERLAY} renders no {kind}: {kinds:?}"
         );
     }
 
@@ -631,32 +706,12 @@ fn reconciler_binary() -> PathBuf {
     workspace_binary("camelk-reconciler", "reconciler")
 }
 
-/// Binary `bin` of workspace package `package`, built by cargo (debug).
-pub(crate) fn workspace_binary(package: &str, bin: &str) -> PathBuf {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = run(Command::new(cargo).current_dir(root()).args([
-        "build",
-        "--quiet",
-        "-p",
-        package,
-        "--bin",
-        bin,
-        "--message-format=json",
-    ]));
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .unwrap_or_else(|| panic!("cargo reports no executable {bin}"))
-}
-
 /// A Deployment with a misspelt flag is accepted by the API server and then
 /// crash-loops: every flag the examples pass is one `reconciler <command>
 /// --help` lists, and every `$(VAR)` is an environment variable of the container.
 #[test]
 fn deployment_args_are_flags_the_reconciler_accepts() {
-    let objects = rendered_deploy();
+    let objects = rendered_with_test_double();
     let binary = reconciler_binary();
     for name in ["camelk-reconciler", "camelk-operator-1"] {
         let c = &find(&objects, "Deployment", name)["spec"]["template"]["spec"]["containers"][0];
@@ -769,7 +824,7 @@ fn bound_grants(
 
 #[test]
 fn rbac_has_no_wildcards_and_stays_within_the_roles_the_code_declares() {
-    let objects = rendered_deploy();
+    let objects = rendered_with_test_double();
     for role in objects
         .iter()
         .filter(|o| o["kind"] == "Role" || o["kind"] == "ClusterRole")
@@ -871,11 +926,17 @@ async fn create_namespaces(client: &Client, objects: &[Value]) {
 async fn every_rendered_object_is_accepted_by_a_server_side_dry_run() {
     let cluster = camelk_testkit::shared();
     let admin = cluster.admin().await;
-    let objects = rendered_deploy();
-    create_namespaces(&admin, &objects).await;
-
     let mut refused = Vec::new();
-    for obj in &objects {
+    // The overlay holds every object of the base but the identities.
+    let objects = rendered_with_test_double();
+    let base_identities = find(
+        &rendered_deploy(),
+        "ConfigMap",
+        "camelk-operator-identities",
+    )
+    .clone();
+    create_namespaces(&admin, &objects).await;
+    for obj in objects.iter().chain([&base_identities]) {
         match apply(&admin, obj, true).await {
             Ok(returned) => {
                 assert_eq!(
@@ -1032,14 +1093,14 @@ async fn check_access(client: &Client, user: &str, must: &[Access], must_not: &[
 async fn service_accounts_may_make_the_calls_the_code_makes_and_no_others() {
     let cluster = camelk_testkit::shared();
     let admin = cluster.admin().await;
-    let objects = rendered_deploy();
+    let objects = rendered_with_test_double();
     apply_rbac(&admin, &objects).await;
 
     let elsewhere = Some("team-b");
     let system = Some(SYSTEM_NS);
     let apps = Some(APPS_NS);
 
-    // reconciler sync: sync/, handoff/executor.rs, lock/election.rs, inventory/.
+    // reconciler sync: sync/, handoff/{coordinator,owner_writes}.rs, lock/election.rs, inventory/.
     let must = [
         access("patch", "integrations.camel.apache.org", elsewhere),
         access("get", "integrations.camel.apache.org", elsewhere),
@@ -1121,10 +1182,15 @@ async fn service_accounts_may_make_the_calls_the_code_makes_and_no_others() {
 
 #[test]
 fn the_admission_policy_names_the_identities_that_are_deployed() {
-    let objects = rendered_deploy();
-    let identities = find(&objects, "ConfigMap", "camelk-operator-identities");
+    for objects in [rendered_deploy(), rendered_with_test_double()] {
+        identities_name_the_deployed_accounts(&objects);
+    }
+}
+
+fn identities_name_the_deployed_accounts(objects: &[Value]) {
+    let identities = find(objects, "ConfigMap", "camelk-operator-identities");
     let binding = find(
-        &objects,
+        objects,
         "ValidatingAdmissionPolicyBinding",
         "camelk-operator-id",
     );

@@ -13,9 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use camelk_testkit::workspace_binary;
 use serde_json::Value;
 
-use crate::deploy::{find, rendered_deploy, root, run, workspace_binary};
+use crate::deploy::{find, rendered_deploy, root, run};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
