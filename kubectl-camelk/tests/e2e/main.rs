@@ -22,6 +22,7 @@
 mod common;
 
 mod check;
+mod check_scopes;
 mod faults;
 mod live;
 mod live_move;

@@ -12,6 +12,7 @@ pub mod appliers;
 mod crd;
 mod owner;
 pub(crate) mod release;
+pub mod scopes;
 pub mod status;
 
 pub use crd::generated_crd;

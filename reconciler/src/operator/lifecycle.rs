@@ -44,6 +44,34 @@ pub enum Effect {
     ApplyMavenSettings,
 }
 
+impl Effect {
+    /// The Camel K object the effect creates for the resource `parent`, as
+    /// kind and name: it counts as made only once it is that resource's
+    /// ([`is_child_of`]).
+    pub(crate) fn child(&self, parent: &str) -> Option<(CamelKind, String)> {
+        match self {
+            Effect::CreateKit { name } => Some((CamelKind::IntegrationKit, name.clone())),
+            Effect::CreateBuild { name } => Some((CamelKind::Build, name.clone())),
+            Effect::CreatePipeIntegration => Some((CamelKind::Integration, parent.to_string())),
+            Effect::ApplyDeployment | Effect::ApplyMavenSettings => None,
+        }
+    }
+}
+
+/// Whether `child` belongs to the resource whose uid is `parent_uid`: an
+/// owner reference names that uid. An object of the same name left by a
+/// deleted resource of the same name (the garbage collector has not removed
+/// it yet) is not.
+pub(crate) fn is_child_of(child: &DynamicObject, parent_uid: &str) -> bool {
+    !parent_uid.is_empty()
+        && child
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.uid == parent_uid)
+}
+
 /// What to do next with one resource: an optional effect, then status fields to set.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Step {
@@ -61,11 +89,12 @@ pub struct Context<'a> {
     pub(crate) version: &'a str,
     /// How long a build takes in this reference lifecycle.
     pub(crate) build_time: Duration,
-    /// Phase of a kit this operator owns, by name, in the resource's namespace.
+    /// Phase of a kit this operator owns, by name, in the resource's
+    /// namespace; only a kit of this resource ([`is_child_of`]) is seen.
     pub(crate) kit_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
-    /// Phase of a Build this operator owns, by name.
+    /// Phase of a Build this operator owns, by name; only this resource's.
     pub(crate) build_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
-    /// Phase of an Integration this operator owns, by name.
+    /// Phase of an Integration this operator owns, by name; only this resource's.
     pub(crate) integration_phase: &'a dyn Fn(&str) -> Option<Option<String>>,
     /// The IntegrationPlatform this operator owns in the resource's namespace:
     /// the only one it uses, even when others share the namespace.
@@ -283,6 +312,36 @@ mod tests {
             );
             assert_eq!(next_step(CamelKind::Integration, &running, cx), None);
         });
+    }
+
+    #[test]
+    fn a_child_is_known_by_its_owner_uid_not_its_name() {
+        let kit = |owner_uid: Option<&str>| -> DynamicObject {
+            let refs: Vec<Value> = owner_uid
+                .map(|uid| {
+                    json!({ "apiVersion": "camel.apache.org/v1", "kind": "Integration",
+                    "name": "orders", "uid": uid })
+                })
+                .into_iter()
+                .collect();
+            serde_json::from_value(json!({
+                "apiVersion": "camel.apache.org/v1", "kind": "IntegrationKit",
+                "metadata": { "name": "orders-kit-operator-1", "ownerReferences": refs },
+            }))
+            .unwrap()
+        };
+        assert!(is_child_of(&kit(Some("uid-now")), "uid-now"));
+        assert!(
+            !is_child_of(&kit(Some("uid-before")), "uid-now"),
+            "left by a deleted Integration of the same name"
+        );
+        assert!(!is_child_of(&kit(None), "uid-now"));
+        assert!(!is_child_of(&kit(Some("")), ""));
+        assert_eq!(
+            Effect::CreatePipeIntegration.child("orders"),
+            Some((CamelKind::Integration, "orders".into()))
+        );
+        assert_eq!(Effect::ApplyDeployment.child("orders"), None);
     }
 
     #[test]

@@ -22,6 +22,13 @@
 //! - A resource whose annotation names another operator (label and
 //!   annotation disagree) is not acted on: by the one owner rule it is that
 //!   operator's.
+//! - A child it creates (kit, Build, a Pipe's Integration) counts as made
+//!   only when the cache shows it with an owner reference to the resource's
+//!   uid. A child of the same name left by a deleted namesake (the garbage
+//!   collector has not removed it yet) holds the step back until it is gone;
+//!   a 409 on the create is never taken as made.
+//! - Every watch backs off after an error (kube's default backoff), so an
+//!   API outage or a 403 is not retried in a tight loop.
 
 pub mod lifecycle;
 pub mod rbac;
@@ -35,7 +42,7 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::OperatorId;
@@ -43,12 +50,12 @@ use crate::camel_k::release::owner_may_release;
 use crate::camel_k::release::work_in_flight;
 use crate::camel_k::status::phase;
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
-use crate::handoff::executor::{FlipResult, flip};
 use crate::handoff::fence::FlipGuard;
+use crate::handoff::owner_writes::{FlipResult, flip};
 use crate::handoff::request::{FROM_LABEL, HandoffRequest};
 use crate::inventory::watch::{CachedObject, Scope, ScopedEvent, WatchCache, map_event};
 use crate::lock::{Leadership, LockTiming, OperatorLock};
-use lifecycle::{Context, next_step};
+use lifecycle::{Context, is_child_of, next_step};
 use writer::{WriteOutcome, Writer};
 
 /// Kinds the operator reconciles.
@@ -128,7 +135,10 @@ fn watches(
                 kind: *kind,
                 namespace: ns.clone(),
             };
+            // Backed off as every watch of the crate: an API error (403, the
+            // API server down) would otherwise be retried at once, in a tight loop.
             let events = watcher(api, watcher::Config::default().labels(selector))
+                .default_backoff()
                 .map(|event| event.map(|e| map_event(e, CachedObject)));
             all.push(cache.reflect(scope, events).boxed());
         }
@@ -368,12 +378,16 @@ impl Loops {
                 {
                     continue;
                 }
+                let uid = obj.metadata.uid.clone().unwrap_or_default();
+                // Only this resource's children count: one of the same name
+                // left by a deleted namesake is not its kit, Build or Integration.
                 let phase_of = |k: CamelKind| {
-                    let ns = ns.clone();
+                    let (ns, uid) = (ns.clone(), uid.clone());
                     let cache = &self.cache;
                     move |n: &str| {
                         cache
                             .get(&Watched::Camel(k), &ns, n)
+                            .filter(|o| is_child_of(o, &uid))
                             .map(|o| phase(&o).map(str::to_string))
                     }
                 };
@@ -403,9 +417,23 @@ impl Loops {
                     build_running_for: &running_for,
                     now_rfc3339: &now,
                 };
-                if let Some(step) = next_step(kind, &obj, &cx) {
-                    steps.push((kind, obj.clone(), step, key, rv));
+                let Some(mut step) = next_step(kind, &obj, &cx) else {
+                    continue;
+                };
+                if let Some((child_kind, child)) = step.effect.as_ref().and_then(|e| e.child(&name))
+                {
+                    match self.cache.get(&Watched::Camel(child_kind), &ns, &child) {
+                        Some(existing) if is_child_of(&existing, &uid) => step.effect = None,
+                        Some(_) => {
+                            // The garbage collector has not removed a deleted
+                            // namesake's child yet: retried when it is gone.
+                            tracing::debug!(%kind, %name, %child_kind, %child, "waits for the previous child of that name to go");
+                            continue;
+                        }
+                        None => {}
+                    }
                 }
+                steps.push((kind, obj.clone(), step, key, rv));
             }
         }
         for (kind, obj, step, key, rv) in steps {
@@ -413,6 +441,10 @@ impl Loops {
                 return;
             }
             match self.writer.perform(kind, &obj, &step).await {
+                // Not acted on: the next pass reads the child from the cache.
+                Ok(WriteOutcome::ChildNameTaken) => {
+                    tracing::debug!(%kind, name = %key.2, "child's name taken; retried");
+                }
                 Ok(outcome) => {
                     if outcome == WriteOutcome::Fenced {
                         tracing::debug!(kind = %kind, name = %key.2, "write fenced");

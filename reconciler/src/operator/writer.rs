@@ -4,6 +4,12 @@
 //! Secondary objects it creates (kits, builds, the Integration of a Pipe)
 //! carry its id; Deployments and ConfigMaps are applied server-side with the
 //! operator id as field manager. Nothing here deletes anything.
+//!
+//! A create refused with 409 AlreadyExists is not taken as made: the object
+//! of that name may be one a deleted resource of the same name left for the
+//! garbage collector. The caller reads its own watch cache to tell whether the
+//! existing object is its resource's (an owner reference with its uid) and
+//! retries the step until it is, or until the old one is gone.
 
 use std::collections::BTreeMap;
 
@@ -31,6 +37,16 @@ pub enum WriteOutcome {
     Written,
     /// The fence refused it: the owner or the object changed. Nothing written.
     Fenced,
+    /// The object the step creates exists already (409), and may not be this
+    /// resource's: nothing more written; the step is retried.
+    ChildNameTaken,
+}
+
+/// Whether an effect's create made its object, or found its name taken.
+#[derive(Debug, PartialEq, Eq)]
+enum Created {
+    Made,
+    NameTaken,
 }
 
 /// Writes that the owner keys fence: each applies only while the resource is
@@ -52,8 +68,10 @@ impl Writer {
         object: &DynamicObject,
         step: &Step,
     ) -> Result<WriteOutcome, kube::Error> {
-        if let Some(effect) = &step.effect {
-            self.effect(kind, object, effect).await?;
+        if let Some(effect) = &step.effect
+            && self.effect(kind, object, effect).await? == Created::NameTaken
+        {
+            return Ok(WriteOutcome::ChildNameTaken);
         }
         self.status(kind, object, &step.status).await
     }
@@ -103,7 +121,7 @@ impl Writer {
         kind: CamelKind,
         object: &DynamicObject,
         effect: &Effect,
-    ) -> Result<(), kube::Error> {
+    ) -> Result<Created, kube::Error> {
         let ns = object.metadata.namespace.as_deref().unwrap_or_default();
         let name = object.metadata.name.as_deref().unwrap_or_default();
         let owner = owner_ref(kind, object);
@@ -142,8 +160,13 @@ impl Writer {
                 self.create(CamelKind::Integration, ns, name, owner, None, spec)
                     .await
             }
-            Effect::ApplyDeployment => self.apply_deployment(ns, name, owner).await,
-            Effect::ApplyMavenSettings => self.apply_maven_settings(ns).await,
+            Effect::ApplyDeployment => self
+                .apply_deployment(ns, name, owner)
+                .await
+                .map(|()| Created::Made),
+            Effect::ApplyMavenSettings => {
+                self.apply_maven_settings(ns).await.map(|()| Created::Made)
+            }
         }
     }
 
@@ -155,7 +178,7 @@ impl Writer {
         owner: OwnerReference,
         integration: Option<&str>,
         spec: Value,
-    ) -> Result<(), kube::Error> {
+    ) -> Result<Created, kube::Error> {
         let mut labels = BTreeMap::from([(OPERATOR_ID_KEY.to_string(), self.operator_id.clone())]);
         if let Some(it) = integration {
             labels.insert(INTEGRATION_LABEL.to_string(), it.to_string());
@@ -176,8 +199,8 @@ impl Writer {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), ns, &kind.api_resource());
         match api.create(&PostParams::default(), &obj).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Ok(_) => Ok(Created::Made),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Created::NameTaken),
             Err(e) => Err(e),
         }
     }

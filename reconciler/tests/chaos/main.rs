@@ -23,7 +23,6 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-mod proxy;
 mod scenarios;
 mod world;
 
@@ -55,6 +54,7 @@ fn main() -> ExitCode {
             Fault::GitHang(Duration::from_secs(45)),
             Fault::ReconcilerCut(Duration::from_secs(20)),
             Fault::ManifestEdit,
+            Fault::UnownedArrivals,
             Fault::GitRewrite,
         ]
     } else {

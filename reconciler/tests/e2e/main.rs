@@ -4,7 +4,7 @@
 //! one per file. Each test works in namespaces of its own
 //! ([`camelk_testkit::TestCluster::namespace`]); what is cluster-wide is only
 //! ever added, the same for every test, and idempotently (operators get the
-//! shipped Roles of `examples/deploy/operator/rbac.yaml` in the test's own
+//! shipped Roles of `examples/test-double-operator/operator/rbac.yaml` in the test's own
 //! namespace, [`camelk_testkit::TestCluster::grant_operator`]): the Camel K and
 //! `OperatorAssignment` CRDs (server-side apply of one definition), the
 //! reconciler's shipped ClusterRole (`examples/deploy/reconciler/rbac.yaml`)
@@ -29,5 +29,7 @@ mod support;
 mod admission;
 mod handoff;
 mod lifecycle;
+mod outage;
+mod recreated;
 mod source;
 mod sync;

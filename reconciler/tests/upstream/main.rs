@@ -18,6 +18,7 @@ mod adoption;
 mod gitops;
 mod restart;
 mod unowned;
+mod unowned_handlers;
 
 use camelk_testkit::TestCluster;
 use camelk_testkit::upstream::UpstreamOperator;

@@ -20,11 +20,13 @@ pub const RECONCILER: &str = "reconciler";
 
 /// Users every local control plane has. The operators and the reconciler get
 /// identities of their own so the audit log can tell who wrote what.
-pub const UNPRIVILEGED: [&str; 6] = [
+pub const UNPRIVILEGED: [&str; 7] = [
     RECONCILER,
     "operator-1",
     "operator-2",
     "operator-3",
+    // A second operator beside operator-3 where both handle unowned resources.
+    "operator-4",
     "developer",
     "viewer",
 ];
