@@ -10,13 +10,15 @@
 #     PACKAGE  the package to build
 #     LDFLAGS  extra -ldflags; `{version}` is replaced by the pinned version
 #
-#   CAMELK_CACHE   cache root (default: $XDG_CACHE_HOME/camelk-gitops or ~/.cache/camelk-gitops)
+#   CAMELK_CACHE   cache root (default: ~/.cache/camelk-gitops; see scripts/cache-root.sh)
 set -euo pipefail
 
 dir=$(cd "$1" && pwd)
 name=$2 module=$3 package=$4 ldflags=${5:-}
 version=$(awk -v m="$module" '$1 == m { print $2 }' "$dir/go.mod")
-cache=${CAMELK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/camelk-gitops}
+# shellcheck source=../scripts/cache-root.sh
+. "$(dirname "$0")/../scripts/cache-root.sh"
+cache=$CAMELK_CACHE
 pins=$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -c1-12)
 bin="$cache/$name/$name-$version-$pins/bin"
 

@@ -4,7 +4,10 @@
 //!    next to the time to parse the inventory alone, both in this process and
 //!    through the release `kubectl-camelk` binary;
 //! 2. `kubectl camelk assign` on a manifest with 10,000 pins (target: under
-//!    100 ms without push), next to `git commit` of the same edit.
+//!    100 ms without push), next to `git commit` of the same edit, and the
+//!    same edit in process through each YAML engine (the splice the binary
+//!    takes, and yaml-edit alone; `camelk-reconciler`'s `yaml_engines` bench
+//!    compares them in detail).
 //!
 //! Inputs are generated deterministically; each figure is the median of
 //! several runs.
@@ -22,7 +25,6 @@ use camelk_reconciler::plan::{self, Actual};
 const RESOURCES: usize = 100_000;
 const RULES: usize = 50;
 const PINS: usize = 10_000;
-const NAMESPACES: usize = 200;
 const RUNS: usize = 7;
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -46,45 +48,11 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-fn header(pins: usize, rules: usize) -> String {
-    let mut text = String::from(
-        "# Generated for the benchmark.\napiVersion: camelk.dev/v1alpha1\nkind: OperatorAssignment\nmetadata:\n  name: bench\nspec:\n  operators:\n",
-    );
-    for i in 1..=4 {
-        text.push_str(&format!(
-            "    - id: operator-{i}   # fleet {i}\n      namespace: camel-k-{i}\n"
-        ));
-    }
-    text.push_str("  defaultOperator: operator-1\n  rules:\n");
-    for r in 0..rules {
-        // Mostly narrow rules, so a resource is tried against many of them.
-        let operator = 2 + r % 3;
-        match r % 4 {
-            0 => text.push_str(&format!(
-                "    - name: names-{r}\n      match:\n        names: [\"app-{r}-*\", \"svc-?{r}\"]\n      operator: operator-{operator}\n"
-            )),
-            1 => text.push_str(&format!(
-                "    - name: ns-{r}\n      match:\n        kinds: [Pipe]\n        namespaces: [ns-{}]\n      operator: operator-{operator}\n",
-                r * 3
-            )),
-            2 => text.push_str(&format!(
-                "    - name: selector-{r}\n      match:\n        selector:\n          matchLabels:\n            team: team-{r}\n      operator: operator-{operator}\n"
-            )),
-            _ => text.push_str(&format!(
-                "    - name: expr-{r}\n      match:\n        kinds: [Integration]\n        selector:\n          matchExpressions:\n            - {{key: tier, operator: In, values: [tier-{r}]}}\n      operator: operator-{operator}\n"
-            )),
-        }
-    }
-    text.push_str("  rollout:\n    steps: [\"10%\", \"50%\", \"100%\"]\n  pins:\n");
-    for p in 0..pins {
-        text.push_str(&format!(
-            "    - kind: Integration\n      namespace: ns-{}\n      name: pinned-{p}\n      operator: operator-{}   # pin {p}\n",
-            p % NAMESPACES,
-            1 + p % 4
-        ));
-    }
-    text
-}
+/// The P7 manifest, shared with `camelk-reconciler`'s `yaml_engines` bench.
+#[path = "../../reconciler/benches/common/p7_manifest.rs"]
+mod p7_manifest;
+
+use p7_manifest::NAMESPACES;
 
 fn inventory_json(n: usize) -> String {
     let kinds = ["Integration", "Pipe", "IntegrationKit", "Build"];
@@ -125,7 +93,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
 
     // 1. plan: 100,000 resources, 50 rules.
-    let manifest_text = header(0, RULES);
+    let manifest_text = p7_manifest::manifest(0, RULES);
     let manifest = Manifest::parse("bench.yaml", manifest_text.clone()).unwrap();
     assert_eq!(manifest.assignment.spec.rules.len(), RULES);
     let json = inventory_json(RESOURCES);
@@ -204,7 +172,7 @@ fn main() {
     git(&repo, &["init", "-q", "-b", "main"]);
     git(&repo, &["config", "user.name", "Bench"]);
     git(&repo, &["config", "user.email", "bench@example.com"]);
-    let pinned = header(PINS, RULES);
+    let pinned = p7_manifest::manifest(PINS, RULES);
     std::fs::write(repo.join("operator-assignment.yaml"), &pinned).unwrap();
     git(&repo, &["add", "."]);
     git(&repo, &["commit", "-q", "-m", "pins"]);
@@ -222,6 +190,13 @@ fn main() {
     let edited = edit::assign(&big, std::slice::from_ref(&target), &to).unwrap();
     let edit_only = time(RUNS, || {
         edit::assign(&big, std::slice::from_ref(&target), &to).unwrap()
+    });
+    // The same edit through yaml-edit alone (no splice), for the estimate
+    // of the binary with one engine below.
+    let general = edit::assign_general(&big, std::slice::from_ref(&target), &to).unwrap();
+    assert_eq!(general.text, edited.text);
+    let general_only = time(RUNS, || {
+        edit::assign_general(&big, std::slice::from_ref(&target), &to).unwrap()
     });
 
     let mut assign_samples = Vec::new();
@@ -242,6 +217,10 @@ fn main() {
             ])
             // The default output: the diff and the plan table, as a user sees them.
             .env("NO_COLOR", "1")
+            // No cluster: the plan is of the named resource, whatever kubeconfig
+            // the machine has.
+            .env_remove("KUBECONFIG")
+            .env("HOME", &repo)
             .current_dir(&repo)
             .output()
             .unwrap();
@@ -278,8 +257,17 @@ fn main() {
         ms(edit_only)
     );
     println!(
+        "  in process, the same edit through yaml-edit alone (no splice) {}",
+        ms(general_only)
+    );
+    let assign_binary = median(assign_samples);
+    println!(
         "  binary: `kubectl camelk assign` (validate, edit, diff, plan, commit on a branch) {}; `git commit -a` of the same edit {}",
-        ms(median(assign_samples)),
+        ms(assign_binary),
         ms(median(commit_samples))
+    );
+    println!(
+        "  estimate of the binary with yaml-edit alone (binary - splice edit + yaml-edit edit): {}",
+        ms((assign_binary + general_only).saturating_sub(edit_only))
     );
 }

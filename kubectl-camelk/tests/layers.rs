@@ -1,5 +1,6 @@
 //! The plugin's modules import only modules below them, in the order
-//! `src/main.rs` documents.
+//! `src/main.rs` documents, and no modules import each other in a circle of
+//! any length.
 
 use std::path::Path;
 

@@ -27,8 +27,44 @@ use kube::Client;
 
 use crate::camel_k::{CamelKind, GROUP as CAMEL_GROUP};
 
-/// The Camel K release whose CRD install command the hint quotes.
-pub(crate) const CAMEL_K_RELEASE: &str = "v2.10.1";
+/// The Camel K release whose CRD install command the hint quotes: the one
+/// the tests run, pinned in `tests/camel-k/versions.env`.
+pub(crate) const CAMEL_K_RELEASE: &str = pinned(
+    include_str!("../../tests/camel-k/versions.env"),
+    "CAMEL_K_VERSION",
+);
+
+/// The value of the `KEY=VALUE` line of `env` naming `key`, at compile time
+/// (a key that is missing fails the build): how the workspace reads the
+/// `versions.env` files that pin its releases (the test kit too).
+pub const fn pinned(env: &'static str, key: &str) -> &'static str {
+    let (mut rest, key) = (env.as_bytes(), key.as_bytes());
+    while !rest.is_empty() {
+        let mut end = 0;
+        while end < rest.len() && rest[end] != b'\n' {
+            end += 1;
+        }
+        let (line, after) = rest.split_at(end);
+        let mut named = line.len() > key.len() && line[key.len()] == b'=';
+        let mut i = 0;
+        while named && i < key.len() {
+            named = line[i] == key[i];
+            i += 1;
+        }
+        if named {
+            let (_, value) = line.split_at(key.len() + 1);
+            match std::str::from_utf8(value) {
+                Ok(value) => return value.trim_ascii(),
+                Err(_) => panic!("a pinned value is not UTF-8"),
+            }
+        }
+        rest = match after.split_first() {
+            Some((_, next)) => next,
+            None => after,
+        };
+    }
+    panic!("a pinned key is missing from its versions.env")
+}
 
 /// A CustomResourceDefinition a command may need.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -126,6 +162,11 @@ pub struct MissingCrd {
 }
 
 impl MissingCrd {
+    /// The missing CRDs, in the order they were asked for.
+    pub fn crds(&self) -> &[Crd] {
+        &self.missing
+    }
+
     /// One sentence per way to install what is missing (the Camel K kinds
     /// share one).
     pub fn hints(&self) -> Vec<String> {
@@ -283,6 +324,28 @@ mod tests {
             "{three}"
         );
         assert_eq!(three.hints().len(), 2);
-        assert!(three.hints()[1].contains("camel-k/v2/pkg/resources/config/crd?ref=v2.10.1"));
+        assert!(three.hints()[1].contains(&format!(
+            "camel-k/v2/pkg/resources/config/crd?ref={CAMEL_K_RELEASE}"
+        )));
+    }
+
+    /// The release is the one the shell scripts and the Makefile read.
+    #[test]
+    fn the_release_is_the_pinned_one() {
+        let env = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/camel-k/versions.env");
+        let out = std::process::Command::new("bash")
+            .args([
+                "-c",
+                ". \"$1\" && printf %s \"$CAMEL_K_VERSION\"",
+                "bash",
+                env,
+            ])
+            .output()
+            .expect("run bash");
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(CAMEL_K_RELEASE, String::from_utf8_lossy(&out.stdout));
+        assert!(CAMEL_K_RELEASE.starts_with("v2."), "{CAMEL_K_RELEASE}");
+        assert_eq!(pinned("A=1\nAB=2 \n# AB=3\n", "AB"), "2");
+        assert_eq!(pinned("AB=2\nA=1", "A"), "1");
     }
 }

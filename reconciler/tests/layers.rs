@@ -1,5 +1,6 @@
 //! The library's modules import only modules below them, in the order
-//! `src/lib.rs` documents.
+//! `src/lib.rs` documents, and no modules import each other in a circle of
+//! any length.
 
 use std::path::Path;
 

@@ -8,18 +8,21 @@
 #
 #   bash tests/camel-k/build.sh [--crds-only] [VERSION]
 #
-#   VERSION       v2.10.1 (default, the one tests run) or v2.8.0 (the demo's upgrade)
+#   VERSION       a release with a folder here; default: CAMEL_K_VERSION of versions.env
+#                 (the one tests run; CAMEL_K_PREVIOUS_VERSION is the demo's upgrade)
 #   --crds-only   only fetch the module and copy its CRDs (seconds, no compile)
-#   CAMELK_CACHE  cache root (default: $XDG_CACHE_HOME/camelk-gitops or ~/.cache/camelk-gitops)
+#   CAMELK_CACHE  cache root (default: ~/.cache/camelk-gitops; see scripts/cache-root.sh)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+. "$here/versions.env"
 crds_only=
 if [ "${1:-}" = --crds-only ]; then crds_only=1; shift; fi
-version=${1:-v2.10.1}
+version=${1:-$CAMEL_K_VERSION}
 mod="$here/$version"
 if [ ! -f "$mod/go.mod" ]; then
-  echo "camel-k: no pinned module for $version (have: $(cd "$here" && ls -d v*/ | tr -d / | tr '\n' ' '))" >&2
+  echo "camel-k: no pinned module for $version (have: $(cd "$here" && printf '%s ' v*/ | tr -d /))" >&2
   exit 2
 fi
 # The pin is the go.mod's own requirement, so the folder name cannot lie about it.
@@ -29,7 +32,9 @@ if [ "$pinned" != "$version" ]; then
   exit 2
 fi
 
-cache=${CAMELK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/camelk-gitops}
+# shellcheck source=../../scripts/cache-root.sh
+. "$here/../../scripts/cache-root.sh"
+cache=$CAMELK_CACHE
 pins=$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-12)
 out="$cache/camel-k/camel-k-$version-$pins"
 have_crds() { [ -f "$out/crds/camel.apache.org_integrations.yaml" ]; }

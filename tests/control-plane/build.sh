@@ -4,14 +4,16 @@
 # outside the checkout keyed by those versions and pins. A second run with the
 # same pins does nothing. Prints the bin directory on stdout.
 #
-#   CAMELK_CACHE   cache root (default: $XDG_CACHE_HOME/camelk-gitops or ~/.cache/camelk-gitops)
+#   CAMELK_CACHE   cache root (default: ~/.cache/camelk-gitops; see scripts/cache-root.sh)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
 . "$here/versions.env"
 
-cache=${CAMELK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/camelk-gitops}
+# shellcheck source=../../scripts/cache-root.sh
+. "$here/../../scripts/cache-root.sh"
+cache=$CAMELK_CACHE
 pins=$(cat "$here"/kube/go.mod "$here"/kube/go.sum "$here"/etcd/go.mod "$here"/etcd/go.sum "$here/versions.env" | sha256sum | cut -c1-12)
 bin="$cache/control-plane/kube-$KUBE_VERSION-etcd-$ETCD_VERSION-$pins/bin"
 

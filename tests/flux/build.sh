@@ -9,7 +9,7 @@
 #
 #   bash tests/flux/build.sh
 #
-#   CAMELK_CACHE  cache root (default: $XDG_CACHE_HOME/camelk-gitops or ~/.cache/camelk-gitops)
+#   CAMELK_CACHE  cache root (default: ~/.cache/camelk-gitops; see scripts/cache-root.sh)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,7 +30,9 @@ for c in "${controllers[@]}"; do
   version=$pinned
 done
 
-cache=${CAMELK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/camelk-gitops}
+# shellcheck source=../../scripts/cache-root.sh
+. "$here/../../scripts/cache-root.sh"
+cache=$CAMELK_CACHE
 pins=$(for c in "${controllers[@]}"; do cat "$here/$c/go.mod" "$here/$c/go.sum"; done | sha256sum | cut -c1-12)
 out="$cache/flux/flux-$version-$pins"
 have_crds() {

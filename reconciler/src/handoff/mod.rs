@@ -15,13 +15,15 @@
 //! 3. The resource leaves A's filtered watch and enters B's; B reconciles it
 //!    (its first act may be a rebuild, as upstream does).
 //! 4. When every resource of the request is flipped or gone, the coordinator
-//!    deletes the Lease ([`executor`]).
+//!    deletes the Lease ([`coordinator`]).
 //!
 //! # Guarantees
 //! - Every write an operator makes to a resource it owns is a JSON patch
 //!   whose first op tests the owner label (`fence::fenced`); once the label
 //!   names B, the API server refuses every write of A, however late.
 //! - A change of owner is one write, label and annotation together.
+//! - Owner keys are sent only by [`owner_writes`], whoever decides the
+//!   write: a releasing operator, the coordinator or the sync.
 //! - Nothing but the two owner keys (and status, by its owner) is ever
 //!   written to a user's resource; nothing deletes one.
 //!
@@ -36,11 +38,13 @@
 //! - A target that dies: the coordinator withdraws the request; what was
 //!   moved stays moved, the rest stays with A.
 
-pub mod executor;
+pub mod coordinator;
 pub mod fence;
+pub mod owner_writes;
 pub mod request;
 
-pub use executor::{Coordinator, FLIPS_IN_FLIGHT, HandoffOptions, HandoffOutcome, MoveBatch};
+pub use coordinator::{Coordinator, HandoffOptions, HandoffOutcome, MoveBatch};
+pub use owner_writes::FLIPS_IN_FLIGHT;
 pub use request::{ForcePolicy, HandoffItem, HandoffRequest, HandoffSpec, ReleaseMode};
 
 /// The field manager of the handoff's writes (owner keys, a request's
@@ -49,3 +53,66 @@ pub use request::{ForcePolicy, HandoffItem, HandoffRequest, HandoffSpec, Release
 /// which owner keys the handoff set; without one the API server records
 /// `unknown`.
 pub const FIELD_MANAGER: &str = "camelk-handoff";
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::path::{Path, PathBuf};
+
+    /// The library's sources, each with its comment lines removed, so that a
+    /// doc naming an item is not taken for a use of it.
+    fn sources_without_comments() -> Vec<(PathBuf, String)> {
+        fn walk(dir: &Path, out: &mut Vec<(PathBuf, String)>) {
+            for entry in fs::read_dir(dir).expect("read src/") {
+                let path = entry.expect("read a src/ entry").path();
+                if path.is_dir() {
+                    walk(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = fs::read_to_string(&path).expect("read a source file");
+                    let code: Vec<&str> = text
+                        .lines()
+                        .filter(|l| !l.trim_start().starts_with("//"))
+                        .collect();
+                    out.push((path, code.join("\n")));
+                }
+            }
+        }
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut out = Vec::new();
+        walk(&src, &mut out);
+        out
+    }
+
+    // Owner keys have one writer: the fenced patches and the co-owning apply
+    // are sent from `owner_writes` alone, and it never calls back into the
+    // coordinator that uses it.
+    #[test]
+    fn owner_keys_are_sent_only_by_owner_writes_which_calls_no_coordinator() {
+        let sources = sources_without_comments();
+        let writer = Path::new("handoff").join("owner_writes.rs");
+        let mut found = Vec::new();
+        for (path, code) in &sources {
+            let is_writer = path.ends_with(&writer);
+            // Split, so this test's own text does not match.
+            let sends = [
+                concat!("fence::", "flip("),
+                concat!("fence::", "assign("),
+                concat!("PatchParams::", "apply(CO_OWNER)"),
+            ];
+            for send in sends {
+                if code.contains(send) {
+                    found.push(send);
+                    assert!(is_writer, "{} sends owner keys ({send})", path.display());
+                }
+            }
+            if is_writer {
+                assert!(
+                    !code.contains("coordinator") && !code.contains("Coordinator"),
+                    "owner_writes.rs refers to the coordinator"
+                );
+            }
+        }
+        // Each send was seen, so the check above looked at the real writer.
+        assert_eq!(found.len(), 3, "sends seen: {found:?}");
+    }
+}

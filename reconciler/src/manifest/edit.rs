@@ -1,5 +1,7 @@
 //! Format-preserving edits of the manifest: pins (`assign`, `unassign`) and
-//! staged moves (`rollout`).
+//! staged moves (`rollout`). This module is the one interface to YAML
+//! editing: nothing else in the crate writes manifest text through
+//! `yaml-edit` or the pin splice.
 //!
 //! Contract:
 //! - An edit takes a valid [`Manifest`] and returns the new text. It changes
@@ -11,10 +13,18 @@
 //!   the old one with the change applied (the guard against an editor
 //!   surprise); otherwise the edit fails and nothing is returned.
 //! - Edits are pure: they never touch the file system.
-//! - Pin edits (`assign`, `unassign`) first try the splice of
-//!   `super::splice`, which writes the same bytes without a second parse of
-//!   the whole file, and checks the changed part against the expected pins;
-//!   the `yaml-edit` path above is the general one for every other shape.
+//! - Pin edits (`assign`, `unassign`) first try the private `splice`
+//!   engine, which writes the same bytes without a lossless parse and print
+//!   of the whole file or a second full parse, and checks the changed part
+//!   against the expected pins; the `yaml-edit` path above is the general one
+//!   for every other shape. [`EditPath`] says which one wrote an edit, and
+//!   [`assign_general`] / [`unassign_general`] take the general path only
+//!   (the reference the tests and the `yaml_engines` bench compare against).
+//!
+//! Why two engines behind this one interface: on a manifest with 10,000 pins
+//! the edit through `yaml-edit` alone takes over twice the 100 ms the whole
+//! `assign` may take, the splice a quarter of it or less (`docs/performance.md`,
+//! P7).
 
 use std::str::FromStr;
 
@@ -22,10 +32,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use yaml_edit::{Document, Mapping, MappingBuilder, ScalarValue, Sequence, SequenceBuilder};
 
 use super::diagnostic::hint;
-use super::splice::{self, PinEdit};
 use super::{Manifest, ManifestError};
 use crate::api::{OperatorAssignmentSpec, OperatorId, Pin, StagedMove, Step};
 use crate::inventory::ResourceRef;
+
+mod splice;
+
+use splice::PinEdit;
 
 /// Why an edit was refused.
 #[derive(Debug, thiserror::Error)]
@@ -82,7 +95,7 @@ pub struct Edited {
 pub enum EditPath {
     /// Nothing to change: the text is the manifest's.
     Unchanged,
-    /// Spliced into the pin list at known byte ranges (`super::splice`).
+    /// Spliced into the pin list at known byte ranges (the private `splice`).
     Splice,
     /// Through the lossless `yaml-edit` tree, then parsed again in full.
     General,

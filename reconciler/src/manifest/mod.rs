@@ -20,6 +20,16 @@
 //! anything; a [`Manifest`] exists only when there is no error (warnings are
 //! kept on it). Stages 1, 2 and 4 stop at their first error; stages 3 and 5
 //! report everything they find.
+//!
+//! YAML engines (issue 29's decision): one reader, `tree` (on
+//! `serde-saphyr`'s parser), gives every position, byte range and style;
+//! one editing interface, [`edit`], writes through `yaml-edit`, and for pin
+//! edits first through a splice private to it. `yaml-edit` alone was
+//! benchmarked on the P7 case (`assign` on 10,000 pins, target 100 ms): its
+//! edit alone took 599 ms (median of 21 runs; 253 ms at best) against 25 ms
+//! (16 ms) for the splice, and its lossless parse of that file costs more
+//! than `tree`'s (`docs/performance.md`, P7). So the splice stays behind
+//! [`edit`], and `tree` stays the source of positions.
 
 pub(crate) mod desired;
 pub(crate) mod diagnostic;
@@ -27,7 +37,6 @@ pub mod edit;
 pub(crate) mod fields;
 pub mod owner_keys;
 pub mod revert;
-mod splice;
 pub mod template;
 pub(crate) mod tree;
 pub mod typed;

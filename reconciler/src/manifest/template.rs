@@ -17,15 +17,15 @@ kind: OperatorAssignment
 metadata:
   name: {name}
 spec:
-  # Every operator a resource may be assigned to. `protocol: Handoff` for an
-  # operator run by `reconciler operator`; `Upstream` for a plain Camel K
-  # operator (the reconciler then releases resources on its behalf).
+  # Every operator a resource may be assigned to. `protocol: Upstream` for a
+  # real Apache Camel K operator (the reconciler releases resources on its
+  # behalf); `Handoff` only for the test double `reconciler operator`.
   operators:
 "
     ));
     for (id, namespace) in operators {
         out.push_str(&format!(
-            "    - id: {id}\n      namespace: {namespace}\n      protocol: Handoff\n"
+            "    - id: {id}\n      namespace: {namespace}\n      protocol: Upstream\n"
         ));
     }
     // No `\` continuation here: it would eat the comment's indentation.

@@ -14,7 +14,7 @@
 //!
 //! Every node also keeps its byte range in the text and its style (plain,
 //! quoted, block, flow), so an edit can splice at a known place
-//! ([`super::edit`]) without a second parser.
+//! (the pin splice of [`super::edit`]) without a second parser.
 
 use std::collections::HashMap;
 use std::fmt;

@@ -1,5 +1,5 @@
 //! What a round writes to Camel K resources, all through [`crate::handoff`]:
-//! first assignments and adoptions ([`executor::assign`], [`executor::flip`]),
+//! first assignments and adoptions ([`owner_writes::assign`], [`owner_writes::flip`]),
 //! a step's hand-overs ([`Coordinator`]) and the requests a killed
 //! predecessor left.
 //!
@@ -7,7 +7,7 @@
 //! - Which moves to make comes from the plan engine
 //!   ([`crate::plan::rollout`]); this module only carries them out and says
 //!   how it went ([`StepOutcome`]).
-//! - Every owner-key write is one of the handoff executor's fenced patches;
+//! - Every owner-key write is one of [`owner_writes`]' fenced patches;
 //!   a refused fence or a deleted resource is left for the next round.
 //! - Handoff durations and the handoffs in progress are counted in the
 //!   metrics; each resource moved gets a `Moved` Event.
@@ -25,8 +25,9 @@ use crate::api::{
     parse_duration,
 };
 use crate::camel_k::{OwnerKey, owner_of_meta};
-use crate::handoff::executor::{self, FlipResult, HandoffError};
+use crate::handoff::coordinator::HandoffError;
 use crate::handoff::fence::FlipGuard;
+use crate::handoff::owner_writes::{self, FlipResult};
 use crate::handoff::request::{FROM_LABEL, HandoffRequest, TO_LABEL};
 use crate::handoff::{ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode};
 use crate::inventory::Inventory;
@@ -111,7 +112,7 @@ impl StepOutcome {
     }
 }
 
-/// The handoff executor's group for a planned hand-over.
+/// The [`crate::handoff::Coordinator`]'s batch for a planned hand-over.
 fn move_batch(h: Handover) -> MoveBatch {
     MoveBatch {
         namespace: h.namespace,
@@ -147,7 +148,7 @@ pub(super) async fn assign_one(
     let to = a.to.as_str();
     let result = match (adopt, owner) {
         (true, Some(o)) if o.key == OwnerKey::Annotation && o.id == to => {
-            executor::flip(client, id.kind, &object, to, to, &FlipGuard::default()).await
+            owner_writes::flip(client, id.kind, &object, to, to, &FlipGuard::default()).await
         }
         // Changed since it was read: the next round decides again.
         (_, Some(_)) | (true, None) => return Ok(false),
@@ -166,7 +167,7 @@ pub(super) async fn assign_one(
                     }
                 },
             };
-            executor::assign(client, id.kind, &object, to, &guard).await
+            owner_writes::assign(client, id.kind, &object, to, &guard).await
         }
     };
     match result.map_err(err)? {
@@ -200,7 +201,7 @@ impl Syncer {
     }
 
     /// Co-owns the owner keys of each resource of `inventory` that another
-    /// tool applies ([`executor::co_own_keys`]): removing the keys from
+    /// tool applies ([`owner_writes::co_own_keys`]): removing the keys from
     /// that tool's manifests then leaves them in place. Returns how many
     /// were written; a refused write is left for the next round.
     pub(super) async fn co_own(&mut self, inventory: &Inventory) -> Result<usize, SyncError> {
@@ -220,9 +221,10 @@ impl Syncer {
             let Some(object) = api.get_opt(&id.name).await.map_err(err)? else {
                 continue;
             };
-            if let FlipResult::Flipped(_) = executor::co_own_keys(&self.client, id.kind, &object)
-                .await
-                .map_err(err)?
+            if let FlipResult::Flipped(_) =
+                owner_writes::co_own_keys(&self.client, id.kind, &object)
+                    .await
+                    .map_err(err)?
             {
                 written += 1;
                 tracing::info!(resource = %id, "co-owning owner keys another tool applies");

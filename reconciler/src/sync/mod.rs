@@ -97,7 +97,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use crate::api::OperatorAssignmentSpec;
 use crate::camel_k::CamelKind;
 use crate::handoff::Coordinator;
-use crate::handoff::executor::HandoffError;
+use crate::handoff::coordinator::HandoffError;
 use crate::inventory::ResourceRef;
 use crate::inventory::cluster::ClusterReadError;
 use crate::lock::LockTiming;

@@ -10,7 +10,7 @@ use crate::support::*;
 use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::camel_k::status::phase;
-use camelk_reconciler::handoff::executor::{HandoffError, Requested};
+use camelk_reconciler::handoff::coordinator::{HandoffError, Requested};
 use camelk_reconciler::handoff::request::{FROM_LABEL, STATE_ANNOTATION};
 use camelk_reconciler::handoff::{
     Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,

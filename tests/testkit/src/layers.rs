@@ -16,7 +16,9 @@
 //! ```
 //!
 //! A module may use modules of lower layers and, without a cycle, modules of
-//! its own layer. Every top-level module must be placed; the crate root and
+//! its own layer. No modules may import each other in a circle of any length
+//! (`a` → `b` → `c` → `a`), whatever their layers: one such circle is named
+//! for every module on one. Every top-level module must be placed; the crate root and
 //! `src/bin/` are above every layer. References are read from `crate::` paths
 //! (`use crate::a::b`, `use crate::{a, b::c}`, inline `crate::a::f()`) outside
 //! comments; that is how this workspace imports across modules. A file's
@@ -37,8 +39,13 @@ pub enum Violation {
         from: String,
         to: String,
     },
-    /// Two modules of one layer import each other.
-    Cycle { a: String, b: String },
+    /// Modules that import each other in a circle: `modules[i]` imports
+    /// `modules[i + 1]`, at `imports[i]` (file and line), and the last imports
+    /// the first. Starts at the smallest name, so each circle has one form.
+    Cycle {
+        modules: Vec<String>,
+        imports: Vec<(PathBuf, usize)>,
+    },
     /// A top-level module that no layer names.
     Unplaced { module: String },
 }
@@ -56,8 +63,22 @@ impl std::fmt::Display for Violation {
                 "{}:{line}: `{from}` imports `{to}`, a higher layer",
                 file.display()
             ),
-            Violation::Cycle { a, b } => {
-                write!(f, "`{a}` and `{b}` (one layer) import each other")
+            Violation::Cycle { modules, imports } => {
+                let circle: Vec<String> = modules
+                    .iter()
+                    .chain(modules.first())
+                    .map(|m| format!("`{m}`"))
+                    .collect();
+                let sites: Vec<String> = imports
+                    .iter()
+                    .map(|(file, line)| format!("{}:{line}", file.display()))
+                    .collect();
+                write!(
+                    f,
+                    "{} import each other in a circle ({})",
+                    circle.join(" → "),
+                    sites.join(", ")
+                )
             }
             Violation::Unplaced { module } => write!(
                 f,
@@ -108,7 +129,9 @@ pub fn check(src: &Path, layers: &[Vec<String>]) -> Result<Vec<Violation>, Strin
         .flat_map(|(i, layer)| layer.iter().map(move |m| (m.as_str(), i)))
         .collect();
     let mut violations = BTreeSet::new();
-    let mut same_layer: BTreeSet<(String, String)> = BTreeSet::new();
+    // Every import between placed modules, with its first site (files are
+    // read in order): the graph the circles are looked for in.
+    let mut imports: BTreeMap<String, BTreeMap<String, (PathBuf, usize)>> = BTreeMap::new();
     for file in rust_files(src)? {
         let rel = file.strip_prefix(src).expect("under src");
         let Some(module) = top_module(rel) else {
@@ -124,11 +147,15 @@ pub fn check(src: &Path, layers: &[Vec<String>]) -> Result<Vec<Violation>, Strin
             if to == module {
                 continue;
             }
+            if rank.contains_key(to.as_str()) {
+                imports
+                    .entry(module.clone())
+                    .or_default()
+                    .entry(to.clone())
+                    .or_insert_with(|| (rel.to_path_buf(), line));
+            }
             match rank.get(to.as_str()) {
-                Some(&r) if r < from_rank => {}
-                Some(&r) if r == from_rank => {
-                    same_layer.insert((module.clone(), to));
-                }
+                Some(&r) if r <= from_rank => {}
                 Some(_) => {
                     violations.insert(Violation::Upward {
                         file: rel.to_path_buf(),
@@ -153,15 +180,70 @@ pub fn check(src: &Path, layers: &[Vec<String>]) -> Result<Vec<Violation>, Strin
             }
         }
     }
-    for (a, b) in &same_layer {
-        if a < b && same_layer.contains(&(b.clone(), a.clone())) {
-            violations.insert(Violation::Cycle {
-                a: a.clone(),
-                b: b.clone(),
-            });
-        }
+    let graph: BTreeMap<String, BTreeSet<String>> = imports
+        .iter()
+        .map(|(from, to)| (from.clone(), to.keys().cloned().collect()))
+        .collect();
+    for modules in cycles(&graph) {
+        let sites = modules
+            .iter()
+            .zip(modules.iter().cycle().skip(1))
+            .map(|(from, to)| imports[from][to].clone())
+            .collect();
+        violations.insert(Violation::Cycle {
+            modules,
+            imports: sites,
+        });
     }
     Ok(violations.into_iter().collect())
+}
+
+/// The circles of `imports` (module → the modules it imports): for every
+/// module on a circle, the shortest circle through it, each given once,
+/// starting at its smallest name. Not every circle of a tangle is listed, but
+/// every module on one is on a listed one, so the check is clean exactly when
+/// the graph has no circle.
+pub fn cycles(imports: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    let mut found = BTreeSet::new();
+    for start in imports.keys() {
+        if let Some(mut circle) = shortest_cycle_through(imports, start) {
+            let smallest = (0..circle.len())
+                .min_by_key(|&i| &circle[i])
+                .expect("a circle has a module");
+            circle.rotate_left(smallest);
+            found.insert(circle);
+        }
+    }
+    found.into_iter().collect()
+}
+
+/// Breadth first from `start` until an import leads back to it: the path,
+/// `start` first, or `None` when no path returns.
+fn shortest_cycle_through(
+    imports: &BTreeMap<String, BTreeSet<String>>,
+    start: &str,
+) -> Option<Vec<String>> {
+    let mut came_from: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut queue = std::collections::VecDeque::from([start]);
+    while let Some(module) = queue.pop_front() {
+        for next in imports.get(module).into_iter().flatten() {
+            if next == start {
+                let mut path = vec![module.to_string()];
+                let mut at = module;
+                while at != start {
+                    at = came_from[at];
+                    path.push(at.to_string());
+                }
+                path.reverse();
+                return Some(path);
+            }
+            if !came_from.contains_key(next.as_str()) {
+                came_from.insert(next, module);
+                queue.push_back(next);
+            }
+        }
+    }
+    None
 }
 
 /// `crate::<name>` references in `text`, with their 1-based line, comments
@@ -355,8 +437,8 @@ mod tests {
         let v = check(dir.path(), &layers(&["a b"])).unwrap();
         assert!(
             v.contains(&Violation::Cycle {
-                a: "a".into(),
-                b: "b".into()
+                modules: vec!["a".into(), "b".into()],
+                imports: vec![(PathBuf::from("a.rs"), 1), (PathBuf::from("b.rs"), 1)],
             }),
             "{v:?}"
         );
@@ -396,5 +478,64 @@ mod tests {
     fn the_unit_test_module_is_not_read() {
         let text = "use crate::api::X;\n#[cfg(test)]\nmod tests {\n    use crate::sync::Y;\n}\n";
         assert_eq!(names(text), ["api"]);
+    }
+
+    fn graph(edges: &[(&str, &str)]) -> BTreeMap<String, BTreeSet<String>> {
+        let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (from, to) in edges {
+            g.entry(from.to_string())
+                .or_default()
+                .insert(to.to_string());
+        }
+        g
+    }
+
+    fn circles(edges: &[(&str, &str)]) -> Vec<Vec<String>> {
+        cycles(&graph(edges))
+    }
+
+    #[test]
+    fn a_circle_of_three_modules_is_found() {
+        // No two modules import each other: only the whole circle closes.
+        let edges = [("b", "c"), ("c", "a"), ("a", "b"), ("d", "a"), ("c", "e")];
+        assert_eq!(circles(&edges), [["a", "b", "c"]]);
+    }
+
+    #[test]
+    fn every_module_on_a_circle_is_on_a_listed_one() {
+        // a → b → c → d → a, and b → a: the short circle does not hide the long one.
+        let edges = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "a"), ("b", "a")];
+        assert_eq!(circles(&edges), [vec!["a", "b"], vec!["a", "b", "c", "d"]]);
+    }
+
+    #[test]
+    fn a_graph_without_a_circle_has_none() {
+        let edges = [("a", "b"), ("a", "c"), ("b", "c"), ("c", "d"), ("b", "d")];
+        assert!(circles(&edges).is_empty());
+    }
+
+    #[test]
+    fn a_circle_of_three_modules_in_a_crate_is_named_with_its_imports() {
+        let dir = crate_with(&[
+            ("a.rs", "use crate::b::X;\n"),
+            ("b/mod.rs", "\nuse crate::c::Y;\n"),
+            ("c.rs", "use crate::{a::Z};\n"),
+        ]);
+        let v = check(dir.path(), &layers(&["a b c"])).unwrap();
+        assert_eq!(
+            v,
+            [Violation::Cycle {
+                modules: vec!["a".into(), "b".into(), "c".into()],
+                imports: vec![
+                    (PathBuf::from("a.rs"), 1),
+                    (PathBuf::from("b/mod.rs"), 2),
+                    (PathBuf::from("c.rs"), 1),
+                ],
+            }]
+        );
+        assert_eq!(
+            v[0].to_string(),
+            "`a` → `b` → `c` → `a` import each other in a circle (a.rs:1, b/mod.rs:2, c.rs:1)"
+        );
     }
 }

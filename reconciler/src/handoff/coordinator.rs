@@ -1,6 +1,12 @@
-//! The coordinating side of a handoff, and the one function that writes a
-//! change of owner ([`flip`]), used by releasing operators, by the
-//! coordinator for upstream operators, and for dead-owner takeover alike.
+//! The coordinating side of a handoff: the [`Coordinator`] checks a batch,
+//! writes the request Lease, waits for releases, releases for upstream
+//! owners, takes over from dead ones, reports a stall and withdraws the
+//! request when done or when the target dies (the flow is in the module doc
+//! of [`crate::handoff`]).
+//!
+//! It writes owner keys only through [`owner_writes`](super::owner_writes);
+//! its own writes are to the request Lease (create, `Stalled` state,
+//! delete).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -10,152 +16,23 @@ use futures::stream::SelectAll;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PostParams};
 use kube::core::PartialObjectMeta;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
-use super::fence::{self, FlipGuard};
+use super::fence::FlipGuard;
+use super::owner_writes::{FLIPS_IN_FLIGHT, FlipResult, flip};
 use super::request::{
     ForcePolicy, HandoffItem, HandoffRequest, HandoffSpec, ReleaseMode, STATE_ANNOTATION,
 };
 use crate::api::OperatorId;
-use crate::camel_k::appliers::CO_OWNER;
 use crate::camel_k::release::{self, work_in_flight};
 use crate::camel_k::status;
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, OwnerKey, owner_id, owner_of_meta};
 use crate::field_manager::update_as;
 use crate::inventory::watch::{CachedObject, Scope, WatchCache, map_event};
 use crate::lock::{LeaseObserver, Liveness, LockTiming, lock_name};
-
-/// Result of one fenced flip.
-#[derive(Debug)]
-pub enum FlipResult {
-    /// The patch was accepted; the object as the API server returned it.
-    Flipped(Box<DynamicObject>),
-    /// The API server refused the fence (422): the owner or guarded phase
-    /// changed since the object was read. Nothing was written.
-    Refused,
-    /// The object no longer exists.
-    Gone,
-}
-
-/// Writes the change of owner of `object` from `from` to `to` (one fenced
-/// JSON patch, [`fence::flip`]); with `from == to`, the adoption of a
-/// resource its annotation alone names (or whose label names another
-/// operator). Owner keys are written only here, in `assign` and in
-/// `co_own_keys`.
-pub async fn flip(
-    client: &Client,
-    kind: CamelKind,
-    object: &DynamicObject,
-    from: &str,
-    to: &str,
-    guard: &FlipGuard,
-) -> Result<FlipResult, kube::Error> {
-    let ns = object.metadata.namespace.as_deref().unwrap_or_default();
-    let name = object.metadata.name.as_deref().unwrap_or_default();
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &kind.api_resource());
-    patch_owner_keys(&api, name, fence::flip(object, from, to, guard)).await
-}
-
-/// Writes the first owner of `object`, which has no owner key ([`fence::assign`]:
-/// only while it is unchanged since read and, with a guard, in the phase
-/// judged stable).
-// Only the sync loop (feature `server`) calls this; the plugin builds without it.
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
-pub(crate) async fn assign(
-    client: &Client,
-    kind: CamelKind,
-    object: &DynamicObject,
-    to: &str,
-    guard: &FlipGuard,
-) -> Result<FlipResult, kube::Error> {
-    let ns = object.metadata.namespace.as_deref().unwrap_or_default();
-    let name = object.metadata.name.as_deref().unwrap_or_default();
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &kind.api_resource());
-    patch_owner_keys(&api, name, fence::assign(object, to, guard)).await
-}
-
-/// Makes the reconciler a co-owner of `object`'s owner keys, as they are
-/// now (both, or the one it carries), by a server-side apply of just those
-/// fields under
-/// [`crate::camel_k::appliers::CO_OWNER`]. Another tool that applies them
-/// (a GitOps tool deploying the resource from a manifest that names its
-/// operator) then shares them: when it stops applying them, the API server
-/// keeps them, where it would remove a field its last manager dropped. The
-/// apply carries the resourceVersion read and is not forced, so it changes
-/// no value: an object changed since (or keys another manager holds with
-/// other values) is refused (409), and the next round tries again.
-// Only the sync loop (feature `server`) calls this; the plugin builds without it.
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
-pub(crate) async fn co_own_keys(
-    client: &Client,
-    kind: CamelKind,
-    object: &DynamicObject,
-) -> Result<FlipResult, kube::Error> {
-    let meta = &object.metadata;
-    let key = |map: &Option<BTreeMap<String, String>>| {
-        map.as_ref()
-            .and_then(|m| m.get(OPERATOR_ID_KEY))
-            .filter(|v| !v.is_empty())
-            .cloned()
-    };
-    let (label, annotation) = (key(&meta.labels), key(&meta.annotations));
-    // Only keys that agree are co-owned, as they are.
-    if label.is_none() && annotation.is_none()
-        || label.is_some() && annotation.is_some() && label != annotation
-    {
-        return Ok(FlipResult::Refused);
-    }
-    let ns = meta.namespace.as_deref().unwrap_or_default();
-    let name = meta.name.as_deref().unwrap_or_default();
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &kind.api_resource());
-    let mut keys = serde_json::json!({
-        "apiVersion": kind.api_version(),
-        "kind": kind.kind(),
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "resourceVersion": meta.resource_version,
-        },
-    });
-    if let Some(label) = label {
-        keys["metadata"]["labels"] = serde_json::json!({ OPERATOR_ID_KEY: label });
-    }
-    if let Some(annotation) = annotation {
-        keys["metadata"]["annotations"] = serde_json::json!({ OPERATOR_ID_KEY: annotation });
-    }
-    let params = PatchParams::apply(CO_OWNER);
-    match api.patch(name, &params, &Patch::Apply(keys)).await {
-        Ok(obj) => Ok(FlipResult::Flipped(Box::new(obj))),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(FlipResult::Gone),
-        Err(kube::Error::Api(s)) if matches!(s.code, 409 | 422) => Ok(FlipResult::Refused),
-        Err(e) => Err(e),
-    }
-}
-
-/// Sends one owner-key patch; a refused fence (422, or 409) and a deleted
-/// object are results, not errors.
-async fn patch_owner_keys(
-    api: &Api<DynamicObject>,
-    name: &str,
-    patch: json_patch::Patch,
-) -> Result<FlipResult, kube::Error> {
-    match api
-        .patch(
-            name,
-            &update_as(super::FIELD_MANAGER),
-            &Patch::<()>::Json(patch),
-        )
-        .await
-    {
-        Ok(obj) => Ok(FlipResult::Flipped(Box::new(obj))),
-        Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => Ok(FlipResult::Refused),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(FlipResult::Gone),
-        Err(e) => Err(e),
-    }
-}
 
 /// Resources of one namespace to move from one operator to another.
 #[derive(Clone, Debug)]
@@ -525,7 +402,9 @@ impl Coordinator {
                     kind: (*kind, i),
                     namespace: Some(request.namespace.clone()),
                 };
+                // Backed off: an API error would otherwise be retried at once.
                 let events = watcher(api, watcher::Config::default().labels(&selector))
+                    .default_backoff()
                     .map(|event| event.map(|e| map_event(e, |m| CachedObject(metadata_only(m)))));
                 watches.push(view.reflect(scope, events).boxed());
             }
@@ -866,12 +745,6 @@ fn metadata_only(m: PartialObjectMeta<DynamicObject>) -> DynamicObject {
         data: serde_json::Value::Null,
     }
 }
-
-/// Flips a releasing operator or the coordinator has in flight at once. Each
-/// is one fenced write to a different resource, so they need no order among
-/// them, and a few in flight hide the round trip that a handoff (or a
-/// takeover) of hundreds of resources would otherwise pay one after another.
-pub const FLIPS_IN_FLIGHT: usize = 4;
 
 fn describe(kind: CamelKind, obj: &DynamicObject) -> String {
     format!(

@@ -1,12 +1,14 @@
 //! The fast path of pin edits: new text spliced into the pin list at the byte
-//! ranges the positioned parse ([`super::tree`]) already knows, instead of a
-//! second, lossless parse of the whole file by `yaml-edit`.
+//! ranges the positioned parse ([`crate::manifest::tree`]) already knows,
+//! instead of a second, lossless parse of the whole file by `yaml-edit`.
+//! Private to [`super`] (the one interface of manifest edits), which tries it
+//! first and falls back to `yaml-edit`.
 //!
 //! Contract:
 //! - [`pins`] handles the common shapes only and says so by returning `None`
 //!   for anything else (a flow, empty or indentless list, no list, a value
 //!   that would need quotes, a blank line or comment next to a removed pin,
-//!   a multi-line scalar, ...); the caller then takes the general path of [`super::edit`].
+//!   a multi-line scalar, ...); the caller then takes the general path of [`super`].
 //!   When it does handle an edit, the bytes are exactly those the general
 //!   path writes (the golden and property tests compare both): an operator
 //!   keeps its quote style, a new pin is a block mapping indented like its
@@ -16,7 +18,7 @@
 //!   and their neighbours, whole lines) is parsed again on its own and must
 //!   give exactly the expected pins; the line after it must close that part
 //!   (a sibling or a dedent); the whole expected spec goes through
-//!   [`super::validate`]. Any doubt, or any error (whose message the general
+//!   [`validate`]. Any doubt, or any error (whose message the general
 //!   path words with its positions), returns `None`.
 //! - The returned [`Manifest`]'s tree is the old one with the re-parsed part
 //!   put in and every later position shifted, equal to a parse of the new
@@ -24,15 +26,15 @@
 
 use std::ops::Range;
 
-use super::tree::{Entry, FieldPath, Node, Style, Tree, Value};
-use super::{Diagnostic, Manifest, Severity, validate};
 use crate::api::{OperatorAssignmentSpec, OperatorId, Pin};
 use crate::camel_k::CamelKind;
+use crate::manifest::tree::{Entry, FieldPath, Node, Style, Tree, Value};
+use crate::manifest::{Diagnostic, Manifest, Severity, validate};
 
 /// One change to the pin list; indices are those of the manifest before the
 /// edit.
 #[derive(Clone, Debug)]
-pub(crate) enum PinEdit {
+pub(super) enum PinEdit {
     /// The pin at `index` gets operator `to`.
     Set { index: usize, to: OperatorId },
     /// A new pin after the last one.
@@ -48,7 +50,7 @@ pub(crate) enum PinEdit {
 /// ([`Splices::plan`]); the new text, and the changed part of the list
 /// re-parsed on its own ([`reparse_window`]); the whole spec validated; the
 /// tree patched ([`spliced_tree`]).
-pub(crate) fn pins(
+pub(super) fn pins(
     manifest: &Manifest,
     edits: &[PinEdit],
     expected: &OperatorAssignmentSpec,
