@@ -39,6 +39,24 @@ impl Leadership {
     fn set(&self, at: Option<Instant>) {
         *self.last_renewed.lock().expect("leadership mutex") = at;
     }
+
+    /// A replica's leadership without a lock behind it: leading (renewed
+    /// now) or standing by, for tests of what only the leader does (the
+    /// sync's endpoints, behind the `server` feature).
+    #[cfg(all(test, feature = "server"))]
+    pub(crate) fn fixed(leading: bool) -> Leadership {
+        let leadership = Leadership {
+            last_renewed: Arc::new(Mutex::new(None)),
+            // Long enough for any test to keep leading.
+            timing: LockTiming {
+                lease_duration: std::time::Duration::from_secs(7200),
+                renew_deadline: std::time::Duration::from_secs(3600),
+                retry_period: std::time::Duration::from_secs(1),
+            },
+        };
+        leadership.set(leading.then(Instant::now));
+        leadership
+    }
 }
 
 /// The lock of one operator id, from the point of view of one replica.

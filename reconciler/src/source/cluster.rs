@@ -65,8 +65,12 @@ pub(crate) const REVISION_PREFIX: &str = "generation-";
 const MANAGED_BY: &str = "camelk-reconciler";
 
 /// Annotations of the object left out of the rendered manifest: tools'
-/// bookkeeping, not desired state.
-const SKIPPED_ANNOTATIONS: [&str; 1] = ["kubectl.kubernetes.io/last-applied-configuration"];
+/// bookkeeping and requests for a round (`kubectl camelk sync`, a webhook a
+/// standby relayed), not desired state, so neither rewrites the snapshot.
+const SKIPPED_ANNOTATIONS: [&str; 2] = [
+    "kubectl.kubernetes.io/last-applied-configuration",
+    api::RECONCILE_REQUEST_ANNOTATION,
+];
 
 /// The `OperatorAssignment` `namespace/name` in the cluster.
 pub struct ClusterSource {
@@ -88,6 +92,11 @@ impl ClusterSource {
             file: format!("{}/{namespace}/{name}", api::KIND),
             uid: None,
         }
+    }
+
+    /// The name of the object followed.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// `OperatorAssignment/<namespace>/<name>`, the name in diagnostics.

@@ -7,13 +7,17 @@
 //!    every request (a rotated Secret takes effect without a restart);
 //!    without a configured file every request is refused (404), without or
 //!    with a wrong token too (401);
-//! 2. `head` and `base` are fetched from the remote when they name a branch
+//! 2. only the leader plans, from the watch cache its rounds keep warm: a
+//!    standby answers 503 with `Retry-After` (a retry through the Service
+//!    reaches the leader; see [`super::server`], "Replicas"), as does the
+//!    leader while that cache has not listed every kind in scope;
+//! 3. `head` and `base` are fetched from the remote when they name a branch
 //!    or ref, or when the clone lacks the commit ([`GitSource::read_revision`]),
 //!    into a clone of the endpoint's own;
-//! 3. both manifests are validated as the sync validates them; the live
+//! 4. both manifests are validated as the sync validates them; the live
 //!    owners in the head manifest's scope come from the watch cache, the
 //!    phases of would-be moves from the API server;
-//! 4. [`plan_reading_phases`] plans, as `kubectl camelk plan --base --head`
+//! 5. [`plan_reading_phases`] plans, as `kubectl camelk plan --base --head`
 //!    does, and the answer is a [`ServedPlan`] as JSON.
 //!
 //! Guarantees: nothing is written to the cluster; the token is never logged
@@ -29,7 +33,9 @@ use kube::Client;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use super::server::STANDBY_RETRY_AFTER_SECS;
 use super::{CACHE_PATIENCE, Reach, live::LiveCache};
+use crate::lock::Leadership;
 use crate::manifest::Manifest;
 use crate::plan::Actual;
 use crate::plan::live::{ServedPlan, plan_reading_phases};
@@ -46,6 +52,8 @@ pub(crate) struct PlanService {
     pub(crate) token_file: PathBuf,
     /// One fetch into the endpoint's clone at a time.
     pub(crate) fetching: tokio::sync::Mutex<()>,
+    /// Only the leader plans: its watch cache is the warm one.
+    pub(crate) leadership: Leadership,
 }
 
 #[derive(Debug, Deserialize)]
@@ -58,14 +66,25 @@ pub(crate) struct PlanQuery {
 /// A refusal: its status and a line for people.
 struct Refusal(StatusCode, String);
 
+impl Refusal {
+    /// A 503 a retry may get past: sent with `Retry-After`.
+    fn unavailable(why: impl Into<String>) -> Refusal {
+        Refusal(StatusCode::SERVICE_UNAVAILABLE, why.into())
+    }
+}
+
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         let mut response = (self.0, format!("{}\n", self.1)).into_response();
+        let headers = response.headers_mut();
         if self.0 == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(
+            headers.insert(
                 header::WWW_AUTHENTICATE,
                 "Bearer".parse().expect("a header value"),
             );
+        }
+        if self.0 == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(header::RETRY_AFTER, STANDBY_RETRY_AFTER_SECS.into());
         }
         response
     }
@@ -96,6 +115,13 @@ pub(crate) async fn serve_plan(
 impl PlanService {
     async fn answer(&self, headers: &HeaderMap, query: &PlanQuery) -> Result<ServedPlan, Refusal> {
         self.authorize(headers)?;
+        // After the token, so a wrong one is refused alike on every replica.
+        if !self.leadership.is_leading() {
+            return Err(Refusal::unavailable(
+                "this replica stands by; the leader serves plans: retry (the Service \
+                 sends requests to every replica)",
+            ));
+        }
         let (head_sha, head) = {
             let _one_fetch = self.fetching.lock().await;
             self.manifest_at(&query.head).await?
@@ -126,9 +152,8 @@ impl PlanService {
             .synced_snapshot(&reach, CACHE_PATIENCE)
             .await
             .ok_or_else(|| {
-                Refusal(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the watch cache has not listed every kind in scope yet; retry shortly".into(),
+                Refusal::unavailable(
+                    "the watch cache has not listed every kind in scope yet; retry shortly",
                 )
             })?;
         if let Some(namespace) = &query.namespace {
@@ -198,5 +223,81 @@ impl PlanService {
         let manifest = Manifest::parse(&file, revision.text)
             .map_err(|e| Refusal(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
         Ok((revision.sha, Some(manifest)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plan service whose API server and repository are never reached:
+    /// every request below is answered before either is needed.
+    fn service(leading: bool, dir: &std::path::Path) -> Arc<PlanService> {
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let live = LiveCache::start(
+            &client,
+            super::super::live::LiveCacheMode::Metadata,
+            Arc::new(tokio::sync::Notify::new()),
+            None,
+            &shutdown,
+        );
+        let cache = dir.join("clone");
+        Arc::new(PlanService {
+            client,
+            source: GitSource::new("file:///nonexistent", "main", "oa.yaml", &cache),
+            live,
+            token_file: dir.join("token"),
+            fetching: tokio::sync::Mutex::new(()),
+            leadership: Leadership::fixed(leading),
+        })
+    }
+
+    fn bearer(token: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::AUTHORIZATION,
+            format!("Bearer {token}").parse().unwrap(),
+        );
+        headers
+    }
+
+    // Multi-threaded: the leader's read of the repository blocks in place.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_standby_checks_the_token_then_answers_503_with_retry_after() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("token"), "t0ken\n").unwrap();
+        let query = PlanQuery {
+            head: "main".into(),
+            base: None,
+            namespace: None,
+        };
+        let standby = service(false, dir.path());
+        let answer = serve_plan(Some(standby.clone()), &bearer("t0ken"), &query).await;
+        assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            answer.headers()[header::RETRY_AFTER],
+            STANDBY_RETRY_AFTER_SECS.to_string()
+        );
+        let body = axum::body::to_bytes(answer.into_body(), 4096)
+            .await
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&body).contains("stands by"),
+            "{body:?}"
+        );
+        // A wrong token is refused as the leader refuses it.
+        let answer = serve_plan(Some(standby), &bearer("guess"), &query).await;
+        assert_eq!(answer.status(), StatusCode::UNAUTHORIZED);
+        assert!(answer.headers().get(header::RETRY_AFTER).is_none());
+
+        // The leader goes on to read the revision (here from a repository
+        // that does not exist): it does not refuse as a standby.
+        let leader = service(true, dir.path());
+        let answer = serve_plan(Some(leader), &bearer("t0ken"), &query).await;
+        assert_ne!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_ne!(answer.status(), StatusCode::UNAUTHORIZED);
     }
 }

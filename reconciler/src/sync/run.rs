@@ -2,11 +2,15 @@
 //! [`Syncer::round`].
 //!
 //! # Expected flow
-//! 1. Wait to lead (the Lease `camelk-reconciler-lock`).
+//! 1. Wait to lead (the Lease `camelk-reconciler-lock`). A standby serves
+//!    the HTTP endpoints meanwhile and passes webhooks on to the leader
+//!    through the object's requested-at annotation ([`server`], "Replicas").
 //! 2. Run a round: it fetches first when the interval passed, a webhook
-//!    arrived or the object's annotations were edited (with the object as
-//!    the source, its spec too); an ownership change alone plans the
-//!    revision fetched last again.
+//!    arrived, the object's annotations were edited (among them the
+//!    requested-at annotation a standby or `kubectl camelk sync` sets) or,
+//!    with the object as the source, its spec; the first round as leader
+//!    fetches too. An ownership change alone plans the revision fetched
+//!    last again.
 //! 3. A webhook or an edit of the object during a round interrupts its waits
 //!    (health gate, pause); the next round, which fetches at once, resumes
 //!    from the status.
@@ -24,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::newcomers::Newcomers;
 use super::plan_endpoint::PlanService;
+use super::server::{Relay, RelayTarget};
 use super::{LOCK_ID, SyncConfig, Syncer, live, server};
 use crate::lock::OperatorLock;
 use crate::source::Source;
@@ -92,6 +97,7 @@ pub async fn run(
                 live: live.clone(),
                 token_file,
                 fetching: tokio::sync::Mutex::new(()),
+                leadership: leadership.clone(),
             })),
             (Some(_), Source::Cluster(_)) => {
                 tracing::warn!("the plan endpoint needs a Git source; GET /plan stays off");
@@ -99,11 +105,16 @@ pub async fn run(
             }
             (None, _) => None,
         };
+        let relay_target = match &source {
+            Source::Cluster(cluster) => RelayTarget::Named(cluster.name().to_string()),
+            Source::Git(_) => RelayTarget::AppliedBySync,
+        };
         let endpoints = server::Endpoints {
             telemetry: telemetry.clone(),
             trigger: trigger.clone(),
             webhook_secret: serving.webhook_secret.map(Arc::new),
             leadership: leadership.clone(),
+            relay: Arc::new(Relay::new(client.clone(), &cfg.namespace, relay_target)),
             plan,
         };
         let stop = shutdown.clone();
@@ -121,6 +132,11 @@ pub async fn run(
     let mut fetch_asked = true;
     loop {
         if !leadership.is_leading() {
+            // The first round as leader fetches, so a wake-up while standing
+            // by (its own relayed annotation, an edit) is spent here: stored,
+            // it would interrupt that round.
+            fetch_asked = true;
+            let _ = futures::FutureExt::now_or_never(trigger.notified());
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tokio::time::sleep(syncer.cfg.lock_timing.retry_period) => continue,

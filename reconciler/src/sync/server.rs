@@ -3,11 +3,11 @@
 //!
 //! Contract:
 //! - `/healthz` answers 200 while the process serves; `/readyz` answers 200
-//!   with `leader` or `standby` (a standby replica is ready to take over).
+//!   with `leader` or `standby`.
 //! - `/metrics` is the Prometheus text format of [`Telemetry`]
 //!   (`prometheus-client`).
-//! - `POST /hooks/git` triggers a fetch at once, only when the request
-//!   carries a valid HMAC-SHA256 of its body under the configured secret
+//! - `POST /hooks/git` is accepted only when the request carries a valid
+//!   HMAC-SHA256 of its body under the configured secret
 //!   ([`verify_signature`]): GitHub's `X-Hub-Signature-256: sha256=<hex>` or
 //!   Gitea's `X-Gitea-Signature: <hex>`. Without a configured secret the hook
 //!   is refused (404); a missing or wrong signature is refused (401). The
@@ -16,7 +16,38 @@
 //!   it is read whole: at once from its `Content-Length`, else as soon as
 //!   that many bytes have come.
 //! - `GET /plan?head=REV&base=REV` answers the plan of a pull request, with
-//!   a bearer token ([`super::plan_endpoint`]).
+//!   a bearer token, on the leader only ([`super::plan_endpoint`]).
+//!
+//! # Replicas
+//! Every replica serves and is ready, and the Service sends each request to
+//! any of them; only the leader acts:
+//! - An accepted webhook on the leader wakes its loop: it fetches at once
+//!   (202 `fetching`). On a standby it is passed on ([`Relay`]): the standby
+//!   sets `camelk.dev/reconcile-requested-at` to the current time on the
+//!   `OperatorAssignment` the sync follows (with `--source cluster`, the
+//!   object `--name`; with a Git source, every object in `--namespace` that
+//!   the sync has applied), the annotation `kubectl camelk sync` sets. The
+//!   leader watches it ([`super::live::watch_assignments`]) and starts a
+//!   round at once, which copies the value to `status.lastHandledReconcileAt`.
+//!   The answer is 202 naming the objects. When nothing can be written (no
+//!   object applied yet, the API server refused), 503 with `Retry-After`,
+//!   so the Git host shows a failed delivery instead of a silent loss; the
+//!   leader's next interval fetches anyway.
+//! - `GET /plan` on a standby answers 503 with `Retry-After` after checking
+//!   the token: its watch cache is cold, and a retry through the Service
+//!   reaches the leader.
+//!
+//! Why a standby stays ready: taking it out of the Service's endpoints
+//! (`/readyz` failing) would also make a Deployment's rolling update wait
+//! forever for its new pods to become ready (only one of them can lead), and
+//! a PodDisruptionBudget count it as unavailable. Readiness says the
+//! process serves, not that it leads.
+//!
+//! # RBAC
+//! The standby's write is a merge patch of the object's annotations (`patch`
+//! on `operatorassignments`; with `--source cluster` the Role names the one
+//! object); with a Git source it lists the objects (`list`) to find those the
+//! sync applied.
 
 use std::sync::Arc;
 
@@ -24,10 +55,12 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use hmac::{Hmac, KeyInit, Mac};
+use kube::api::{Api, ListParams, Patch};
+use kube::{Client, ResourceExt};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -39,8 +72,17 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::RECONCILE_REQUEST_ANNOTATION;
 use super::plan_endpoint::{PlanQuery, PlanService, serve_plan};
+use super::status::FIELD_MANAGER;
+use crate::api::OperatorAssignment;
+use crate::field_manager::update_as;
 use crate::lock::Leadership;
+
+/// The `Retry-After` (seconds) of a request a standby cannot serve or pass
+/// on: a retry through the Service may reach the leader, or find the
+/// object applied.
+pub(crate) const STANDBY_RETRY_AFTER_SECS: u64 = 1;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct OperatorLabel {
@@ -173,14 +215,120 @@ pub fn verify_signature(
         .map_err(|_| SignatureError::Mismatch)
 }
 
+/// Which `OperatorAssignment`s a standby asks for a round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum RelayTarget {
+    /// The object the sync reads (`--source cluster --name`).
+    Named(String),
+    /// Every object the sync applied from Git: its `managedFields` hold a
+    /// server-side apply of [`FIELD_MANAGER`] to the object itself (not its
+    /// status). Only one sync leads per namespace (one lock), so these are
+    /// its objects.
+    AppliedBySync,
+}
+
+/// Why a standby could not pass a webhook on.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RelayError {
+    #[error("listing the OperatorAssignments in {namespace}: {source}")]
+    List {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("the sync has applied no OperatorAssignment in {namespace} yet")]
+    NothingApplied { namespace: String },
+    #[error("asking OperatorAssignment {namespace}/{name} for a round: {source}")]
+    Patch {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Passes a webhook a standby accepted on to the leader, through the
+/// annotation the leader watches (see the module doc).
+pub(crate) struct Relay {
+    client: Client,
+    namespace: String,
+    target: RelayTarget,
+}
+
+impl Relay {
+    /// Relays to `target` among the `OperatorAssignment`s of `namespace`.
+    pub(crate) fn new(client: Client, namespace: &str, target: RelayTarget) -> Relay {
+        Relay {
+            client,
+            namespace: namespace.to_string(),
+            target,
+        }
+    }
+
+    /// Sets the requested-at annotation of each target to now; the names.
+    pub(crate) async fn pass_on(&self) -> Result<Vec<String>, RelayError> {
+        let api: Api<OperatorAssignment> = Api::namespaced(self.client.clone(), &self.namespace);
+        let names = match &self.target {
+            RelayTarget::Named(name) => vec![name.clone()],
+            RelayTarget::AppliedBySync => {
+                let objects =
+                    api.list_metadata(&ListParams::default())
+                        .await
+                        .map_err(|source| RelayError::List {
+                            namespace: self.namespace.clone(),
+                            source,
+                        })?;
+                objects
+                    .items
+                    .iter()
+                    .filter(|o| applied_by_sync(&o.metadata))
+                    .map(|o| o.name_any())
+                    .collect()
+            }
+        };
+        if names.is_empty() {
+            return Err(RelayError::NothingApplied {
+                namespace: self.namespace.clone(),
+            });
+        }
+        // A fresh value each time: the leader wakes on a change only.
+        let requested = k8s_openapi::jiff::Timestamp::now().to_string();
+        let patch = Patch::Merge(serde_json::json!({
+            "metadata": { "annotations": { RECONCILE_REQUEST_ANNOTATION: requested } }
+        }));
+        for name in &names {
+            api.patch(name, &update_as(FIELD_MANAGER), &patch)
+                .await
+                .map_err(|source| RelayError::Patch {
+                    namespace: self.namespace.clone(),
+                    name: name.clone(),
+                    source,
+                })?;
+        }
+        Ok(names)
+    }
+}
+
+/// Whether the sync applied the object (a server-side apply of its
+/// manager to the main resource), as it does from a Git source.
+fn applied_by_sync(meta: &kube::api::ObjectMeta) -> bool {
+    meta.managed_fields.iter().flatten().any(|entry| {
+        entry.manager.as_deref() == Some(FIELD_MANAGER)
+            && entry.operation.as_deref() == Some("Apply")
+            && entry.subresource.as_deref().unwrap_or_default().is_empty()
+    })
+}
+
 /// What the endpoints share with the sync loop.
 #[derive(Clone)]
 pub(crate) struct Endpoints {
     pub(crate) telemetry: Arc<Telemetry>,
-    /// Notified by a valid webhook: the loop fetches at once.
+    /// Notified by a valid webhook on the leader: the loop fetches at once.
     pub(crate) trigger: Arc<Notify>,
     pub(crate) webhook_secret: Option<Arc<Vec<u8>>>,
     pub(crate) leadership: Leadership,
+    /// How a standby passes a valid webhook on to the leader.
+    pub(crate) relay: Arc<Relay>,
     /// The plan endpoint, when a token is configured.
     pub(crate) plan: Option<Arc<PlanService>>,
 }
@@ -232,22 +380,43 @@ async fn plan(
     serve_plan(e.plan.clone(), &headers, &query).await
 }
 
-async fn hook(State(e): State<Endpoints>, headers: HeaderMap, body: Bytes) -> (StatusCode, String) {
+async fn hook(State(e): State<Endpoints>, headers: HeaderMap, body: Bytes) -> Response {
     let Some(secret) = &e.webhook_secret else {
         return (
             StatusCode::NOT_FOUND,
-            "no webhook secret configured\n".into(),
-        );
+            "no webhook secret configured\n".to_string(),
+        )
+            .into_response();
     };
-    match verify_signature(secret, &headers, &body) {
-        Ok(()) => {
-            tracing::info!("webhook accepted; fetching now");
-            e.trigger.notify_one();
-            (StatusCode::ACCEPTED, "fetching\n".into())
+    if let Err(why) = verify_signature(secret, &headers, &body) {
+        tracing::warn!(reason = %why, "webhook refused");
+        return (StatusCode::UNAUTHORIZED, format!("{why}\n")).into_response();
+    }
+    if e.leadership.is_leading() {
+        tracing::info!("webhook accepted; fetching now");
+        e.trigger.notify_one();
+        return (StatusCode::ACCEPTED, "fetching\n".to_string()).into_response();
+    }
+    match e.relay.pass_on().await {
+        Ok(names) => {
+            tracing::info!(objects = ?names, "webhook accepted on a standby; passed on to the leader");
+            (
+                StatusCode::ACCEPTED,
+                format!(
+                    "standby: asked the leader for a round through OperatorAssignment {}\n",
+                    names.join(", ")
+                ),
+            )
+                .into_response()
         }
         Err(why) => {
-            tracing::warn!(reason = %why, "webhook refused");
-            (StatusCode::UNAUTHORIZED, format!("{why}\n"))
+            tracing::warn!(error = %why, "webhook accepted on a standby but not passed on");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(header::RETRY_AFTER, STANDBY_RETRY_AFTER_SECS.to_string())],
+                format!("standby: could not pass the webhook on to the leader: {why}\n"),
+            )
+                .into_response()
         }
     }
 }
@@ -295,24 +464,24 @@ mod tests {
         );
     }
 
-    /// The real router on a loopback port, with a webhook secret.
-    async fn serving() -> (std::net::SocketAddr, Arc<Notify>, CancellationToken) {
+    /// The real router on a loopback port, with a webhook secret, leading
+    /// or standing by; its API server does not answer (port 9), so a
+    /// standby cannot pass a webhook on.
+    async fn serving(leading: bool) -> (std::net::SocketAddr, Arc<Notify>, CancellationToken) {
         let client =
             kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
                 .unwrap();
-        let lock = crate::lock::OperatorLock::new(
-            client,
-            "default",
-            "camelk-reconciler",
-            "test",
-            crate::lock::LockTiming::DEFAULT,
-        );
         let trigger = Arc::new(Notify::new());
         let endpoints = Endpoints {
             telemetry: Arc::new(Telemetry::default()),
             trigger: trigger.clone(),
             webhook_secret: Some(Arc::new(b"s3cret".to_vec())),
-            leadership: lock.leadership(),
+            leadership: Leadership::fixed(leading),
+            relay: Arc::new(Relay::new(
+                client,
+                "default",
+                RelayTarget::Named("camel-k".into()),
+            )),
             plan: None,
         };
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -324,8 +493,8 @@ mod tests {
 
     /// Sends a POST /hooks/git whose body is `size` bytes of `x` (chunked
     /// when `chunked`, else with its Content-Length), correctly signed, and
-    /// stops writing once the answer comes. Returns the status line and how
-    /// many body bytes were written by then.
+    /// stops writing once the answer comes. Returns the head of the answer
+    /// (status line and headers) and how many body bytes were written by then.
     async fn post_hook(
         address: std::net::SocketAddr,
         size: usize,
@@ -375,8 +544,15 @@ mod tests {
             }
             (sent, write)
         });
+        let mut reader = BufReader::new(read);
         let mut status = String::new();
-        BufReader::new(read).read_line(&mut status).await.unwrap();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).await.unwrap() == 0 || line == "\r\n" {
+                break;
+            }
+            status.push_str(&line);
+        }
         // Stop writing: what was written when the answer came is the count.
         writer.abort();
         let sent = match writer.await {
@@ -388,7 +564,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_100_mb_webhook_body_is_refused_before_it_is_read_whole() {
-        let (address, trigger, shutdown) = serving().await;
+        let (address, trigger, shutdown) = serving(true).await;
         let big = 100 * 1024 * 1024;
         for chunked in [false, true] {
             let started = std::time::Instant::now();
@@ -421,6 +597,56 @@ mod tests {
         let (status, _) = post_hook(address, MAX_WEBHOOK_BODY_BYTES + 1, false).await;
         assert!(status.starts_with("HTTP/1.1 413"), "{status}");
         shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_standby_that_cannot_pass_a_webhook_on_says_so_with_retry_after() {
+        let (address, trigger, shutdown) = serving(false).await;
+        let (head, _) = post_hook(address, 1000, false).await;
+        assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains(&format!("retry-after: {STANDBY_RETRY_AFTER_SECS}\r\n")),
+            "{head}"
+        );
+        let woken = tokio::time::timeout(std::time::Duration::from_millis(200), trigger.notified());
+        assert!(
+            woken.await.is_err(),
+            "a standby does not wake its own loop: it does not lead"
+        );
+        shutdown.cancel();
+    }
+
+    #[test]
+    fn only_a_server_side_apply_of_the_sync_to_the_object_marks_it_applied() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        let meta = |entries: &[(&str, &str, Option<&str>)]| kube::api::ObjectMeta {
+            managed_fields: Some(
+                entries
+                    .iter()
+                    .map(|(manager, operation, subresource)| ManagedFieldsEntry {
+                        manager: Some(manager.to_string()),
+                        operation: Some(operation.to_string()),
+                        subresource: subresource.map(str::to_string),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        assert!(applied_by_sync(&meta(&[(FIELD_MANAGER, "Apply", None)])));
+        assert!(applied_by_sync(&meta(&[
+            ("kubectl-camelk", "Update", None),
+            (FIELD_MANAGER, "Apply", Some("")),
+        ])));
+        // Its status only (the object Flux applied), its own relayed
+        // annotation, or another tool's apply: not the sync's object.
+        assert!(!applied_by_sync(&meta(&[
+            ("kustomize-controller", "Apply", None),
+            (FIELD_MANAGER, "Apply", Some("status")),
+            (FIELD_MANAGER, "Update", None),
+        ])));
+        assert!(!applied_by_sync(&kube::api::ObjectMeta::default()));
     }
 
     // Found by the `webhook` fuzz target: a header of non-ASCII bytes was

@@ -36,6 +36,8 @@ pub mod layers;
 pub mod manifest;
 pub mod operator_rbac;
 pub mod pki;
+pub mod pod;
+pub mod proxy;
 pub mod reconciler_rbac;
 pub mod upstream;
 pub mod watchdog;
@@ -81,4 +83,26 @@ pub enum Error {
 /// Root of the Cargo workspace this crate belongs to.
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Binary `bin` of workspace package `package`, built by cargo now (debug;
+/// a no-op when it is up to date), so a test never runs a stale one.
+pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(["build", "--quiet", "-p", package, "--bin", bin])
+        .arg("--message-format=json")
+        .output()
+        .unwrap_or_else(|e| panic!("running cargo build: {e}"));
+    assert!(
+        out.status.success(),
+        "cargo build -p {package} --bin {bin}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .unwrap_or_else(|| panic!("cargo reports no executable {bin}"))
 }

@@ -19,5 +19,6 @@ mod chart;
 mod control_plane;
 mod deploy;
 mod flux;
+mod ha;
 mod image;
 mod workloads;
