@@ -191,11 +191,14 @@ impl Command {
         match self {
             Command::Validate(_) | Command::Completion { .. } => false,
             Command::Version(args) => !args.client,
-            Command::Init(InitArgs { edit, .. })
-            | Command::Assign(AssignArgs { edit, .. })
+            Command::Init(InitArgs { edit, .. }) => edit.record.push,
+            // An edit's plan reads the cluster unless given an inventory.
+            Command::Assign(AssignArgs { edit, .. })
             | Command::Unassign(UnassignArgs { edit, .. })
             | Command::Rollout(RolloutArgs { edit, .. })
-            | Command::Revert(RevertArgs { edit, .. }) => edit.record.push,
+            | Command::Revert(RevertArgs { edit, .. }) => {
+                edit.record.push || edit.inventory.is_none()
+            }
             Command::StripOwnerKeys(args) => args.record.push || !args.no_cluster,
             Command::Plan(args) | Command::Diff(args) => args.inventory.is_none(),
             Command::Move(_)
@@ -613,10 +616,29 @@ mod tests {
     #[test]
     fn only_pushes_and_cluster_reads_connect() {
         assert!(!connects(&["validate"]));
-        assert!(!connects(&["assign", "it/a", "--to", "op"]));
-        assert!(connects(&["assign", "it/a", "--to", "op", "--push"]));
-        assert!(connects(&["rollout", "--from", "a", "--to", "b", "--push"]));
-        assert!(!connects(&["revert", "HEAD~1"]));
+        assert!(!connects(&["init", "--operator", "op=ns"]));
+        // An edit plans against the cluster, unless given an inventory.
+        assert!(connects(&["assign", "it/a", "--to", "op"]));
+        assert!(!connects(&[
+            "assign",
+            "it/a",
+            "--to",
+            "op",
+            "--inventory",
+            "i"
+        ]));
+        assert!(connects(&[
+            "assign",
+            "it/a",
+            "--to",
+            "op",
+            "--inventory",
+            "i",
+            "--push"
+        ]));
+        assert!(connects(&["rollout", "--from", "a", "--to", "b"]));
+        assert!(connects(&["revert", "HEAD~1"]));
+        assert!(!connects(&["revert", "HEAD~1", "--inventory", "i"]));
         assert!(connects(&["revert", "HEAD~1", "--push"]));
         assert!(!connects(&["plan", "--inventory", "inv.json"]));
         assert!(connects(&["plan"]));

@@ -191,6 +191,56 @@ fn unassign_and_rollout_commit_what_they_say() {
     camelk(dir).arg("validate").assert().success();
 }
 
+/// With no kubeconfig an edit still works, and its plan says which
+/// resources it could not see, why, and the flags that fix it (with a
+/// cluster, it plans against it: `e2e/live.rs`).
+#[test]
+fn an_edit_without_a_cluster_says_what_its_plan_could_not_see() {
+    let repo = repo_with(SHOP);
+    let output = camelk(repo.path())
+        .args(["rollout", "--from", "operator-1", "--to", "operator-2"])
+        .args(["--steps", "50%", "--dry-run"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("\nPlan: 0 moves in 0 batches"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "\nNotes\n- the cluster was not read: no kubeconfig ($KUBECONFIG is unset and there \
+             is no ~/.kube/config); not seen: every Camel K resource in every namespace, so this \
+             plan shows no resource; to plan against a cluster, pass --kubeconfig FILE (or set \
+             $KUBECONFIG) and --context NAME; or give --inventory FILE\n"
+        ),
+        "{stdout}"
+    );
+
+    // As JSON the note is the plan's, and -n narrows what was not seen.
+    let output = camelk(repo.path())
+        .env("KUBECONFIG", repo.path().join("missing-config"))
+        .args(["assign", "pipe/events", "--to", "operator-2", "-n", "shop"])
+        .args(["--dry-run", "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(plan["batches"][0]["moves"][0]["resource"]["name"], "events");
+    let notes = plan["notes"].as_array().unwrap();
+    assert_eq!(notes.len(), 1, "{plan:#}");
+    let note = notes[0].as_str().unwrap();
+    for said in [
+        "no kubeconfig (none of the files in $KUBECONFIG exists)",
+        "not seen: every Camel K resource in namespace shop",
+        "this plan shows only the resource named on the command line",
+    ] {
+        assert!(note.contains(said), "{said:?} in {note}");
+    }
+}
+
 #[test]
 fn dry_run_writes_nothing() {
     let repo = repo_with(SHOP);

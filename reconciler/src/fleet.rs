@@ -81,28 +81,150 @@ pub fn image_version(image: &str) -> Option<&str> {
     last.split_once(':').map(|(_, tag)| tag)
 }
 
-/// The version of each operator (id, lock namespace) whose Deployment in its
-/// lock namespace can be found, from that Deployment's image.
+/// Where an operator's version was read.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "from", rename_all = "camelCase")]
+pub enum VersionSource {
+    /// The tag of the image of the container that runs it, in this
+    /// Deployment of its lock's namespace.
+    Image {
+        /// The Deployment's name.
+        deployment: String,
+        /// The image reference.
+        image: String,
+    },
+    /// `status.version` of the IntegrationPlatform named after it in its
+    /// lock's namespace: upstream Camel K writes its own version there when
+    /// it reconciles the platform.
+    IntegrationPlatform {
+        /// The platform's name (the operator id).
+        name: String,
+    },
+}
+
+/// An operator's version and where it was read, or why it is not known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OperatorVersion {
+    /// Read from `source`.
+    Known {
+        /// The version (an image tag, or what the operator reports).
+        version: String,
+        /// Where it was read.
+        source: VersionSource,
+    },
+    /// Neither source gave one; a sentence saying what was looked at.
+    Unknown(String),
+}
+
+/// What was found about one operator in its lock's namespace.
+#[derive(Clone, Debug, Default)]
+pub struct VersionClues<'a> {
+    /// The Deployments of the namespace, or none when they may not be listed.
+    pub deployments: Option<&'a [Deployment]>,
+    /// The IntegrationPlatform named after the operator: its owner (the one
+    /// owner rule) and `status.version`; `None` when there is none (or it
+    /// may not be read).
+    pub platform: Option<(Option<String>, Option<String>)>,
+}
+
+/// The version of operator `id` whose lock is in `namespace`: the image tag
+/// of the Deployment that runs it, else what its IntegrationPlatform reports
+/// (an operator not run by a Deployment: `kamel operator` as a process, a
+/// bare Pod), else why neither says.
+pub fn version_of(id: &str, namespace: &str, clues: &VersionClues) -> OperatorVersion {
+    let running = clues.deployments.and_then(|deployments| {
+        let d = deployments.iter().find(|d| runs_operator(d, id))?;
+        let image = operator_image(d, id).unwrap_or_default().to_string();
+        Some((d.metadata.name.clone().unwrap_or_default(), image))
+    });
+    if let Some((deployment, image)) = &running
+        && let Some(version) = image_version(image)
+    {
+        return OperatorVersion::Known {
+            version: version.to_string(),
+            source: VersionSource::Image {
+                deployment: deployment.clone(),
+                image: image.clone(),
+            },
+        };
+    }
+    // A platform another operator owns reports that operator's version.
+    let own_platform = match &clues.platform {
+        Some((owner, version)) if owner.as_deref().is_none_or(|o| o == id) => {
+            Some(version.as_deref().filter(|v| !v.is_empty()))
+        }
+        _ => None,
+    };
+    if let Some(Some(version)) = own_platform {
+        return OperatorVersion::Known {
+            version: version.to_string(),
+            source: VersionSource::IntegrationPlatform {
+                name: id.to_string(),
+            },
+        };
+    }
+    let deployment = match (&running, clues.deployments) {
+        (Some((name, image)), _) if image.is_empty() => {
+            format!("Deployment {namespace}/{name} runs it from no image")
+        }
+        (Some((name, image)), _) => {
+            format!("Deployment {namespace}/{name} runs it from {image}, which has no version tag")
+        }
+        (None, Some(_)) => format!(
+            "no Deployment in {namespace} runs it (started some other way: a process, a bare Pod)"
+        ),
+        (None, None) => format!("the Deployments of {namespace} may not be listed"),
+    };
+    let platform = match own_platform {
+        Some(_) => format!("its IntegrationPlatform {namespace}/{id} reports no status.version"),
+        None => format!("no IntegrationPlatform {namespace}/{id} of its own reports a version"),
+    };
+    OperatorVersion::Unknown(format!("{deployment}, and {platform}"))
+}
+
+/// The version of each operator (id, lock namespace): [`version_of`], from
+/// the Deployments of its lock namespace and its IntegrationPlatform there.
+/// What may not be read (403) or is not there (404) counts as not found.
 pub async fn operator_versions(
     client: &Client,
     operators: &[(String, String)],
-) -> Result<BTreeMap<(String, String), String>, kube::Error> {
+) -> Result<BTreeMap<(String, String), OperatorVersion>, kube::Error> {
     let mut versions = BTreeMap::new();
     let namespaces: std::collections::BTreeSet<&str> =
         operators.iter().map(|(_, ns)| ns.as_str()).collect();
     for ns in namespaces {
-        let deployments = Api::<Deployment>::namespaced(client.clone(), ns)
+        let deployments = match Api::<Deployment>::namespaced(client.clone(), ns)
             .list(&ListParams::default())
-            .await?
-            .items;
+            .await
+        {
+            Ok(list) => Some(list.items),
+            Err(kube::Error::Api(status)) if status.code == 403 => None,
+            Err(e) => return Err(e),
+        };
+        let platforms: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            ns,
+            &CamelKind::IntegrationPlatform.api_resource(),
+        );
         for (id, _) in operators.iter().filter(|(_, at)| at == ns) {
-            let version = deployments
-                .iter()
-                .find_map(|d| operator_image(d, id))
-                .and_then(image_version);
-            if let Some(version) = version {
-                versions.insert((id.clone(), ns.to_string()), version.to_string());
-            }
+            let platform = match platforms.get_opt(id).await {
+                Ok(found) => found.map(|p| {
+                    let version = p
+                        .data
+                        .get("status")
+                        .and_then(|s| s.get("version"))
+                        .and_then(|v| v.as_str())
+                        .map(str::to_string);
+                    (owner_id(&p.metadata), version)
+                }),
+                Err(kube::Error::Api(status)) if [403, 404].contains(&status.code) => None,
+                Err(e) => return Err(e),
+            };
+            let clues = VersionClues {
+                deployments: deployments.as_deref(),
+                platform,
+            };
+            versions.insert((id.clone(), ns.to_string()), version_of(id, ns, &clues));
         }
     }
     Ok(versions)
@@ -317,6 +439,79 @@ mod tests {
         assert_eq!(
             operator_image(&upstream, "operator-1").and_then(image_version),
             Some("2.10.1")
+        );
+    }
+
+    #[test]
+    fn the_version_comes_from_the_image_else_the_own_platform_else_a_reason() {
+        let tagged = deployment(json!({ "name": "operator",
+            "image": "docker.io/apache/camel-k:2.10.1",
+            "env": [{ "name": "OPERATOR_ID", "value": "operator-1" }] }));
+        let by_digest = deployment(json!({ "name": "operator",
+            "image": "docker.io/apache/camel-k@sha256:abcd",
+            "env": [{ "name": "OPERATOR_ID", "value": "operator-1" }] }));
+        let own = Some((Some("operator-1".to_string()), Some("2.8.0".to_string())));
+        let clues = |deployments: &'static [Deployment], platform| VersionClues {
+            deployments: Some(deployments),
+            platform,
+        };
+        let leak = |d: Deployment| -> &'static [Deployment] { Box::leak(Box::new([d])) };
+
+        assert_eq!(
+            version_of("operator-1", "camel-k", &clues(leak(tagged), own.clone())),
+            OperatorVersion::Known {
+                version: "2.10.1".into(),
+                source: VersionSource::Image {
+                    deployment: "d".into(),
+                    image: "docker.io/apache/camel-k:2.10.1".into()
+                }
+            },
+            "the image wins over the platform"
+        );
+        let from_platform = OperatorVersion::Known {
+            version: "2.8.0".into(),
+            source: VersionSource::IntegrationPlatform {
+                name: "operator-1".into(),
+            },
+        };
+        assert_eq!(
+            version_of("operator-1", "camel-k", &clues(&[], own.clone())),
+            from_platform,
+            "no Deployment: a process"
+        );
+        assert_eq!(
+            version_of(
+                "operator-1",
+                "camel-k",
+                &clues(leak(by_digest.clone()), own.clone())
+            ),
+            from_platform,
+            "an image by digest has no tag"
+        );
+
+        let why = |clues: &VersionClues| match version_of("operator-1", "camel-k", clues) {
+            OperatorVersion::Unknown(why) => why,
+            known => panic!("{known:?}"),
+        };
+        let another_operators = Some((Some("operator-2".to_string()), Some("2.10.1".into())));
+        assert_eq!(
+            why(&clues(&[], another_operators)),
+            "no Deployment in camel-k runs it (started some other way: a process, a bare Pod), \
+             and no IntegrationPlatform camel-k/operator-1 of its own reports a version"
+        );
+        assert_eq!(
+            why(&clues(leak(by_digest), Some((None, None)))),
+            "Deployment camel-k/d runs it from docker.io/apache/camel-k@sha256:abcd, which has \
+             no version tag, and its IntegrationPlatform camel-k/operator-1 reports no status.version"
+        );
+        let forbidden = VersionClues {
+            deployments: None,
+            platform: None,
+        };
+        assert!(
+            why(&forbidden).starts_with("the Deployments of camel-k may not be listed"),
+            "{}",
+            why(&forbidden)
         );
     }
 

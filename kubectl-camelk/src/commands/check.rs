@@ -48,12 +48,6 @@ pub async fn run(cli: &Cli, args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let absent = preflight::check_crds(&client, &[], &crds)
         .await
         .context("reading the served APIs")?;
-    let mut findings = judge_crds(&crds, &absent);
-
-    let locks = fleet::locks(&client, args.observe)
-        .await
-        .context("reading the lock Leases")?;
-    findings.push(judge_reconciler(&ns, &locks));
 
     let assignments = if absent.contains(&Crd::OperatorAssignment) {
         Vec::new()
@@ -64,6 +58,12 @@ pub async fn run(cli: &Cli, args: &CheckArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("listing OperatorAssignments in {ns}"))?
             .items
     };
+    let mut findings = judge_crds(&crds, &absent, &kinds_named(&assignments));
+
+    let locks = fleet::locks(&client, args.observe)
+        .await
+        .context("reading the lock Leases")?;
+    findings.push(judge_reconciler(&ns, &locks));
     findings.extend(judge_operators(&ns, &assignments, &locks));
     findings.extend(admission(&client, &ns, &assignments).await?);
     findings.extend(olm(&client, &assignments).await?);
@@ -79,13 +79,16 @@ pub async fn run(cli: &Cli, args: &CheckArgs) -> anyhow::Result<ExitCode> {
             format!("could not read the owner keys of Camel K resources: {e}"),
         )),
     }
+    let scopes = super::operator_scopes::check(&client, &kinds).await?;
+    findings.extend(scopes.findings);
 
     let failed = findings
         .iter()
         .filter(|f| f.verdict == Verdict::Fail)
         .count();
     if cli.output.is_structured() {
-        let report = json!({ "findings": findings, "failed": failed });
+        let report =
+            json!({ "findings": findings, "failed": failed, "operatorScopes": scopes.json });
         print!("{}", render::structured(&report, cli.output));
     } else {
         render::print_styled(&render::check_report(&findings));
@@ -180,32 +183,63 @@ fn judge_owner_keys(inventory: &Inventory) -> Vec<Finding> {
     findings
 }
 
-fn judge_crds(crds: &[Crd], absent: &[Crd]) -> Vec<Finding> {
+fn judge_crds(
+    crds: &[Crd],
+    absent: &[Crd],
+    named: &BTreeMap<CamelKind, Vec<String>>,
+) -> Vec<Finding> {
     const PART: &str = "CRDs";
     crds.iter()
-        .map(|crd| {
+        .filter_map(|crd| {
             let optional = matches!(crd, Crd::Camel(kind) if OPTIONAL_KINDS.contains(kind));
-            match (absent.contains(crd), optional) {
-                (false, _) => Finding::pass(
+            let naming = match crd {
+                Crd::Camel(kind) => named.get(kind),
+                Crd::OperatorAssignment => None,
+            };
+            match (absent.contains(crd), optional, naming) {
+                (false, _, _) => Some(Finding::pass(
                     PART,
                     format!("{} served at {}", crd.name(), crd.api_version()),
+                )),
+                // Releases differ in which optional kinds they ship (v2
+                // has no KameletBinding): one nothing names is no finding.
+                (true, true, None) => None,
+                (true, true, Some(assignments)) => Some(
+                    Finding::warn(
+                        PART,
+                        format!(
+                            "{} is not installed, but OperatorAssignment {} names {}: \
+                             its resources are skipped",
+                            crd.name(),
+                            assignments.join(", "),
+                            crd.kind()
+                        ),
+                    )
+                    .with_fix(crd.install_hint()),
                 ),
-                (true, true) => Finding::warn(
-                    PART,
-                    format!(
-                        "{} is not installed (optional: `get` and `plan` skip {} resources)",
-                        crd.name(),
-                        crd.kind()
-                    ),
-                ),
-                (true, false) => Finding::fail(
+                (true, false, _) => Some(Finding::fail(
                     PART,
                     format!("{} is not served at {}", crd.name(), crd.api_version()),
                     crd.install_hint(),
-                ),
+                )),
             }
         })
         .collect()
+}
+
+/// The kinds the assignments name themselves, each with the names of the
+/// assignments that do.
+fn kinds_named(assignments: &[OperatorAssignment]) -> BTreeMap<CamelKind, Vec<String>> {
+    let mut named: BTreeMap<CamelKind, Vec<String>> = BTreeMap::new();
+    for a in assignments {
+        for kind in super::kinds_named_by(&a.spec) {
+            named
+                .entry(kind)
+                .or_default()
+                .push(a.metadata.name.clone().unwrap_or_default());
+        }
+    }
+    named
 }
 
 /// One lock as a finding: renewing passes, anything else fails with `fix`.
@@ -554,6 +588,28 @@ fn judge_olm(operators: &BTreeSet<(String, String)>, deployments: &[Deployment])
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_optional_crd_is_a_finding_only_when_an_assignment_names_its_kind() {
+        let binding = Crd::Camel(CamelKind::KameletBinding);
+        let crds = [Crd::INTEGRATION, binding, Crd::Camel(CamelKind::Pipe)];
+        let absent = [binding, Crd::Camel(CamelKind::Pipe)];
+        let unnamed = judge_crds(&crds, &absent, &BTreeMap::new());
+        assert_eq!(unnamed.len(), 2, "{unnamed:?}");
+        assert_eq!(unnamed[0].verdict, Verdict::Pass);
+        assert_eq!(unnamed[1].verdict, Verdict::Fail, "Pipe is not optional");
+
+        let named = BTreeMap::from([(CamelKind::KameletBinding, vec!["shop".to_string()])]);
+        let findings = judge_crds(&crds, &absent, &named);
+        assert_eq!(findings.len(), 3, "{findings:?}");
+        assert_eq!(findings[1].verdict, Verdict::Warn);
+        assert_eq!(
+            findings[1].message,
+            "kameletbindings.camel.apache.org is not installed, but OperatorAssignment shop \
+             names KameletBinding: its resources are skipped"
+        );
+        assert_eq!(findings[1].fix, Some(binding.install_hint()));
+    }
     use camelk_reconciler::camel_k::OPERATOR_ID_KEY;
     use camelk_reconciler::inventory::ResourceRef;
 

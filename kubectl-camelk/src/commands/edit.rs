@@ -6,8 +6,12 @@
 //! the dirty-tree check, the edit, the branch name) runs before the first
 //! write, so a refused command leaves the repository as it was.
 
+use std::time::Duration;
+
 use anyhow::{Context, bail};
-use camelk_reconciler::api::{OperatorId, Step, parse_selector};
+use camelk_reconciler::api::{OperatorAssignmentSpec, OperatorId, Step, parse_selector};
+use camelk_reconciler::camel_k::CamelKind;
+use camelk_reconciler::connect::ConnectError;
 use camelk_reconciler::git::branch_name;
 use camelk_reconciler::inventory::{Inventory, Resource, ResourceRef};
 use camelk_reconciler::manifest::revert::{self, Revision};
@@ -266,32 +270,40 @@ async fn record(
         ));
     }
     if let Some((before, after)) = &change.manifests {
-        let inventory = match &args.inventory {
+        let (before, after) = (&before.assignment.spec, &after.assignment.spec);
+        let planned = match &args.inventory {
             Some(path) => {
-                camelk_reconciler::inventory::file::read(path, &path.display().to_string())?
+                let inventory =
+                    camelk_reconciler::inventory::file::read(path, &path.display().to_string())?;
+                plan::plan(after, Actual::Manifest(before), &inventory)
             }
-            None => named_inventory(&change.named),
+            None => match plan_against_cluster(cli, before, after).await {
+                Ok(planned) => planned,
+                Err(unseen) => {
+                    let mut planned = plan::plan(
+                        after,
+                        Actual::Manifest(before),
+                        &named_inventory(&change.named),
+                    );
+                    // Only the named resources are known: notes about others would mislead.
+                    planned.notes = vec![unseen_note(
+                        &unseen,
+                        &scope_text(
+                            &super::plan::kinds_in_scope(after),
+                            super::plan::namespaces_read(cli, after),
+                        ),
+                        change.named.len(),
+                    )];
+                    planned
+                }
+            },
         };
-        let mut planned = plan::plan(
-            &after.assignment.spec,
-            Actual::Manifest(&before.assignment.spec),
-            &inventory,
-        );
-        if args.inventory.is_none() {
-            // Only the named resources are known: notes about others would mislead.
-            planned.notes.clear();
-        }
         match cli.output {
             Output::Table | Output::Github | Output::Gitlab | Output::Name | Output::Wide => {
                 render::print_styled(&format!("\n{}\n", render::plan_table(&planned)))
             }
             Output::Markdown => println!("\n{}", render::plan_markdown(&planned)),
             Output::Json | Output::Yaml => print!("{}", render::structured(&planned, cli.output)),
-        }
-        if args.inventory.is_none() && change.named.is_empty() && !cli.output.is_structured() {
-            println!(
-                "(pass --inventory FILE, or run `kubectl camelk plan`, to see every resource this moves)"
-            );
         }
     }
     if args.record.dry_run {
@@ -310,6 +322,128 @@ async fn record(
         &change.title,
         &args.record,
     )
+}
+
+/// How long an edit waits for the API server to accept a connection when
+/// `--request-timeout` is not given: its plan is a preview of the change,
+/// not worth kube's 30 s against a server that is down.
+const PREVIEW_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why the plan of an edit could not read the cluster.
+#[derive(Debug)]
+enum Unseen {
+    /// There is no kubeconfig to read: why, as a phrase.
+    NoKubeconfig(&'static str),
+    /// The API server at `server` did not answer.
+    Unreachable { server: String, error: String },
+    /// The kubeconfig or the cluster answered, but the resources could not
+    /// be read (a context that does not exist, RBAC, a CRD not installed).
+    Unreadable(String),
+}
+
+/// The plan of the edit (`before` → `after`) against the resources of the
+/// scope in the cluster of the kubeconfig, as `plan --base --head` would
+/// show it; `Unseen` says why there is none. Reaching no cluster is never
+/// an error here: the edit does not need one.
+async fn plan_against_cluster(
+    cli: &Cli,
+    before: &OperatorAssignmentSpec,
+    after: &OperatorAssignmentSpec,
+) -> Result<plan::Plan, Unseen> {
+    let mut config = match super::kube_config(cli).await {
+        Ok(config) => config,
+        Err(ConnectError::Infer(_)) if cli.kubeconfig.is_none() => {
+            return Err(Unseen::NoKubeconfig(
+                "$KUBECONFIG is unset and there is no ~/.kube/config",
+            ));
+        }
+        Err(ConnectError::EmptyList) => {
+            return Err(Unseen::NoKubeconfig(
+                "none of the files in $KUBECONFIG exists",
+            ));
+        }
+        Err(e) => return Err(Unseen::Unreadable(e.to_string())),
+    };
+    if cli.request_timeout.is_none() {
+        config.connect_timeout = Some(PREVIEW_CONNECT_TIMEOUT);
+    }
+    let server = config.cluster_url.to_string();
+    let planned = async {
+        let (client, _) = super::connect(cli, config).await?;
+        super::plan::against_cluster(cli, &client, after, Actual::Manifest(before)).await
+    };
+    planned.await.map_err(|e| {
+        // kube's transport errors: no HTTP answer came back.
+        let unanswered = e.chain().any(|cause| {
+            matches!(
+                cause.downcast_ref::<kube::Error>(),
+                Some(kube::Error::HyperError(_) | kube::Error::Service(_))
+            )
+        });
+        let error = format!("{e:#}");
+        if unanswered {
+            Unseen::Unreachable { server, error }
+        } else {
+            Unseen::Unreadable(error)
+        }
+    })
+}
+
+/// The note an edit's plan carries when the cluster was not read: why,
+/// which resources it did not see, what the plan shows instead, and the
+/// flag or command that fixes it.
+fn unseen_note(unseen: &Unseen, not_seen: &str, named: usize) -> String {
+    let (why, fix) = match unseen {
+        Unseen::NoKubeconfig(why) => (
+            format!("no kubeconfig ({why})"),
+            "to plan against a cluster, pass --kubeconfig FILE (or set $KUBECONFIG) and \
+             --context NAME; or give --inventory FILE",
+        ),
+        Unseen::Unreachable { server, error } => (
+            format!("the API server {server} did not answer ({error})"),
+            "check it with `kubectl cluster-info`, pick another cluster with --context NAME, \
+             or give --inventory FILE",
+        ),
+        Unseen::Unreadable(error) => (
+            format!("reading it failed ({error})"),
+            "fix that, or give --inventory FILE",
+        ),
+    };
+    let shown = match named {
+        0 => "this plan shows no resource".to_string(),
+        1 => "this plan shows only the resource named on the command line".to_string(),
+        n => format!("this plan shows only the {n} resources named on the command line"),
+    };
+    format!("the cluster was not read: {why}; not seen: {not_seen}, so {shown}; {fix}")
+}
+
+/// What a live read of `kinds` in `namespaces` (`None`: all) would have
+/// listed, for people: `every Integration and Pipe in namespace shop`.
+fn scope_text(kinds: &[CamelKind], namespaces: Option<&[String]>) -> String {
+    let what = if kinds.len() == CamelKind::ALL.len() {
+        "every Camel K resource".to_string()
+    } else {
+        let names: Vec<&str> = kinds.iter().map(|k| k.kind()).collect();
+        format!("every {}", and_list(&names))
+    };
+    let place = match namespaces {
+        None => "in every namespace".to_string(),
+        Some([one]) => format!("in namespace {one}"),
+        Some(many) => {
+            let names: Vec<&str> = many.iter().map(String::as_str).collect();
+            format!("in namespaces {}", and_list(&names))
+        }
+    };
+    format!("{what} {place}")
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 /// Resources named on the command line, as an inventory for the plan of an
@@ -344,4 +478,77 @@ fn parse_resources(args: &[String], namespace: &str) -> anyhow::Result<Vec<Resou
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scope_not_seen_is_said_in_words() {
+        let shop = ["shop".to_string()];
+        assert_eq!(
+            scope_text(&[CamelKind::Integration, CamelKind::Pipe], Some(&shop)),
+            "every Integration and Pipe in namespace shop"
+        );
+        let two = ["shop".to_string(), "billing".to_string()];
+        assert_eq!(
+            scope_text(&CamelKind::ALL, Some(&two)),
+            "every Camel K resource in namespaces shop and billing"
+        );
+        assert_eq!(
+            scope_text(
+                &[CamelKind::Integration, CamelKind::Pipe, CamelKind::Build],
+                None
+            ),
+            "every Integration, Pipe and Build in every namespace"
+        );
+    }
+
+    #[test]
+    fn a_plan_that_read_no_cluster_says_why_what_it_missed_and_the_fix() {
+        let scope = "every Camel K resource in every namespace";
+        let none = unseen_note(
+            &Unseen::NoKubeconfig("$KUBECONFIG is unset and there is no ~/.kube/config"),
+            scope,
+            0,
+        );
+        assert!(
+            none.starts_with(
+                "the cluster was not read: no kubeconfig ($KUBECONFIG is unset and there is no \
+                 ~/.kube/config); not seen: every Camel K resource in every namespace, so this \
+                 plan shows no resource;"
+            ),
+            "{none}"
+        );
+        assert!(none.contains("--kubeconfig FILE"), "{none}");
+        assert!(none.contains("--inventory FILE"), "{none}");
+
+        let down = unseen_note(
+            &Unseen::Unreachable {
+                server: "https://127.0.0.1:1/".into(),
+                error: "connection refused".into(),
+            },
+            scope,
+            2,
+        );
+        assert!(
+            down.contains(
+                "the API server https://127.0.0.1:1/ did not answer (connection refused)"
+            ),
+            "{down}"
+        );
+        assert!(
+            down.contains("only the 2 resources named on the command line"),
+            "{down}"
+        );
+        assert!(down.contains("--context NAME"), "{down}");
+
+        let forbidden = unseen_note(&Unseen::Unreadable("forbidden".into()), scope, 1);
+        assert!(
+            forbidden.contains("reading it failed (forbidden)")
+                && forbidden.contains("only the resource named"),
+            "{forbidden}"
+        );
+    }
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::{CamelKind, GROUP, owner_id};
-use camelk_reconciler::fleet::{self, Renewal};
-use camelk_reconciler::handoff::executor::{Progress, Requested};
+use camelk_reconciler::fleet::{self, OperatorVersion, Renewal, VersionSource};
+use camelk_reconciler::handoff::coordinator::{Progress, Requested};
 use camelk_reconciler::handoff::{
     Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,
 };
@@ -261,7 +261,8 @@ pub async fn get(cli: &Cli, args: &GetArgs) -> anyhow::Result<()> {
         }
         None => {
             // Every kind but Integration is optional: releases differ in
-            // which they ship (v2.10.1 has no KameletBinding).
+            // which they ship (v2.10.1 has no KameletBinding), and one not
+            // asked for is skipped silently.
             let all = preflight::camel_kinds(&CamelKind::ALL);
             let absent = super::require_crds(&client, &[Crd::INTEGRATION], &all).await?;
             CamelKind::ALL
@@ -278,8 +279,10 @@ pub async fn get(cli: &Cli, args: &GetArgs) -> anyhow::Result<()> {
     )
     .await
     .context("listing Camel K resources")?;
-    // A CRD removed since the check above.
-    super::note_skipped(missing.into_iter().map(Crd::Camel));
+    // A CRD removed since the check above: said when the kind was asked for.
+    if args.kind.is_some() {
+        super::note_skipped(missing.into_iter().map(Crd::Camel));
+    }
     if cli.output.is_structured() {
         let items: Vec<_> = rows
             .iter()
@@ -424,23 +427,29 @@ pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
         .await
         .context("counting what each operator owns")?;
     let owned = |o: &fleet::OperatorView| owned.get(&o.id).copied().unwrap_or(0);
-    // From each operator's Deployment; a user who may not list Deployments
-    // still gets the rest.
+    // From each operator's Deployment, else its IntegrationPlatform; what
+    // the user may not read counts as not found, so they still get the rest.
     let located: Vec<(String, String)> = ops
         .iter()
         .map(|o| (o.id.clone(), o.namespace.clone()))
         .collect();
-    let versions = match fleet::operator_versions(&client, &located).await {
-        Ok(versions) => versions,
-        Err(kube::Error::Api(status)) if status.code == 403 => BTreeMap::new(),
-        Err(e) => return Err(e).context("reading the operators' Deployments"),
-    };
+    let versions = fleet::operator_versions(&client, &located)
+        .await
+        .context("reading the operators' Deployments and IntegrationPlatforms")?;
     let version_of = |o: &fleet::OperatorView| versions.get(&(o.id.clone(), o.namespace.clone()));
     if cli.output.is_structured() {
         let items: Vec<_> = ops
             .iter()
             .map(|o| {
-                json!({ "id": o.id, "namespace": o.namespace, "version": version_of(o), "holder": o.holder,
+                let (version, source, unknown) = match version_of(o) {
+                    Some(OperatorVersion::Known { version, source }) => {
+                        (Some(version), Some(source), None)
+                    }
+                    Some(OperatorVersion::Unknown(why)) => (None, None, Some(why)),
+                    None => (None, None, None),
+                };
+                json!({ "id": o.id, "namespace": o.namespace, "version": version,
+                "versionSource": source, "versionUnknown": unknown, "holder": o.holder,
                 "renewTime": o.renew_time, "alive": o.renewal == Renewal::Seen, "owned": owned(o) })
             })
             .collect();
@@ -461,25 +470,38 @@ pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
         "OWNS".into(),
     ];
     if wide {
-        header.push("LEASE DURATION".into());
+        header.extend(["VERSION-SOURCE".into(), "LEASE DURATION".into()]);
     }
     let mut table = vec![header];
+    let mut footnotes = Vec::new();
     for o in &ops {
         let alive = match o.renewal {
             Renewal::Seen => "yes".to_string(),
             Renewal::Released => "no (released)".to_string(),
             Renewal::NotSeen => format!("no renewal in {:?}", args.observe),
         };
+        let (version, source) = match version_of(o) {
+            Some(OperatorVersion::Known { version, source }) => {
+                (version.clone(), version_source(&o.namespace, source))
+            }
+            Some(OperatorVersion::Unknown(why)) => {
+                footnotes.push(format!("{} in {}: {why}", o.id, o.namespace));
+                let mark = format!("<unknown> [{}]", footnotes.len());
+                (mark.clone(), mark)
+            }
+            None => ("<unknown>".into(), "<unknown>".into()),
+        };
         let mut row = vec![
             o.id.clone(),
             o.namespace.clone(),
-            version_of(o).cloned().unwrap_or_else(|| "<unknown>".into()),
+            version,
             o.holder.clone().unwrap_or_else(|| "<none>".into()),
             o.renew_time.clone().unwrap_or_default(),
             alive,
             owned(o).to_string(),
         ];
         if wide {
+            row.push(source);
             row.push(
                 o.lease_duration_seconds
                     .map_or_else(String::new, |s| format!("{s}s")),
@@ -488,7 +510,25 @@ pub async fn operators(cli: &Cli, args: &OperatorsArgs) -> anyhow::Result<()> {
         table.push(row);
     }
     print!("{}", render::rows_table(&table));
+    if !footnotes.is_empty() {
+        println!();
+        for (n, note) in footnotes.iter().enumerate() {
+            println!("[{}] {note}", n + 1);
+        }
+    }
     Ok(())
+}
+
+/// Where a version was read, for the VERSION-SOURCE column.
+fn version_source(namespace: &str, source: &VersionSource) -> String {
+    match source {
+        VersionSource::Image { deployment, .. } => {
+            format!("image of Deployment {namespace}/{deployment}")
+        }
+        VersionSource::IntegrationPlatform { name } => {
+            format!("IntegrationPlatform {namespace}/{name}")
+        }
+    }
 }
 
 pub async fn status(cli: &Cli, args: &StatusArgs) -> anyhow::Result<()> {

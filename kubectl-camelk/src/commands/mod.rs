@@ -6,6 +6,7 @@ pub mod edit;
 pub mod events;
 pub mod history;
 pub mod live;
+pub mod operator_scopes;
 pub mod plan;
 pub mod record;
 pub mod strip_owner_keys;
@@ -13,9 +14,12 @@ pub mod sync;
 pub mod validate;
 pub mod version;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use camelk_reconciler::api::OperatorAssignmentSpec;
+use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::connect::ConnectError;
 use camelk_reconciler::git::Checkout;
 use camelk_reconciler::preflight::{self, Crd, PreflightError};
@@ -92,7 +96,16 @@ pub fn locate(args: &ManifestArgs, need_repo: bool) -> anyhow::Result<Location> 
 /// A client for the cluster of the chosen kubeconfig and context, and the
 /// namespace commands default to.
 pub async fn cluster(cli: &Cli) -> anyhow::Result<(kube::Client, String)> {
-    let mut config = kube_config(cli).await?;
+    let config = kube_config(cli).await?;
+    connect(cli, config).await
+}
+
+/// [`cluster`], from a kubeconfig already read: runs its exec credential
+/// plugin, if any, and makes the client.
+pub async fn connect(
+    cli: &Cli,
+    mut config: kube::Config,
+) -> anyhow::Result<(kube::Client, String)> {
     // kube would run an exec credential plugin with no time limit.
     let limit = match cli.request_timeout {
         Some(t) if t.is_zero() => None,
@@ -108,33 +121,66 @@ pub async fn cluster(cli: &Cli) -> anyhow::Result<(kube::Client, String)> {
 /// Before a command reads or writes anything: are the CRDs it needs
 /// installed? A missing one in `required` is an error naming it, with how to
 /// install it as a hint; the ones of `optional` that are missing are
-/// returned, each said in one note on stderr, for the command to skip.
+/// returned, unsaid: a kind the user did not name is skipped silently
+/// (Camel K v2 serves no KameletBinding, and saying so on every command is
+/// noise). Say the ones the user named with [`note_skipped`].
 pub async fn require_crds(
     client: &kube::Client,
     required: &[Crd],
     optional: &[Crd],
 ) -> anyhow::Result<Vec<Crd>> {
     match preflight::check_crds(client, required, optional).await {
-        Ok(absent) => {
-            note_skipped(absent.iter().copied());
-            Ok(absent)
-        }
+        Ok(absent) => Ok(absent),
         Err(PreflightError::Missing(missing)) => {
-            let hint = missing.hints().join("\nhint: ");
+            let mut hints = missing.hints();
+            if missing.crds().contains(&KAMELET_BINDING) {
+                hints.push(successor_hint(KAMELET_BINDING));
+            }
+            let hint = hints.join("\nhint: ");
             Err(anyhow::Error::new(missing).context(render::Hint(hint)))
         }
         Err(e) => Err(e.into()),
     }
 }
 
+const KAMELET_BINDING: Crd = Crd::Camel(CamelKind::KameletBinding);
+
+/// KameletBinding is Camel K v1's kind: v2 releases serve Pipe instead, so
+/// installing "the CRDs of your release" does not bring it back.
+fn successor_hint(crd: Crd) -> String {
+    format!(
+        "{} (camel.apache.org/v1alpha1) is the Camel K v1 kind that Pipe replaced in v2: \
+         name pipes instead",
+        crd.kind()
+    )
+}
+
 /// Says on stderr, one note each, that these CRDs are not installed and
-/// what they hold is skipped: the same words wherever a command skips a
-/// kind (`get` and `plan`, at the check and when a CRD goes away between
-/// the check and the list).
+/// what they hold is skipped, with the fix: for kinds the user named (on
+/// the command line or in the manifest), wherever a command skips one
+/// (`get` and `plan`, at the check and when a CRD goes away between the
+/// check and the list).
 pub fn note_skipped(crds: impl IntoIterator<Item = Crd>) {
     for crd in crds {
         eprintln!("{}", crd.skipped_note());
+        eprintln!("hint: {}", crd.install_hint());
+        if crd == KAMELET_BINDING {
+            eprintln!("hint: {}", successor_hint(crd));
+        }
     }
+}
+
+/// The kinds a manifest names itself: in its scope, its rules' matches and
+/// its pins. A missing CRD of one of these is said; of any other, skipped
+/// silently.
+pub fn kinds_named_by(spec: &OperatorAssignmentSpec) -> BTreeSet<CamelKind> {
+    spec.scope
+        .kinds
+        .iter()
+        .chain(spec.rules.iter().flat_map(|r| &r.matches.kinds))
+        .chain(spec.pins.iter().map(|p| &p.kind))
+        .copied()
+        .collect()
 }
 
 /// A patch the plugin sends itself, named in `managedFields` as
@@ -146,7 +192,7 @@ pub fn plugin_patch() -> kube::api::PatchParams {
 /// The CRDs of the commands that work on OperatorAssignments.
 pub const ASSIGNMENT_CRDS: [Crd; 2] = [Crd::OperatorAssignment, Crd::INTEGRATION];
 
-async fn kube_config(cli: &Cli) -> Result<kube::Config, ConnectError> {
+pub async fn kube_config(cli: &Cli) -> Result<kube::Config, ConnectError> {
     // --kubeconfig wins over $KUBECONFIG (a merged list), which wins over ~/.kube/config.
     let mut config =
         camelk_reconciler::connect::config(cli.kubeconfig.as_deref(), cli.context.as_deref())
@@ -181,5 +227,40 @@ pub async fn default_namespace(cli: &Cli) -> anyhow::Result<String> {
             Ok("default".into())
         }
         Err(e) => Err(anyhow::Error::new(e).context("finding the namespace (or pass -n)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manifest_names_the_kinds_of_its_scope_rules_and_pins() {
+        let spec = |yaml: &str| -> OperatorAssignmentSpec {
+            let text = format!(
+                "apiVersion: camelk.dev/v1alpha1\nkind: OperatorAssignment\n\
+                 metadata: {{name: shop}}\nspec:\n  operators:\n  \
+                 - {{id: operator-1, namespace: camel-k}}\n  \
+                 defaultOperator: operator-1\n{yaml}"
+            );
+            camelk_reconciler::manifest::Manifest::parse("m.yaml", text)
+                .unwrap()
+                .assignment
+                .spec
+        };
+        assert!(kinds_named_by(&spec("")).is_empty(), "no kind named");
+        let by_scope = kinds_named_by(&spec("  scope: {kinds: [Integration, Pipe]}\n"));
+        assert_eq!(
+            by_scope.into_iter().collect::<Vec<_>>(),
+            [CamelKind::Integration, CamelKind::Pipe]
+        );
+        let by_rule_and_pin = kinds_named_by(&spec(
+            "  rules:\n  - {match: {kinds: [Pipe]}, operator: operator-1}\n  \
+             pins:\n  - {kind: KameletBinding, namespace: shop, name: legacy, operator: operator-1}\n",
+        ));
+        assert_eq!(
+            by_rule_and_pin.into_iter().collect::<Vec<_>>(),
+            [CamelKind::Pipe, CamelKind::KameletBinding]
+        );
     }
 }

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use anyhow::Context;
+use camelk_reconciler::api::OperatorAssignmentSpec;
 use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::git::GitError;
 use camelk_reconciler::inventory;
@@ -90,44 +91,17 @@ async fn local(cli: &Cli, args: &PlanArgs) -> anyhow::Result<(Plan, String, Opti
         None => Actual::OwnerKeys,
     };
 
-    // -n narrows the plan to one namespace; without it a live read lists
-    // the scope's namespaces one by one (all of them when the scope names none).
-    let only = cli.namespace.as_ref().filter(|_| !cli.all_namespaces);
     let planned = match &args.inventory {
         Some(path) => {
             let mut inventory = inventory::file::read(path, &path.display().to_string())?;
-            if let Some(namespace) = only {
+            if let Some(namespace) = only_namespace(cli) {
                 inventory.resources.retain(|r| r.id.namespace == *namespace);
             }
             plan::plan(spec, actual(), &inventory)
         }
         None => {
             let (client, _) = super::cluster(cli).await?;
-            let in_scope: Vec<CamelKind> = CamelKind::ALL
-                .into_iter()
-                .filter(|k| spec.scope.covers_kind(*k))
-                .collect();
-            // Integration must be there; the other kinds in scope are
-            // skipped, with a note, when their CRD is not installed.
-            let absent = super::require_crds(
-                &client,
-                &[Crd::INTEGRATION],
-                &preflight::camel_kinds(&in_scope),
-            )
-            .await?;
-            let kinds: Vec<CamelKind> = in_scope
-                .into_iter()
-                .filter(|k| !absent.contains(&Crd::Camel(*k)))
-                .collect();
-            let namespaces = match only {
-                Some(namespace) => Some(std::slice::from_ref(namespace)),
-                None if cli.all_namespaces || spec.scope.namespaces.is_empty() => None,
-                None => Some(spec.scope.namespaces.as_slice()),
-            };
-            let live = inventory::cluster::read_in(&client, &kinds, namespaces).await?;
-            // A CRD removed since the check above.
-            super::note_skipped(live.missing_kinds.iter().copied().map(Crd::Camel));
-            plan::live::plan_reading_phases(&client, spec, actual(), live.inventory).await?
+            against_cluster(cli, &client, spec, actual()).await?
         }
     };
 
@@ -137,6 +111,69 @@ async fn local(cli: &Cli, args: &PlanArgs) -> anyhow::Result<(Plan, String, Opti
         .is_some()
         .then(|| location.display.clone());
     Ok((planned, assignment_name(&desired), file))
+}
+
+/// The plan of `desired` against the resources of its scope in the cluster
+/// (and the phases of those that would move), narrowed by `-n` or widened
+/// by `-A` as `plan` is. Integration's CRD must be installed; another kind
+/// in scope whose CRD is not is skipped, said only when the manifest names
+/// that kind ([`super::kinds_named_by`]).
+pub(super) async fn against_cluster(
+    cli: &Cli,
+    client: &kube::Client,
+    desired: &OperatorAssignmentSpec,
+    actual: Actual<'_>,
+) -> anyhow::Result<Plan> {
+    let in_scope = kinds_in_scope(desired);
+    let absent = super::require_crds(
+        client,
+        &[Crd::INTEGRATION],
+        &preflight::camel_kinds(&in_scope),
+    )
+    .await?;
+    let named = super::kinds_named_by(desired);
+    let is_named = |crd: &Crd| matches!(crd, Crd::Camel(kind) if named.contains(kind));
+    super::note_skipped(absent.iter().copied().filter(is_named));
+    let kinds: Vec<CamelKind> = in_scope
+        .into_iter()
+        .filter(|k| !absent.contains(&Crd::Camel(*k)))
+        .collect();
+    let live = inventory::cluster::read_in(client, &kinds, namespaces_read(cli, desired)).await?;
+    // A CRD removed since the check above.
+    super::note_skipped(
+        live.missing_kinds
+            .iter()
+            .copied()
+            .map(Crd::Camel)
+            .filter(is_named),
+    );
+    Ok(plan::live::plan_reading_phases(client, desired, actual, live.inventory).await?)
+}
+
+/// The kinds of `spec`'s scope.
+pub(super) fn kinds_in_scope(spec: &OperatorAssignmentSpec) -> Vec<CamelKind> {
+    CamelKind::ALL
+        .into_iter()
+        .filter(|k| spec.scope.covers_kind(*k))
+        .collect()
+}
+
+/// `-n` narrows a plan to one namespace (`-A` undoes it).
+fn only_namespace(cli: &Cli) -> Option<&String> {
+    cli.namespace.as_ref().filter(|_| !cli.all_namespaces)
+}
+
+/// The namespaces a live read lists one by one: `-n`'s, else the scope's;
+/// `None`: every namespace (`-A`, or a scope that names none).
+pub(super) fn namespaces_read<'a>(
+    cli: &'a Cli,
+    spec: &'a OperatorAssignmentSpec,
+) -> Option<&'a [String]> {
+    match only_namespace(cli) {
+        Some(namespace) => Some(std::slice::from_ref(namespace)),
+        None if cli.all_namespaces || spec.scope.namespaces.is_empty() => None,
+        None => Some(spec.scope.namespaces.as_slice()),
+    }
 }
 
 /// The plan the reconciler at `url` serves for `--base` and `--head`.
@@ -159,28 +196,55 @@ async fn served(cli: &Cli, args: &PlanArgs, url: &str) -> anyhow::Result<ServedP
     let timeout = cli.request_timeout.unwrap_or(Duration::from_secs(120));
     let shown = endpoint.clone();
     tokio::task::spawn_blocking(move || {
+        let deadline = std::time::Instant::now() + timeout;
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(timeout))
             .build()
             .into();
-        let mut response = agent
-            .get(&endpoint)
-            .query_pairs(query.iter().map(|(k, v)| (*k, v.as_str())))
-            .header("Authorization", &format!("Bearer {}", token.trim()))
-            .call()
-            .with_context(|| format!("asking {shown} for the plan"))?;
-        let status = response.status();
-        if !status.is_success() {
+        loop {
+            let mut response = agent
+                .get(&endpoint)
+                .query_pairs(query.iter().map(|(k, v)| (*k, v.as_str())))
+                .header("Authorization", &format!("Bearer {}", token.trim()))
+                .call()
+                .with_context(|| format!("asking {shown} for the plan"))?;
+            let status = response.status();
+            if status.is_success() {
+                return response
+                    .body_mut()
+                    .read_json::<ServedPlan>()
+                    .with_context(|| format!("reading the plan {shown} answered"));
+            }
+            let retry_after = retry_after(status.as_u16(), response.headers());
             let body = response.body_mut().read_to_string().unwrap_or_default();
-            anyhow::bail!("{shown} refused the plan ({status}): {}", body.trim());
+            // A standby replica, or a leader whose cache is still cold, says
+            // when to ask again; the Service may route the retry to the leader.
+            match retry_after {
+                Some(wait) if std::time::Instant::now() + wait < deadline => {
+                    std::thread::sleep(wait);
+                }
+                _ => anyhow::bail!("{shown} refused the plan ({status}): {}", body.trim()),
+            }
         }
-        response
-            .body_mut()
-            .read_json::<ServedPlan>()
-            .with_context(|| format!("reading the plan {shown} answered"))
     })
     .await?
+}
+
+/// How long a 503 answer asks the client to wait (`Retry-After` in
+/// seconds, at most 10 s); `None` for any other answer.
+fn retry_after(status: u16, headers: &ureq::http::HeaderMap) -> Option<Duration> {
+    if status != 503 {
+        return None;
+    }
+    let seconds = headers
+        .get("retry-after")?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(Duration::from_secs(seconds.clamp(1, 10)))
 }
 
 /// The assignment a pull-request comment is about: `NAMESPACE/NAME`, or
@@ -216,4 +280,36 @@ fn see_all(cli: &Cli, args: &PlanArgs, file: Option<&str>) -> String {
         command.push_str(&format!(" -n {namespace}"));
     }
     command + " -o json"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(retry_after: Option<&str>) -> ureq::http::HeaderMap {
+        let mut map = ureq::http::HeaderMap::new();
+        if let Some(value) = retry_after {
+            map.insert("retry-after", value.parse().unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn only_a_503_with_retry_after_is_retried_and_the_wait_is_bounded() {
+        assert_eq!(
+            retry_after(503, &headers(Some("1"))),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(
+            retry_after(503, &headers(Some("3600"))),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            retry_after(503, &headers(Some("0"))),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(retry_after(503, &headers(None)), None);
+        assert_eq!(retry_after(503, &headers(Some("soon"))), None);
+        assert_eq!(retry_after(401, &headers(Some("1"))), None);
+    }
 }

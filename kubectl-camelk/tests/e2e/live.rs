@@ -335,6 +335,189 @@ async fn plan_reads_owners_and_phases_from_the_cluster() {
         .code(2);
 }
 
+/// Every move of a plan printed as JSON: (name, from, to), in order.
+fn moves_of(plan: &serde_json::Value) -> Vec<(String, String, String)> {
+    plan["batches"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a plan: {plan:#}"))
+        .iter()
+        .flat_map(|b| b["moves"].as_array().unwrap().clone())
+        .map(|m| {
+            let text = |v: &serde_json::Value| v.as_str().unwrap().to_string();
+            (
+                text(&m["resource"]["name"]),
+                text(&m["from"]),
+                text(&m["to"]),
+            )
+        })
+        .collect()
+}
+
+/// `rollout`, `assign` and `revert` plan their change against the cluster
+/// the kubeconfig reaches, as `plan --base --head` would; a cluster that
+/// does not answer is a note saying what was not seen, never a failure.
+#[tokio::test(flavor = "multi_thread")]
+async fn edits_plan_against_the_live_cluster_or_say_what_they_could_not_see() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("edit-plan").await;
+    let client = cluster.admin().await;
+    let integration = CamelKind::Integration;
+    for name in ["a", "b", "c"] {
+        create(
+            &client,
+            &ns.name,
+            integration,
+            name,
+            Some("operator-1"),
+            Some("Running"),
+        )
+        .await;
+    }
+    create(
+        &client,
+        &ns.name,
+        CamelKind::Pipe,
+        "p",
+        Some("operator-1"),
+        Some("Ready"),
+    )
+    .await;
+    let manifest = Assignment::new("edits")
+        .operator("operator-1", "camel-k")
+        .operator("operator-2", "camel-k")
+        .scope(&[&ns.name], &[CamelKind::Integration, CamelKind::Pipe])
+        .default_operator("operator-1")
+        .render();
+    let repo = repo_with(&manifest);
+    let kubeconfig = cluster.kubeconfig();
+    let edit = |args: &[&str]| {
+        let output = camelk(repo.path())
+            .args(args)
+            .args(["--kubeconfig", kubeconfig.to_str().unwrap()])
+            .args(["--context", "admin", "-o", "json"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "{args:?}: {stderr}");
+        let plan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+            panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&output.stdout))
+        });
+        (plan, stderr)
+    };
+    let everything: Vec<(String, String, String)> = ["a", "b", "c", "p"]
+        .iter()
+        .map(|n| (n.to_string(), "operator-1".into(), "operator-2".into()))
+        .collect();
+
+    let (rollout, stderr) = edit(&[
+        "rollout",
+        "--from",
+        "operator-1",
+        "--to",
+        "operator-2",
+        "--steps",
+        "50%,100%",
+        "--branch",
+        "rollout",
+    ]);
+    let mut moved = moves_of(&rollout);
+    moved.sort();
+    assert_eq!(moved, everything, "{rollout:#}");
+    assert_eq!(
+        rollout["batches"].as_array().unwrap().len(),
+        2,
+        "{rollout:#}"
+    );
+    assert_eq!(rollout["notes"], json!([]), "{rollout:#}");
+    assert!(!stderr.contains("not installed"), "{stderr}");
+    let rolled_out = crate::common::git(repo.path(), &["rev-parse", "HEAD"]);
+
+    // Against the manifest the rollout committed: `a` is operator-2's
+    // already, so pinning it there moves nothing; `b` moves back.
+    let (assign, _) = edit(&[
+        "assign",
+        "integration/a",
+        "--to",
+        "operator-2",
+        "-n",
+        &ns.name,
+        "--dry-run",
+    ]);
+    assert_eq!(moves_of(&assign), [], "{assign:#}");
+    let (assign, _) = edit(&[
+        "assign",
+        "integration/b",
+        "--to",
+        "operator-1",
+        "-n",
+        &ns.name,
+        "--dry-run",
+    ]);
+    assert_eq!(
+        moves_of(&assign),
+        [(
+            "b".to_string(),
+            "operator-2".to_string(),
+            "operator-1".to_string()
+        )],
+        "{assign:#}"
+    );
+    assert_eq!(assign["unchanged"]["total"], 3, "{assign:#}");
+
+    // Undoing the rollout moves every resource back.
+    let (revert, _) = edit(&["revert", rolled_out.trim(), "--dry-run"]);
+    let mut back = moves_of(&revert);
+    back.sort();
+    let reversed: Vec<_> = everything
+        .iter()
+        .map(|(n, from, to)| (n.clone(), to.clone(), from.clone()))
+        .collect();
+    assert_eq!(back, reversed, "{revert:#}");
+
+    // A kubeconfig whose server does not answer: the edit still works, and
+    // its plan says what it could not see and what fixes it.
+    let down = repo.path().join("down-config");
+    std::fs::write(
+        &down,
+        "apiVersion: v1\nkind: Config\ncurrent-context: down\nclusters:\n- name: down\n  cluster: {server: \"https://127.0.0.1:1\"}\nusers:\n- name: down\n  user: {token: x}\ncontexts:\n- name: down\n  context: {cluster: down, user: down}\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let output = camelk(repo.path())
+        .env("KUBECONFIG", &down)
+        .args([
+            "assign",
+            "integration/b",
+            "--to",
+            "operator-1",
+            "-n",
+            &ns.name,
+            "--dry-run",
+        ])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let note = "- the cluster was not read: the API server https://127.0.0.1:1/ did not answer";
+    assert!(stdout.contains(note), "{stdout}");
+    for said in [
+        &format!(
+            "not seen: every Integration and Pipe in namespace {}",
+            ns.name
+        ),
+        "this plan shows only the resource named on the command line",
+        "pick another cluster with --context NAME",
+    ] {
+        assert!(stdout.contains(said), "{said:?} in {stdout}");
+    }
+    assert!(took < Duration::from_secs(10), "gave up in {took:?}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_user_who_may_not_read_builds_still_gets_a_plan() {
     let cluster = camelk_testkit::shared();

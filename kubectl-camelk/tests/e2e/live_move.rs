@@ -188,10 +188,33 @@ async fn move_get_and_operators_on_a_live_cluster() {
             .map(|o| o["version"].clone())
     };
     assert_eq!(version("operator-1"), Some(json!("2.10.1")), "{ops:#}");
+    let field = |id: &str, field: &str| {
+        ops["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["id"] == id && o["namespace"] == ns.name.as_str())
+            .map(|o| o[field].clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        field("operator-1", "versionSource"),
+        json!({ "from": "image", "deployment": "camel-k-operator",
+            "image": "docker.io/apache/camel-k:2.10.1" }),
+        "{ops:#}"
+    );
     assert_eq!(
         version("operator-2"),
         Some(Value::Null),
         "no Deployment runs it"
+    );
+    let why = field("operator-2", "versionUnknown");
+    assert!(
+        why.as_str().is_some_and(|why| why.starts_with(&format!(
+            "no Deployment in {} runs it (started some other way: a process, a bare Pod)",
+            ns.name
+        ))),
+        "why the version is not known: {ops:#}"
     );
     let out = live_camelk(
         &kubeconfig,
@@ -199,11 +222,17 @@ async fn move_get_and_operators_on_a_live_cluster() {
         &["operators", "--observe", "1s", "-o", "wide"],
     );
     let wide = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        wide.lines()
-            .next()
-            .unwrap()
-            .ends_with("OWNS   LEASE DURATION"),
+    let header: Vec<&str> = wide
+        .lines()
+        .next()
+        .unwrap()
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        header[header.len() - 3..],
+        ["OWNS", "VERSION-SOURCE", "LEASE DURATION"],
         "{wide}"
     );
     let row = wide
@@ -211,10 +240,21 @@ async fn move_get_and_operators_on_a_live_cluster() {
         .find(|l| l.starts_with("operator-1 ") && l.contains(&ns.name))
         .unwrap_or_else(|| panic!("{wide}"));
     assert!(row.ends_with(" 4s"), "the lock's duration: {row}");
-    assert_eq!(
-        row.split_whitespace().nth(2),
-        Some("<unknown>"),
-        "the reconciler may not list Deployments, and still gets the rest: {row}"
+    let marker = row
+        .split("<unknown> ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| {
+            panic!("the reconciler may not list Deployments, and still gets the rest: {row}")
+        });
+    // The marker points to the reason, under the table.
+    let reason = format!(
+        "{marker} operator-1 in {}: the Deployments of {} may not be listed",
+        ns.name, ns.name
+    );
+    assert!(
+        wide.lines().any(|l| l.starts_with(&reason)),
+        "{reason:?} in {wide}"
     );
 
     // get -w prints the row again once billing's owner changes below.
@@ -289,5 +329,49 @@ async fn move_get_and_operators_on_a_live_cluster() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+
+    // An operator run by no Deployment (here, a loop of this process) writes
+    // its version on the IntegrationPlatform named after it, as upstream does.
+    let platforms: Api<DynamicObject> = Api::namespaced_with(
+        cluster.admin().await,
+        &ns.name,
+        &CamelKind::IntegrationPlatform.api_resource(),
+    );
+    let platform: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": CamelKind::IntegrationPlatform.api_version(), "kind": "IntegrationPlatform",
+        "metadata": { "name": "operator-2", "labels": { OPERATOR_ID_KEY: "operator-2" },
+            "annotations": { OPERATOR_ID_KEY: "operator-2" } },
+        "spec": {}
+    }))
+    .unwrap();
+    platforms
+        .create(&PostParams::default(), &platform)
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while platforms.get("operator-2").await.unwrap().data["status"]["version"] != "test" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "operator-2 did not write its version on its platform"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let out = live_camelk_as("admin", &kubeconfig, &ns.name)
+        .args(["operators", "--observe", "1s", "-o", "json"])
+        .output()
+        .unwrap();
+    let ops: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let op2 = ops["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "operator-2" && o["namespace"] == ns.name.as_str())
+        .unwrap_or_else(|| panic!("{ops:#}"));
+    assert_eq!(op2["version"], "test", "{op2:#}");
+    assert_eq!(
+        op2["versionSource"],
+        json!({ "from": "integrationPlatform", "name": "operator-2" })
+    );
+    assert_eq!(op2["versionUnknown"], Value::Null);
     stop.cancel();
 }
