@@ -1,24 +1,66 @@
 # Slow-to-build outputs (control-plane binaries, Cargo target directory) live in a
-# cache outside the checkout, keyed by version, so a fresh clone reuses them.
-CAMELK_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/camelk-gitops
+# cache outside the checkout, keyed by version, so a fresh clone reuses them. Its
+# default is written once, in scripts/cache-root.sh.
+ifeq ($(strip $(CAMELK_CACHE)),)
+CAMELK_CACHE := $(shell bash scripts/cache-root.sh)
+endif
 export CAMELK_CACHE
+# The Camel K releases: CAMEL_K_VERSION (tests) and CAMEL_K_PREVIOUS_VERSION (the demo's upgrade).
+include tests/camel-k/versions.env
 export CARGO_TARGET_DIR ?= $(CAMELK_CACHE)/cargo-target
 
 .PHONY: build test lint fuzz fuzz-smoke control-plane camel-k camel-k-previous helm flux local-cluster local-cluster-down local-cluster-status
 
 ## Everything CI checks: formatting, lints, a short run of every fuzz target, and every
-## test (end-to-end included).
-test: lint control-plane camel-k helm flux fuzz-smoke
-	cargo test --workspace --locked
+## test (end-to-end included). The prerequisites are checked first (scripts/prereqs.sh
+## names the command that installs what is missing), then everything is built, the Go
+## builds beside the Cargo build (scripts/build.sh), before the first check runs.
+test: prereqs-test
+	bash scripts/build.sh test
+	$(MAKE) --no-print-directory lint fuzz-smoke
+	cargo test --workspace --locked --no-fail-fast
+
+.PHONY: prereqs-test prereqs-demo
+prereqs-test:
+	@bash scripts/prereqs.sh test
+prereqs-demo:
+	@bash scripts/prereqs.sh demo
 
 build:
 	cargo build --workspace --all-targets --locked
+
+## Every unit and pure test, the quick loop: the libraries' and binaries' own tests, the
+## doc tests, and the integration-test binaries that start no server (no control plane, no
+## Go-built binary, no Git or SSH server; `git`, shellcheck, kubectl and lua are used), on
+## the stable toolchain. tests/testkit/tests/unit_target.rs fails when a test binary is in
+## neither UNIT_TESTS nor seen starting a server. CAMELK_UNIT_ONLY makes the testkit refuse
+## to build or start a Go binary. See docs/development.md.
+UNIT_TESTS := bad_input bad_source ci_output ci_templates commands dependencies \
+	edit_golden layers malformed plan_scenarios plugin properties revert scripts \
+	strip_owner_keys unit_target validation
+.PHONY: unit
+unit:
+	env -u CAMELK_TEST_KUBECONFIG CAMELK_UNIT_ONLY=1 cargo test --workspace --locked --no-fail-fast \
+		--lib --bins $(addprefix --test ,$(UNIT_TESTS))
+	env -u CAMELK_TEST_KUBECONFIG CAMELK_UNIT_ONLY=1 cargo test --workspace --locked --no-fail-fast --doc
 
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	# The library as the plugin links it: without the sync's server.
 	cargo clippy -p camelk-reconciler --no-default-features --all-targets --locked -- -D warnings
+	# The Helm chart, strictly (values.schema.json included): each source, and the
+	# OpenShift example values. Helm comes from the cache (`make helm`, tests/helm/build.sh).
+	helm=$$(bash tests/helm/build.sh)/helm && chart=charts/camelk-reconciler && \
+		"$$helm" lint --strict $$chart --set git.repository=https://git.example.com/gitops.git && \
+		"$$helm" lint --strict $$chart --set source=cluster --set cluster.name=camel-k && \
+		"$$helm" lint --strict $$chart -f $$chart/examples/openshift-values.yaml \
+			--set git.repository=https://git.example.com/gitops.git
+	# Every GitHub workflow and CI template (actionlint also runs shellcheck on their
+	# `run:` scripts; the GitLab template is checked by kubectl-camelk/tests/ci_templates.rs),
+	# and every shell script.
+	"$$(bash tests/actionlint/build.sh)/actionlint" .github/workflows/*.yml ci/github/*.yml
+	shellcheck -x -P SCRIPTDIR ci/*.sh scripts/*.sh scripts/*/*.sh tests/*.sh tests/*/build.sh .ci/run
 
 ## Fuzz every target of fuzz/ for FUZZ_SECONDS each (default 600) on the nightly
 ## toolchain; cargo-fuzz is installed into the cache on first use. A crash's input
@@ -40,12 +82,18 @@ control-plane:
 ## Build upstream Apache Camel K's `kamel` (the real operator, `kamel operator`) at the
 ## release the tests run, and copy its CRDs (cached).
 camel-k:
-	bash tests/camel-k/build.sh v2.10.1 >/dev/null
+	bash tests/camel-k/build.sh $(CAMEL_K_VERSION) >/dev/null
 
 ## Helm, built from its Go module at the version tests/helm/go.mod pins (cached), for
 ## the chart's tests (helm lint, helm template).
 helm:
 	bash tests/helm/build.sh >/dev/null
+
+## actionlint, built from its Go module at the version tests/actionlint/go.mod pins
+## (cached), for `make lint`.
+.PHONY: actionlint
+actionlint:
+	bash tests/actionlint/build.sh >/dev/null
 
 ## Flux's source-controller and kustomize-controller, built from their Go modules at the
 ## release tests/flux/*/go.mod pin, and their CRDs (cached), for the tests that run real
@@ -67,7 +115,7 @@ chaos: control-plane camel-k
 
 ## The older release the demo upgrades from.
 camel-k-previous:
-	bash tests/camel-k/build.sh v2.8.0 >/dev/null
+	bash tests/camel-k/build.sh $(CAMEL_K_PREVIOUS_VERSION) >/dev/null
 
 ## Start a local control plane in the background; kubeconfig in .local-cluster/kubeconfig.
 local-cluster: control-plane camel-k
@@ -82,11 +130,12 @@ local-cluster-status:
 ## The demo: a local control plane, two real upstream Camel K operators (the
 ## older release and the one the tests run), `reconciler sync` following a local
 ## Git repository, and a rolling upgrade operator-1 -> operator-2 in three steps.
-## The demo builds the older release itself (`camel-k-previous`, cached) and, if
-## that fails, runs two operators of the newer one and says why.
+## scripts/build.sh builds everything it runs, both Camel K releases included, the Go
+## builds beside the Cargo build; if the older release fails to build, the demo runs two
+## operators of the newer one and says why.
 .PHONY: demo
-demo: control-plane camel-k
-	cargo build --quiet --locked -p camelk-reconciler -p kubectl-camelk --bins
+demo: prereqs-demo
+	bash scripts/build.sh demo
 	cargo run --quiet --locked -p camelk-testkit --bin demo
 
 ## Release archives for krew in dist/ (kubectl-camelk and reconciler, each with its
