@@ -427,9 +427,12 @@ fn an_exec_credential_plugin_that_hangs_is_stopped_after_the_request_timeout() {
         all.extend_from_slice(args);
         let (status, stderr, took) = run(repo.path(), &all);
         let pid = std::fs::read_to_string(&pid_file).unwrap_or_default();
-        // Running, not a zombie that no init reaped yet.
-        let alive = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
-            .is_ok_and(|stat| !stat.rsplit(") ").next().unwrap_or("").starts_with('Z'));
+        // Running, not a zombie that no init reaped yet. No pid: on a loaded
+        // machine the plugin can be stopped before its shell wrote one (and
+        // `/proc//stat` would read the system's own stat file).
+        let alive = !pid.trim().is_empty()
+            && std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+                .is_ok_and(|stat| !stat.rsplit(") ").next().unwrap_or("").starts_with('Z'));
         if alive {
             // Never leave it behind, even when the assertions below fail.
             let _ = std::process::Command::new("kill")
