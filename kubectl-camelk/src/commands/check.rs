@@ -103,25 +103,12 @@ pub async fn run(cli: &Cli, args: &CheckArgs) -> anyhow::Result<ExitCode> {
 /// Where the owner-keys policy comes from.
 const APPLY_OWNER_KEYS: &str = "kubectl apply --server-side -k examples/deploy/owner-keys";
 
-/// The resources named in a finding, at most this many.
-const NAMED: usize = 5;
-
 /// Owner keys that other tools apply (per tool: how many resources, whether
 /// the owner-keys policy keeps their moves, whether the reconciler co-owns
 /// the keys yet), and keys that disagree.
 fn judge_owner_keys(inventory: &Inventory) -> Vec<Finding> {
+    use super::operator_scopes::named;
     const PART: &str = "Owner keys";
-    let named = |resources: &[&Resource]| {
-        let mut names: Vec<String> = resources
-            .iter()
-            .take(NAMED)
-            .map(|r| format!("{} {}/{}", r.id.kind, r.id.namespace, r.id.name))
-            .collect();
-        if resources.len() > NAMED {
-            names.push(format!("{} more", resources.len() - NAMED));
-        }
-        names.join(", ")
-    };
     let mut by_applier: BTreeMap<&str, Vec<&Resource>> = BTreeMap::new();
     for r in &inventory.resources {
         if let Some(tool) = r.key_managers.applier() {

@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use crate::render::Finding;
 
 const PART: &str = "operator scopes";
-/// The resources at risk named in a finding, at most this many.
+/// The resources a finding of `check` names, at most this many.
 const NAMED: usize = 5;
 /// Kinds upstream reads as static (no controller since v2.2 and v2.7): no
 /// operator writes them, owner key or not.
@@ -264,7 +264,8 @@ fn judge(
     .with_fix(fix)
 }
 
-fn named(resources: &[&Resource]) -> String {
+/// The resources a finding names: the first [`NAMED`], then how many more.
+pub(super) fn named(resources: &[&Resource]) -> String {
     let mut names: Vec<String> = resources
         .iter()
         .take(NAMED)
