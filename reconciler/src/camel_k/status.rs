@@ -24,6 +24,29 @@ pub fn condition<'a>(object: &'a DynamicObject, type_: &str) -> Option<&'a str> 
         .as_str()
 }
 
+/// Why the condition `type_` is as it is: its `reason` and `message`, as
+/// `reason: message` (either alone when the other is absent or empty).
+pub fn condition_cause(object: &DynamicObject, type_: &str) -> Option<String> {
+    let found = object
+        .data
+        .get("status")?
+        .get("conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(|t| t.as_str()) == Some(type_))?;
+    let text = |key: &str| {
+        found
+            .get(key)
+            .and_then(|v| v.as_str())
+            .filter(|v| !v.is_empty())
+    };
+    match (text("reason"), text("message")) {
+        (Some(reason), Some(message)) => Some(format!("{reason}: {message}")),
+        (Some(one), None) | (None, Some(one)) => Some(one.to_string()),
+        (None, None) => None,
+    }
+}
+
 /// Name of the IntegrationKit an Integration uses (`status.integrationKit.name`).
 pub fn kit_name(integration: &DynamicObject) -> Option<&str> {
     integration

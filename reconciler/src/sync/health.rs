@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::gate_cache::GateCache;
 use crate::api::OperatorId;
-use crate::camel_k::status::{condition, kit_name, phase};
+use crate::camel_k::status::{condition, condition_cause, kit_name, phase};
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id, owner_of_meta};
 use crate::inventory::ResourceRef;
 
@@ -131,7 +131,14 @@ pub(crate) fn judge(
     match kind {
         CamelKind::Integration => {
             if p != "Running" {
-                return Err(format!("phase `{p}`, not Running, under {owner}"));
+                // An operator that failed says why in `Ready`; upstream Camel K
+                // leaves an Integration failed at initialization until its spec
+                // changes or `kamel rebuild` clears its status.
+                let why = match condition_cause(object, "Ready") {
+                    Some(cause) if p == "Error" => format!(" ({cause})"),
+                    _ => String::new(),
+                };
+                return Err(format!("phase `{p}`{why}, not Running, under {owner}"));
             }
             if require_ready && condition(object, "Ready") != Some("True") {
                 return Err(format!("Running but not Ready under {owner}"));
@@ -547,6 +554,35 @@ mod tests {
         assert!(judge(CamelKind::Pipe, &pipe, &op2, true).is_err());
         let pipe = obj("Pipe", "operator-2", json!({ "phase": "Ready" }));
         assert!(judge(CamelKind::Pipe, &pipe, &op2, true).is_ok());
+    }
+
+    #[test]
+    fn a_failed_integration_says_why_its_operator_failed_it() {
+        let op2 = OperatorId::new("operator-2").unwrap();
+        // As upstream Camel K 2.10.1 left one whose trait hit a 403 in the
+        // instant after a kube-apiserver restart.
+        let failed = obj(
+            "Integration",
+            "operator-2",
+            json!({ "phase": "Error", "conditions": [{
+                "type": "Ready", "status": "False", "reason": "InitializationFailed",
+                "message": "error during trait customization: forbidden" }] }),
+        );
+        let err = judge(CamelKind::Integration, &failed, &op2, true).unwrap_err();
+        assert_eq!(
+            err,
+            "phase `Error` (InitializationFailed: error during trait customization: \
+             forbidden), not Running, under operator-2"
+        );
+        // A phase on its way says only the phase.
+        let building = obj(
+            "Integration",
+            "operator-2",
+            json!({ "phase": "Building Kit", "conditions": [{
+                "type": "Ready", "status": "False", "reason": "IntegrationKitAvailable" }] }),
+        );
+        let err = judge(CamelKind::Integration, &building, &op2, true).unwrap_err();
+        assert_eq!(err, "phase `Building Kit`, not Running, under operator-2");
     }
 
     #[test]

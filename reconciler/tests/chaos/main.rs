@@ -23,6 +23,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod rebuild;
 mod scenarios;
 mod world;
 

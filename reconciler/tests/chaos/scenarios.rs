@@ -10,8 +10,8 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use nix::sys::signal::Signal;
 use serde_json::json;
 
-use crate::support;
 use crate::world::{self, Flavour, Handlers, NS, Plumbing, World};
+use crate::{rebuild, support};
 use camelk_testkit::proxy::Mode;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +99,9 @@ pub struct Outcome {
     pub writes_per_move: f64,
     pub dual_owner_writes: usize,
     pub fields_lost: usize,
+    /// Integrations upstream Camel K failed during the fault, rebuilt as a
+    /// user would (rebuild.rs).
+    pub rebuilt: usize,
     pub problems: Vec<String>,
 }
 
@@ -164,6 +167,16 @@ async fn exercise(
     let mut expected_fingerprints = w.before.clone();
     let mut final_revision = rollout.clone();
     let mut half = false;
+    // Upstream Camel K can fail an Integration for good on an error the
+    // fault causes; the user's remedy runs from the fault on (rebuild.rs).
+    let (stop_rebuilds, stopped) = tokio::sync::oneshot::channel();
+    let rebuilds = (w.flavour == Flavour::Upstream).then(|| {
+        tokio::spawn(rebuild::failed_since(
+            w.admin.clone(),
+            k8s_openapi::jiff::Timestamp::now(),
+            stopped,
+        ))
+    });
     match fault {
         Fault::ApiServerRestart => {
             cluster::restart(w.cluster.dir(), "kube-apiserver")?;
@@ -326,6 +339,16 @@ async fn exercise(
     })
     .await?;
     let recovery = cleared.elapsed();
+    let _ = stop_rebuilds.send(());
+    let rebuilt = match rebuilds {
+        Some(task) => task.await?,
+        None => Vec::new(),
+    };
+    for (integration, cause) in &rebuilt {
+        eprintln!(
+            "chaos: {name}: rebuilt Integration {integration}, failed by its operator: {cause}"
+        );
+    }
     let checks = Instant::now();
 
     let owners = w.owners().await?;
@@ -422,6 +445,7 @@ async fn exercise(
         writes_per_move: writes as f64 / moves.max(1) as f64,
         dual_owner_writes: violations.len(),
         fields_lost,
+        rebuilt: rebuilt.len(),
         problems,
     })
 }
@@ -516,7 +540,7 @@ async fn unowned_arrivals(
 /// The table of the note.
 pub fn table(outcomes: &[Outcome]) -> String {
     let mut out = String::from(
-        "| scenario | resources | time to recover | scenario wall time | writes per move | dual-owner writes | fields lost | result |\n|---|---|---|---|---|---|---|---|\n",
+        "| scenario | resources | time to recover | scenario wall time | writes per move | dual-owner writes | fields lost | Integrations rebuilt | result |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     for o in outcomes {
         out.push_str(&o.row());
@@ -529,7 +553,7 @@ impl Outcome {
     /// This scenario's row of [`table`].
     pub fn row(&self) -> String {
         format!(
-            "| {} | {} | {:.1} s | {:.1} min | {:.2} | {} | {} | {} |",
+            "| {} | {} | {:.1} s | {:.1} min | {:.2} | {} | {} | {} | {} |",
             self.scenario,
             self.resources,
             self.recovery.as_secs_f64(),
@@ -537,6 +561,7 @@ impl Outcome {
             self.writes_per_move,
             self.dual_owner_writes,
             self.fields_lost,
+            self.rebuilt,
             if self.problems.is_empty() {
                 "pass"
             } else {
