@@ -47,7 +47,7 @@ unit:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
-	# The library as the plugin links it: without the sync's server.
+	# The library as the plugin links it: without the sync's server or the reference operator.
 	cargo clippy -p camelk-reconciler --no-default-features --all-targets --locked -- -D warnings
 	# The Helm chart, strictly (values.schema.json included): each source, and the
 	# OpenShift example values. Helm comes from the cache (`make helm`, tests/helm/build.sh).
@@ -119,13 +119,13 @@ camel-k-previous:
 
 ## Start a local control plane in the background; kubeconfig in .local-cluster/kubeconfig.
 local-cluster: control-plane camel-k
-	cargo run --quiet --locked -p camelk-testkit --bin local-cluster -- up
+	cargo run --quiet --locked -p xtask --bin local-cluster -- up
 
 local-cluster-down:
-	cargo run --quiet --locked -p camelk-testkit --bin local-cluster -- down
+	cargo run --quiet --locked -p xtask --bin local-cluster -- down
 
 local-cluster-status:
-	cargo run --quiet --locked -p camelk-testkit --bin local-cluster -- status
+	cargo run --quiet --locked -p xtask --bin local-cluster -- status
 
 ## The demo: a local control plane, two real upstream Camel K operators (the
 ## older release and the one the tests run), `reconciler sync` following a local
@@ -136,7 +136,7 @@ local-cluster-status:
 .PHONY: demo
 demo: prereqs-demo
 	bash scripts/build.sh demo
-	cargo run --quiet --locked -p camelk-testkit --bin demo
+	cargo run --quiet --locked -p xtask --bin demo
 
 ## Release archives for krew in dist/ (kubectl-camelk and reconciler, each with its
 ## .sha256) and krew-manifest.yaml rendered with their checksums. DIST_TARGETS names

@@ -41,7 +41,7 @@ go_pid=$!
 
 t=$(date +%s)
 case $goal in
-  demo) cargo build --quiet --locked -p camelk-reconciler -p kubectl-camelk -p camelk-testkit --bins ;;
+  demo) cargo build --quiet --locked -p camelk-reconciler -p kubectl-camelk -p xtask --bins ;;
   test)
     cargo build --workspace --all-targets --locked
     # The fuzz targets (nightly) while Go may still build.

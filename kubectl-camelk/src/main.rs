@@ -136,16 +136,16 @@ async fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             });
         }
-        Command::Move(args) => return commands::live::move_(cli, args).await,
-        Command::Get(args) => commands::live::get(cli, args).await?,
-        Command::Operators(args) => commands::live::operators(cli, args).await?,
-        Command::Status(args) => commands::live::status(cli, args).await?,
+        Command::Move(args) => return commands::ownership::move_(cli, args).await,
+        Command::Get(args) => commands::ownership::get(cli, args).await?,
+        Command::Operators(args) => commands::ownership::operators(cli, args).await?,
+        Command::Status(args) => commands::assignments::status(cli, args).await?,
         Command::Sync(args) => return commands::sync::run(cli, args).await,
         Command::Check(args) => return commands::check::run(cli, args).await,
         Command::Events(args) => commands::events::run(cli, args).await?,
         Command::History(args) => commands::history::run(cli, args).await?,
-        Command::Suspend(args) => commands::live::suspend(cli, args, true).await?,
-        Command::Resume(args) => commands::live::suspend(cli, args, false).await?,
+        Command::Suspend(args) => commands::assignments::suspend(cli, args, true).await?,
+        Command::Resume(args) => commands::assignments::suspend(cli, args, false).await?,
         Command::Completion { shell } => {
             clap_complete::generate(
                 *shell,

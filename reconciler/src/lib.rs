@@ -34,6 +34,11 @@
 //! checking and editing it, and the desired owner of each resource) and
 //! [`plan`] (what a manifest change does to the cluster). [`handoff`] moves
 //! resources; [`sync`] is the GitOps loop on top of everything.
+//!
+//! Features, both default: `server` (the [`sync`] loop and its HTTP
+//! endpoints) and `reference-operator` (`operator`, the scoped operator loops
+//! of `reconciler operator`: a test double of an operator that takes part in
+//! handoffs, not what users run). The plugin enables neither.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -47,6 +52,9 @@ pub mod handoff;
 pub mod inventory;
 pub mod lock;
 pub mod manifest;
+// The reference operator is a test double of an operator that takes part in
+// the handoff protocol; the plugin does not link it.
+#[cfg(feature = "reference-operator")]
 pub mod operator;
 pub mod plan;
 pub mod preflight;

@@ -44,7 +44,7 @@ pub async fn run(cli: &Cli, args: &HistoryArgs) -> anyhow::Result<()> {
     let (client, default_ns) = super::cluster(cli).await?;
     let ns = cli.namespace.clone().unwrap_or(default_ns);
     let api: Api<OperatorAssignment> = Api::namespaced(client.clone(), &ns);
-    let names = super::live::named_or_all(&api, &ns, args.name.as_deref()).await?;
+    let names = super::assignments::named_or_all(&api, &ns, args.name.as_deref()).await?;
     let now = Timestamp::now();
     let mut rows = Vec::new();
     // Each assignment's scope: where its Moved Events are.

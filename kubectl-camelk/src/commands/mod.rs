@@ -1,12 +1,13 @@
 //! One module per command group; each turns arguments into library calls and
 //! prints the result. Shared here: finding the manifest and the cluster.
 
+pub mod assignments;
 pub mod check;
 pub mod edit;
 pub mod events;
 pub mod history;
-pub mod live;
 pub mod operator_scopes;
+pub mod ownership;
 pub mod plan;
 pub mod record;
 pub mod strip_owner_keys;

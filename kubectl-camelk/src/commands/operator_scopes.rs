@@ -90,7 +90,7 @@ pub async fn check(client: &Client, kinds: &[CamelKind]) -> anyhow::Result<Scope
             .filter(|k| !STATIC_KINDS.contains(k))
             .collect();
         // One who may not list them all still learns which operators overlap.
-        inventory::cluster::read(client, &reconciled, None)
+        inventory::metadata_list::read(client, &reconciled, None)
             .await
             .map(|live| {
                 live.inventory

@@ -10,7 +10,7 @@ use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::git::GitError;
 use camelk_reconciler::inventory;
 use camelk_reconciler::manifest::Manifest;
-use camelk_reconciler::plan::live::ServedPlan;
+use camelk_reconciler::plan::with_phases::ServedPlan;
 use camelk_reconciler::plan::{self, Actual, Plan};
 use camelk_reconciler::preflight::{self, Crd};
 
@@ -138,7 +138,8 @@ pub(super) async fn against_cluster(
         .into_iter()
         .filter(|k| !absent.contains(&Crd::Camel(*k)))
         .collect();
-    let live = inventory::cluster::read_in(client, &kinds, namespaces_read(cli, desired)).await?;
+    let live =
+        inventory::metadata_list::read_in(client, &kinds, namespaces_read(cli, desired)).await?;
     // A CRD removed since the check above.
     super::note_skipped(
         live.missing_kinds
@@ -147,7 +148,7 @@ pub(super) async fn against_cluster(
             .map(Crd::Camel)
             .filter(is_named),
     );
-    Ok(plan::live::plan_reading_phases(client, desired, actual, live.inventory).await?)
+    Ok(plan::with_phases::plan_reading_phases(client, desired, actual, live.inventory).await?)
 }
 
 /// The kinds of `spec`'s scope.

@@ -4,7 +4,7 @@
 //! so that the tool applying them applies once more and drops its claim
 //! ([`camelk_reconciler::manifest::owner_keys`]), shows for each resource
 //! whether it keeps its owner once they are gone (read from the cluster,
-//! [`owner_keys::live`]), and commits on a new branch as `assign` does
+//! [`owner_keys::strip_verdict`]), and commits on a new branch as `assign` does
 //! ([`super::record`]).
 //!
 //! Order, as for the other edits: everything that can fail without side
@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use camelk_reconciler::git::{Checkout, GitError};
 use camelk_reconciler::inventory::ResourceRef;
-use camelk_reconciler::manifest::owner_keys::live::{self, LiveKeys, LiveOwners, Loss, Verdict};
+use camelk_reconciler::manifest::owner_keys::strip_verdict::{
+    self, LiveKeys, LiveOwners, Loss, Verdict,
+};
 use camelk_reconciler::manifest::owner_keys::{self, Stripped, StrippedResource};
 use camelk_reconciler::manifest::{Diagnostic, Location, Severity};
 
@@ -386,7 +388,7 @@ async fn read_live(cli: &Cli, ids: &[ResourceRef]) -> anyhow::Result<LiveOwners>
         .await
         .context("cannot read the owners in the cluster; nothing written")
         .with_context(hint)?;
-    live::read(&client, ids)
+    strip_verdict::read(&client, ids)
         .await
         .context("cannot read the owners in the cluster; nothing written")
         .with_context(hint)

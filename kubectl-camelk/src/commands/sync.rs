@@ -32,7 +32,7 @@ pub async fn run(cli: &Cli, args: &SyncArgs) -> anyhow::Result<ExitCode> {
     super::require_crds(&client, &super::ASSIGNMENT_CRDS, &[]).await?;
     let ns = cli.namespace.clone().unwrap_or(default_ns);
     let api: Api<OperatorAssignment> = Api::namespaced(client, &ns);
-    let names = super::live::named_or_all(&api, &ns, args.name.as_deref()).await?;
+    let names = super::assignments::named_or_all(&api, &ns, args.name.as_deref()).await?;
     let token = k8s_openapi::jiff::Timestamp::now().to_string();
     let patch = Patch::Merge(json!({
         "metadata": { "annotations": { RECONCILE_REQUEST_ANNOTATION: token } }

@@ -32,7 +32,7 @@ use git2::{BranchType, ErrorCode, FileMode, Oid, PushOptions, Repository, Status
 pub use transport::TOKEN_ENV;
 pub(crate) use transport::is_untrusted_certificate;
 
-use transport::credentials::GitCredentials;
+use transport::credential_values::GitCredentials;
 use transport::ssh_port;
 
 /// Failures of Git operations, each naming the step that failed.

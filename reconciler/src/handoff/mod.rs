@@ -41,6 +41,7 @@
 pub mod coordinator;
 pub mod fence;
 pub mod owner_writes;
+pub mod rbac;
 pub mod request;
 
 pub use coordinator::{Coordinator, HandoffOptions, HandoffOutcome, MoveBatch};

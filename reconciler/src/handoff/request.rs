@@ -83,6 +83,9 @@ pub struct HandoffRequest {
 }
 
 /// Why a Lease is not a readable handoff request.
+// Requests are read by their receivers only (an operator, the sync), never
+// by the plugin.
+#[cfg(any(feature = "server", feature = "reference-operator"))]
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum RequestError {
     #[error("lease {0} has no {SPEC_ANNOTATION} annotation")]
@@ -160,6 +163,7 @@ impl HandoffRequest {
         }
     }
 
+    #[cfg(any(feature = "server", feature = "reference-operator"))]
     pub(crate) fn from_lease(lease: &Lease) -> Result<HandoffRequest, RequestError> {
         let name = lease.metadata.name.clone().unwrap_or_default();
         let raw = lease
@@ -221,6 +225,7 @@ mod tests {
         assert!(a.name.starts_with("camelk-handoff-operator-1-operator-2-"));
     }
 
+    #[cfg(any(feature = "server", feature = "reference-operator"))]
     #[test]
     fn lease_round_trips_and_owns_every_item() {
         let req = HandoffRequest::new("shop", spec(&["a", "b"]));

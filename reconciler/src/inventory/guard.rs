@@ -10,7 +10,7 @@
 //!
 //! Read with two GETs of cluster-scoped objects, and only by an inventory
 //! that holds a resource whose keys another tool applies
-//! ([`super::cluster::mark_guarded`]): elsewhere the answer changes nothing.
+//! ([`super::metadata_list::mark_guarded`]): elsewhere the answer changes nothing.
 //! A reader that may not read them (403), or a cluster that does not serve
 //! the API (404), finds no policy, and such moves stay blocked.
 

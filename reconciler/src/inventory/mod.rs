@@ -1,15 +1,15 @@
 //! Actual state: the Camel K resources that exist, with their owner keys,
 //! labels and phase, read from an inventory file ([`file`](mod@file)) or the live
-//! cluster ([`cluster`]); [`watch`] keeps what watches deliver (the caches
+//! cluster ([`metadata_list`]); [`watch`] keeps what watches deliver (the caches
 //! of the operator loops, the handoff's progress and the sync).
 //!
 //! Contract: an [`Inventory`] is plain data; readers fill it, the plan engine
 //! only reads it. A resource's actual owner is the value of the
 //! `camel.apache.org/operator.id` label and annotation (`Resource::owner`).
 
-pub mod cluster;
 pub mod file;
 pub mod guard;
+pub mod metadata_list;
 pub mod watch;
 
 use std::fmt;

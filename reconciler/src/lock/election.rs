@@ -107,6 +107,7 @@ impl OperatorLock {
         }
     }
 
+    #[cfg(any(feature = "server", feature = "reference-operator"))]
     pub(crate) fn leadership(&self) -> Leadership {
         self.leadership.clone()
     }

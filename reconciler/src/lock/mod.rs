@@ -19,6 +19,9 @@ pub(crate) mod observer;
 
 use std::time::Duration;
 
+// Leadership is read by the loops that lead (the sync, the reference
+// operator), never by the plugin.
+#[cfg(any(feature = "server", feature = "reference-operator"))]
 pub(crate) use election::Leadership;
 pub use election::OperatorLock;
 pub(crate) use observer::{LeaseObserver, Liveness};

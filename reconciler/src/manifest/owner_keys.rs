@@ -1,7 +1,7 @@
 //! Removing the owner keys from the manifests a GitOps tool applies: the
 //! label and annotation `camel.apache.org/operator.id` of every Camel K
 //! resource in a file ([`strip`]); whether that moves anything in the
-//! cluster ([`live`]). The commit of the files it changed is
+//! cluster ([`strip_verdict`]). The commit of the files it changed is
 //! [`crate::git::Checkout::commit_files_on_new_branch`].
 //!
 //! Why: a tool (Flux, Argo CD) that applies a Camel K resource from a
@@ -62,7 +62,7 @@
 //! The YAML reader is the manifest's own ([`Tree`], one per document, with
 //! byte positions); no second parser is involved.
 
-pub mod live;
+pub mod strip_verdict;
 
 use std::ops::Range;
 

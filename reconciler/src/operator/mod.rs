@@ -31,7 +31,6 @@
 //!   API outage or a 403 is not retried in a tight loop.
 
 pub mod lifecycle;
-pub mod rbac;
 pub mod writer;
 
 use std::collections::{BTreeSet, HashMap};

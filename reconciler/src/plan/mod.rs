@@ -34,7 +34,7 @@
 //! these guarantees on arbitrary inventories and manifests.
 
 pub mod batch;
-pub mod live;
+pub mod with_phases;
 // Rollout positions, drift and reversal drive the sync loop (feature
 // `server`) only; the plugin builds the library without it.
 #[cfg_attr(not(feature = "server"), allow(dead_code))]

@@ -29,9 +29,9 @@ use std::path::{Path, PathBuf};
 
 use git2::{FetchOptions, Oid, Repository};
 
-use super::credentials::CredentialConfig;
+use super::credential_config::CredentialConfig;
 use super::{Commit, Revision, SourceError};
-use crate::git::transport::credentials::GitCredentials;
+use crate::git::transport::credential_values::GitCredentials;
 use crate::git::transport::{self, redact_url, ssh_port};
 
 /// A branch of a Git repository and the manifest's path in it.

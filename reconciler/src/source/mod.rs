@@ -9,8 +9,8 @@
 //!   the reconciler; the remote's head is the truth, so a branch that was
 //!   rewound or force-pushed is followed, and reported as such
 //!   (`Revision::rewound`). Its credentials are read at every fetch
-//!   ([`credentials`]).
-//! - [`cluster::ClusterSource`] is the `OperatorAssignment` object in the
+//!   ([`credential_config`]).
+//! - [`assignment_object::ClusterSource`] is the `OperatorAssignment` object in the
 //!   cluster itself, as Argo CD or Flux applied it: the revision is its
 //!   `metadata.generation`, and the sync must not apply it
 //!   (`Source::is_the_object`).
@@ -18,15 +18,15 @@
 //!   ([`Source::read_at`]): the reconciler keeps no local state and re-reads
 //!   the last applied revision's manifest from its id in status.
 
-pub mod cluster;
-pub mod credentials;
+pub mod assignment_object;
+pub mod credential_config;
 pub(crate) mod git;
 pub mod origin;
 
 use std::path::PathBuf;
 
-pub use cluster::ClusterSource;
-pub use credentials::CredentialConfig;
+pub use assignment_object::ClusterSource;
+pub use credential_config::CredentialConfig;
 pub use git::{GitSource, check_branch};
 
 /// One revision of the manifest.

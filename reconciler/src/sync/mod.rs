@@ -25,7 +25,7 @@
 //! 3. **apply object**: the manifest's object server-side (spec only), so
 //!    the object in the cluster carries what Git says and the status below;
 //!    a suspended object ends the round here.
-//! 4. **first assignments**: read live ownership ([`crate::inventory::cluster`],
+//! 4. **first assignments**: read live ownership ([`crate::inventory::metadata_list`],
 //!    metadata only), give unowned resources their owner (fenced first
 //!    assignment, `crate::handoff::fence::assign`), adopt those the
 //!    annotation names alone or against the label (the label set, fenced on
@@ -58,7 +58,7 @@
 //!   repeats nor skips a step.
 //!
 //! # Steady state
-//! Live ownership is watched ([`live`], metadata only): a round decides from
+//! Live ownership is watched ([`owner_watch`], metadata only): a round decides from
 //! the watch cache whether it has anything to do and lists (metadata only)
 //! only when it acts after having written owner keys itself, so a cluster in
 //! sync costs one GET of the object per interval and no LIST. Ownership
@@ -74,8 +74,8 @@ mod execute;
 mod gate;
 mod gate_cache;
 pub(crate) mod health;
-pub mod live;
 mod newcomers;
+pub mod owner_watch;
 mod plan_endpoint;
 mod progress;
 mod report;
@@ -99,7 +99,7 @@ use crate::camel_k::CamelKind;
 use crate::handoff::Coordinator;
 use crate::handoff::coordinator::HandoffError;
 use crate::inventory::ResourceRef;
-use crate::inventory::cluster::ClusterReadError;
+use crate::inventory::metadata_list::ClusterReadError;
 use crate::lock::LockTiming;
 use crate::source::{Revision, Source, SourceError};
 
@@ -134,7 +134,7 @@ pub struct SyncConfig {
     /// How often handoffs and health gates are polled.
     pub poll: Duration,
     /// What the watches of Camel K resources keep.
-    pub live_cache: live::LiveCacheMode,
+    pub live_cache: owner_watch::LiveCacheMode,
 }
 
 /// Why a round failed (it is retried at the next interval).
@@ -217,7 +217,7 @@ pub(crate) struct Syncer {
     /// Whether this round wrote the status already (then it writes its end too).
     wrote: AtomicBool,
     /// Watched live ownership; without it every round lists.
-    live: Option<live::LiveCache>,
+    live: Option<owner_watch::LiveCache>,
     /// The revision fetched last, planned again when the cluster changes.
     last_fetched: Option<Revision>,
     /// Whether this process has written owner keys (then the watch cache
@@ -262,7 +262,7 @@ impl Syncer {
 
     /// Decides from `cache` whether a round has anything to do, so that a
     /// round in steady state lists nothing.
-    pub(crate) fn with_live_cache(mut self, cache: live::LiveCache) -> Syncer {
+    pub(crate) fn with_live_cache(mut self, cache: owner_watch::LiveCache) -> Syncer {
         self.live = Some(cache);
         self
     }

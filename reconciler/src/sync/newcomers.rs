@@ -6,7 +6,7 @@
 //! it, or, with Camel K 2.11, every operator does.
 //!
 //! Contract:
-//! - The live cache ([`super::live`]) sends each resource whose watch event
+//! - The live cache ([`super::owner_watch`]) sends each resource whose watch event
 //!   shows it without owner keys (created so, or its keys removed), unless
 //!   a Pipe created it (upstream gives it the Pipe's owner).
 //! - The owner is decided by the manifest the last round followed

@@ -34,11 +34,11 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::server::STANDBY_RETRY_AFTER_SECS;
-use super::{CACHE_PATIENCE, Reach, live::LiveCache};
+use super::{CACHE_PATIENCE, Reach, owner_watch::LiveCache};
 use crate::lock::Leadership;
 use crate::manifest::Manifest;
 use crate::plan::Actual;
-use crate::plan::live::{ServedPlan, plan_reading_phases};
+use crate::plan::with_phases::{ServedPlan, plan_reading_phases};
 use crate::source::SourceError;
 use crate::source::git::GitSource;
 
@@ -159,7 +159,7 @@ impl PlanService {
         if let Some(namespace) = &query.namespace {
             inventory.resources.retain(|r| r.id.namespace == *namespace);
         }
-        crate::inventory::cluster::mark_guarded(&self.client, &mut inventory)
+        crate::inventory::metadata_list::mark_guarded(&self.client, &mut inventory)
             .await
             .map_err(|e| Refusal(StatusCode::BAD_GATEWAY, e.to_string()))?;
         let actual = match &base {
@@ -239,7 +239,7 @@ mod tests {
         let shutdown = tokio_util::sync::CancellationToken::new();
         let live = LiveCache::start(
             &client,
-            super::super::live::LiveCacheMode::Metadata,
+            super::super::owner_watch::LiveCacheMode::Metadata,
             Arc::new(tokio::sync::Notify::new()),
             None,
             &shutdown,

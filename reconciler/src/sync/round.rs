@@ -222,7 +222,7 @@ impl Syncer {
                 self.read(reach).await
             }
             Some(mut cached) => {
-                crate::inventory::cluster::mark_guarded(&self.client, &mut cached).await?;
+                crate::inventory::metadata_list::mark_guarded(&self.client, &mut cached).await?;
                 Ok(cached)
             }
             None => self.read(reach).await,
@@ -573,7 +573,7 @@ impl Syncer {
 
     /// Live resources of the kinds and namespaces `reach` covers (metadata only).
     pub(super) async fn read(&self, reach: &Reach) -> Result<Inventory, SyncError> {
-        Ok(crate::inventory::cluster::read_in(
+        Ok(crate::inventory::metadata_list::read_in(
             &self.client,
             &reach.kinds,
             reach.namespaces.as_deref(),

@@ -18,18 +18,23 @@
 //!
 //! # Guarantees
 //! - A failed round is counted by kind, logged and reported as a
-//!   `SyncFailed` Event; the next wake-up retries it.
+//!   `SyncFailed` Event, and retried after a backoff ([`RetryAfterFailure`]:
+//!   1 s doubling up to the interval, with jitter). Until then only a webhook
+//!   or an edit of the object starts a round, not a change in the cluster:
+//!   a persistent failure (a Git host down, a missing permission) costs a
+//!   round per backoff, not one per event. A round that succeeds resets it.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::newcomers::Newcomers;
 use super::plan_endpoint::PlanService;
 use super::server::{Relay, RelayTarget};
-use super::{LOCK_ID, SyncConfig, Syncer, live, server};
+use super::{LOCK_ID, SyncConfig, Syncer, owner_watch, server};
 use crate::lock::OperatorLock;
 use crate::source::Source;
 
@@ -69,7 +74,7 @@ pub async fn run(
     // interval, the webhook and edits of the object fetch first.
     let cluster_changed = Arc::new(tokio::sync::Notify::new());
     let (arrivals, arrived) = tokio::sync::mpsc::unbounded_channel();
-    let live = live::LiveCache::start(
+    let live = owner_watch::LiveCache::start(
         &client,
         cfg.live_cache,
         cluster_changed.clone(),
@@ -82,7 +87,7 @@ pub async fn run(
         arrived,
         shutdown.clone(),
     );
-    live::watch_assignments(
+    owner_watch::watch_assignments(
         client.clone(),
         &cfg.namespace,
         source.is_the_object(),
@@ -130,6 +135,7 @@ pub async fn run(
     tracing::info!(url = %syncer.source.url(), path = %syncer.source.path(), "sync started");
     let mut next_fetch = tokio::time::Instant::now();
     let mut fetch_asked = true;
+    let mut retry = RetryAfterFailure::new(syncer.cfg.interval);
     loop {
         if !leadership.is_leading() {
             // The first round as leader fetches, so a wake-up while standing
@@ -170,10 +176,11 @@ pub async fn run(
                             .errors
                             .get_or_create(&server::KindLabel { kind: e.kind().into() })
                             .inc();
-                        tracing::warn!(error = %e, "sync round failed; retrying at the next interval");
+                        let delay = retry.failed(fetch);
+                        tracing::warn!(error = %e, retry_in = ?delay, "sync round failed");
                         syncer.report_failure(&e).await;
                     }
-                    Ok(()) => {}
+                    Ok(()) => retry.succeeded(),
                 }
             }
         }
@@ -183,13 +190,112 @@ pub async fn run(
             fetch_asked = true;
             continue;
         }
-        fetch_asked = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep_until(next_fetch) => true,
-            _ = trigger.notified() => true,
-            _ = cluster_changed.notified() => false,
+        fetch_asked = match retry.pending() {
+            // A failed round: its retry (or the interval, if sooner); a
+            // change in the cluster waits for it.
+            Some((at, refetch)) => tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep_until(next_fetch) => true,
+                _ = tokio::time::sleep_until(at) => refetch,
+                _ = trigger.notified() => true,
+            },
+            None => tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep_until(next_fetch) => true,
+                _ = trigger.notified() => true,
+                _ = cluster_changed.notified() => false,
+            },
         };
+        // Whatever woke the loop, the next round is the retry.
+        retry.started();
     }
     let _ = lock_task.await;
     tracing::info!("sync stopped");
+}
+
+/// When a failed round is tried again: 1 s after the first failure, then
+/// twice as long after each failure in a row (with jitter), never longer than
+/// the interval; a round that succeeds starts the count again. The retry
+/// fetches when the failed round did.
+struct RetryAfterFailure {
+    interval: Duration,
+    delays: ExponentialBackoff,
+    /// The retry of the last failed round, and whether it fetches.
+    pending: Option<(tokio::time::Instant, bool)>,
+}
+
+impl RetryAfterFailure {
+    fn new(interval: Duration) -> Self {
+        Self {
+            interval,
+            delays: Self::delays(interval),
+            pending: None,
+        }
+    }
+
+    fn delays(interval: Duration) -> ExponentialBackoff {
+        ExponentialBuilder::default()
+            .with_min_delay(Duration::from_secs(1).min(interval))
+            .with_max_delay(interval)
+            .with_factor(2.0)
+            .with_jitter()
+            .without_max_times()
+            .build()
+    }
+
+    /// A round failed: schedules its retry and returns how long until it.
+    fn failed(&mut self, fetched: bool) -> Duration {
+        let delay = self
+            .delays
+            .next()
+            .unwrap_or(self.interval)
+            .min(self.interval);
+        self.pending = Some((tokio::time::Instant::now() + delay, fetched));
+        delay
+    }
+
+    fn succeeded(&mut self) {
+        self.delays = Self::delays(self.interval);
+    }
+
+    fn pending(&self) -> Option<(tokio::time::Instant, bool)> {
+        self.pending
+    }
+
+    /// The next round starts: the retry is spent, the failure count kept.
+    fn started(&mut self) {
+        self.pending = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn failures_in_a_row_wait_longer_up_to_the_interval_and_success_starts_again() {
+        let interval = Duration::from_secs(10);
+        let mut retry = RetryAfterFailure::new(interval);
+        let waits: Vec<Duration> = (0..6)
+            .map(|_| {
+                let wait = retry.failed(true);
+                retry.started();
+                wait
+            })
+            .collect();
+        // 1, 2, 4, 8, then the interval; jitter adds up to one more delay.
+        for (wait, at_least) in waits.iter().zip([1, 2, 4, 8, 10, 10]) {
+            let at_least = Duration::from_secs(at_least);
+            assert!(
+                *wait >= at_least.min(interval) && *wait <= interval,
+                "{waits:?}"
+            );
+        }
+        assert!(waits[0] < Duration::from_secs(2), "{waits:?}");
+        retry.succeeded();
+        assert!(retry.failed(false) < Duration::from_secs(2));
+        assert_eq!(retry.pending().map(|(_, fetch)| fetch), Some(false));
+        retry.started();
+        assert_eq!(retry.pending(), None);
+    }
 }

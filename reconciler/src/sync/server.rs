@@ -27,7 +27,7 @@
 //!   `OperatorAssignment` the sync follows (with `--source cluster`, the
 //!   object `--name`; with a Git source, every object in `--namespace` that
 //!   the sync has applied), the annotation `kubectl camelk sync` sets. The
-//!   leader watches it ([`super::live::watch_assignments`]) and starts a
+//!   leader watches it ([`super::owner_watch::watch_assignments`]) and starts a
 //!   round at once, which copies the value to `status.lastHandledReconcileAt`.
 //!   The answer is 202 naming the objects. When nothing can be written (no
 //!   object applied yet, the API server refused), 503 with `Retry-After`,

@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::support::*;
 use camelk_reconciler::api::OperatorAssignmentStatus;
 use camelk_reconciler::camel_k::CamelKind;
-use camelk_reconciler::source::credentials::SecretRef;
+use camelk_reconciler::source::credential_config::SecretRef;
 use camelk_reconciler::source::{CredentialConfig, GitSource, SourceError};
 use camelk_testkit::TestCluster;
 use camelk_testkit::git_http::GitHttpServer;
@@ -626,7 +626,7 @@ async fn the_in_cluster_object_is_the_source_of_moves_and_is_never_applied() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_cluster_source_keeps_earlier_specs_bounded_and_per_object() {
     use camelk_reconciler::source::ClusterSource;
-    use camelk_reconciler::source::cluster::KEEP;
+    use camelk_reconciler::source::assignment_object::KEEP;
     let cluster = camelk_testkit::shared();
     let ns = cluster.namespace("source-snapshots").await;
     install_assignment_crd(cluster).await;

@@ -4,12 +4,12 @@
 //! successful write to a Camel K resource by an operator that did not own it.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::support::*;
 use camelk_reconciler::api::OperatorAssignmentStatus;
 use camelk_reconciler::camel_k::CamelKind;
-use camelk_reconciler::inventory::cluster;
+use camelk_reconciler::inventory::metadata_list;
 use camelk_reconciler::manifest::Manifest;
 use camelk_reconciler::plan::{self, Actual};
 use camelk_testkit::manifest::{Assignment, Rollout};
@@ -196,7 +196,7 @@ async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
         manifest(&ns.name, None, "90s", "0s"),
     )
     .unwrap();
-    let mut inventory = cluster::read(&admin, &[CamelKind::Integration], Some(&ns.name))
+    let mut inventory = metadata_list::read(&admin, &[CamelKind::Integration], Some(&ns.name))
         .await
         .unwrap()
         .inventory;
@@ -205,7 +205,7 @@ async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
         .moves()
         .map(|m| m.resource.clone())
         .collect();
-    cluster::fill_phases(&admin, &mut inventory, &candidates)
+    metadata_list::fill_phases(&admin, &mut inventory, &candidates)
         .await
         .unwrap();
     let expected = plan::plan(spec, Actual::Manifest(&base.assignment.spec), &inventory);
@@ -1921,7 +1921,7 @@ async fn a_resource_created_without_owner_keys_gets_its_owner_while_a_rollout_pa
     let took = created.elapsed();
     // The owner the revision being rolled out gives it.
     let head = Manifest::parse("operator-assignment.yaml", head_text).unwrap();
-    let inventory = cluster::read(&admin, &[CamelKind::Integration], Some(&ns.name))
+    let inventory = metadata_list::read(&admin, &[CamelKind::Integration], Some(&ns.name))
         .await
         .unwrap()
         .inventory;
@@ -1952,4 +1952,71 @@ async fn a_resource_created_without_owner_keys_gets_its_owner_while_a_rollout_pa
         "assigned while the round still waits in its pause ({took:?})"
     );
     assert_single_owner(cluster, &ns.name);
+}
+
+/// A failed round is tried again after a backoff (1 s, doubling, with
+/// jitter): neither only at the next interval (an hour here) nor in a tight
+/// loop. The sync's log counts the failed rounds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_round_is_retried_after_a_backoff_not_at_the_interval() {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace("sync-retry").await;
+    let git = GitRemote::new();
+    let (_op1, _op2, sync, _rev1) = setup(
+        cluster,
+        &ns.name,
+        &names(1),
+        "1s",
+        &git,
+        ("60s", "0s"),
+        &["--interval", "1h"],
+    )
+    .await;
+    let admin = cluster.admin().await;
+    let failed_rounds = || {
+        std::fs::read_to_string(&sync.log)
+            .unwrap()
+            .matches("sync round failed")
+            .count()
+    };
+    assert_eq!(failed_rounds(), 0);
+
+    // The remote gone, one sync request: the round it starts fails, and the
+    // retries follow by themselves.
+    let moved_away = git.dir.path().join("gone.git");
+    std::fs::rename(git.url(), &moved_away).unwrap();
+    request_sync(&admin, &ns.name, "retry-1").await;
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(30),
+        "reporting the fetch failure",
+        &sync,
+        |s| condition(s, "Ready").is_some_and(|c| c.1 == "FetchFailed"),
+    )
+    .await;
+    let first = Instant::now();
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    // At 0 s and then at most 2, 6, 14 s (the delay doubled, each with up to
+    // as much jitter): 3 to 5 rounds in 20 s. At the interval it would be 1.
+    let failed = failed_rounds();
+    assert!(
+        (3..=5).contains(&failed),
+        "{failed} failed rounds in {:.1} s",
+        first.elapsed().as_secs_f64()
+    );
+
+    // Reachable again: the next retry fetches and the round succeeds.
+    std::fs::rename(&moved_away, git.url()).unwrap();
+    wait_status(
+        &admin,
+        &ns.name,
+        NAME,
+        Duration::from_secs(60),
+        "Ready again, by a retry",
+        &sync,
+        |s| condition(s, "Ready").is_some_and(|c| c.0 == "True"),
+    )
+    .await;
 }

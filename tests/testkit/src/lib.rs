@@ -1,4 +1,5 @@
-//! A real Kubernetes control plane on loopback, for tests and the demo.
+//! A real Kubernetes control plane on loopback, for tests and for the programs
+//! of `xtask/` (the demo, `make local-cluster`).
 //!
 //! etcd, kube-apiserver and kube-controller-manager are built from upstream
 //! Go modules by `tests/control-plane/build.sh` (see [`binaries`]) and started

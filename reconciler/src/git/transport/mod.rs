@@ -2,7 +2,7 @@
 //! fetches and the plugin's pushes alike.
 //!
 //! Expected flow of one fetch or push:
-//! 1. the caller holds the [`credentials::GitCredentials`] of this operation
+//! 1. the caller holds the [`credential_values::GitCredentials`] of this operation
 //!    (the source reads them before every fetch; a push uses the ambient
 //!    ones);
 //! 2. [`callbacks`] turns them into libgit2's remote callbacks, given the
@@ -11,7 +11,7 @@
 //!    with a known_hosts given, hands the server's host key to the check of
 //!    [`known_hosts`] before anything is sent;
 //! 4. on failure the caller words the error with [`redact_url`] and
-//!    [`credentials::GitCredentials::scrub`], and tells an untrusted TLS
+//!    [`credential_values::GitCredentials::scrub`], and tells an untrusted TLS
 //!    certificate apart with [`is_untrusted_certificate`].
 //!
 //! Guarantees: credentials are handed to libgit2 only, never logged, and no
@@ -27,12 +27,12 @@
 //!
 //! This module imports nothing above it: sources and the plugin use it.
 
-pub(crate) mod credentials;
+pub(crate) mod credential_values;
 pub(crate) mod known_hosts;
 
 use git2::{CertificateCheckStatus, Cred, CredentialType, RemoteCallbacks};
 
-use credentials::{DEFAULT_TOKEN_USERNAME, GitCredentials};
+use credential_values::{DEFAULT_TOKEN_USERNAME, GitCredentials};
 use known_hosts::HostKeyError;
 
 /// How long connecting to a Git host may take.

@@ -10,7 +10,7 @@
 //!   double) rendered by `kubectl kustomize` against a real API server
 //!   (server-side apply, dry run, strict field validation), the CRD against
 //!   `reconciler crds`, and the RBAC against the roles the code declares
-//!   (`operator::rbac`) and against SubjectAccessReviews for the calls the
+//!   (`handoff::rbac`) and against SubjectAccessReviews for the calls the
 //!   code makes and some it must never make.
 //!
 //! `make dist` builds release binaries, far too slow for a test on two cores;
@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant, SystemTime};
 
-use camelk_reconciler::operator::rbac::{coordinator_cluster_role, operator_cluster_role};
+use camelk_reconciler::handoff::rbac::{coordinator_cluster_role, operator_cluster_role};
 use camelk_testkit::workspace_binary;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -852,7 +852,7 @@ fn rbac_has_no_wildcards_and_stays_within_the_roles_the_code_declares() {
         for (role, grant) in bound {
             assert!(
                 declared.contains(&grant),
-                "{role} grants {sa} {grant:?}, which reconciler/src/operator/rbac.rs does not declare"
+                "{role} grants {sa} {grant:?}, which reconciler/src/handoff/rbac.rs does not declare"
             );
         }
     }

@@ -32,7 +32,7 @@ use kube::api::{Api, DynamicObject};
 
 use crate::camel_k::appliers::holds_owner_key;
 use crate::camel_k::owner_of_meta;
-use crate::inventory::cluster::{ClusterReadError, guarded};
+use crate::inventory::metadata_list::{ClusterReadError, guarded};
 use crate::inventory::{KeyManagers, ResourceRef};
 
 /// What the cluster says about one resource's owner keys.

@@ -7,7 +7,7 @@
 //!   `--known-hosts-file`), as a mounted Secret volume provides them;
 //! - or a Kubernetes Secret (`--credentials-secret NAMESPACE/NAME`) read
 //!   through the API at each fetch, its keys as
-//!   `crate::git::transport::credentials::from_secret_data` reads them.
+//!   `crate::git::transport::credential_values::from_secret_data` reads them.
 //!
 //! Whatever is not given falls back to the ambient credentials the source
 //! always used: the token in [`crate::git::TOKEN_ENV`], Git's credential
@@ -21,7 +21,9 @@ use k8s_openapi::api::core::v1::Secret as KubeSecret;
 use kube::{Api, Client};
 
 use super::SourceError;
-use crate::git::transport::credentials::{GitCredentials, Secret, from_secret_data, non_empty};
+use crate::git::transport::credential_values::{
+    GitCredentials, Secret, from_secret_data, non_empty,
+};
 use crate::git::transport::known_hosts::KnownHosts;
 
 /// Where a Git source's credentials are read from, at every fetch.

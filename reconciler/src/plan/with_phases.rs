@@ -9,7 +9,7 @@ use kube::Client;
 use super::{Actual, Plan, plan};
 use crate::api::OperatorAssignmentSpec;
 use crate::inventory::Inventory;
-use crate::inventory::cluster::{ClusterReadError, fill_phases};
+use crate::inventory::metadata_list::{ClusterReadError, fill_phases};
 
 /// Plans `desired` against `inventory` (owner keys as listed), reading the
 /// phases of the resources that would move.

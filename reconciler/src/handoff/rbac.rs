@@ -1,6 +1,9 @@
-//! Least-privilege RBAC for an operator and for the coordinator (the
-//! reconciler, or a person running `kubectl camelk move`). Operators never
-//! delete anything; only the coordinator deletes, and only handoff Leases.
+//! Least-privilege RBAC for the two sides of a handoff: an operator and the
+//! coordinator (the reconciler, or a person running `kubectl camelk move`).
+//! Operators never delete anything; only the coordinator deletes, and only
+//! handoff Leases. Kept outside the reference operator (a test double behind
+//! the `reference-operator` feature) because the shipped manifests and the
+//! tests check against both roles.
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use kube::api::ObjectMeta;

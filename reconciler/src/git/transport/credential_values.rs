@@ -2,7 +2,7 @@
 //! how they are kept from every log and message.
 //!
 //! Where they are read from is the caller's business (the Git source reads
-//! files or a Kubernetes Secret before every fetch: `crate::source::credentials`);
+//! files or a Kubernetes Secret before every fetch: `crate::source::credential_config`);
 //! this module only holds the values, reads a Secret's (decoded) data by the
 //! key names of the Kubernetes Secret types and of Flux's Git secrets
 //! ([`from_secret_data`]): `token` (or `password`, or Flux's `bearerToken`),
