@@ -36,8 +36,8 @@ build:
 ## neither UNIT_TESTS nor seen starting a server. CAMELK_UNIT_ONLY makes the testkit refuse
 ## to build or start a Go binary. See docs/development.md.
 UNIT_TESTS := bad_input bad_source ci_output ci_templates commands dependencies \
-	edit_golden layers malformed plan_scenarios plugin properties revert scripts \
-	strip_owner_keys unit_target validation
+	edit_golden layers malformed plan_scenarios plugin properties public_api revert \
+	scripts strip_owner_keys unit_target validation
 .PHONY: unit
 unit:
 	env -u CAMELK_TEST_KUBECONFIG CAMELK_UNIT_ONLY=1 cargo test --workspace --locked --no-fail-fast \

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use camelk_reconciler::api::OperatorAssignmentSpec;
 use camelk_reconciler::camel_k::CamelKind;
-use camelk_reconciler::inventory::file;
+use camelk_reconciler::inventory;
 use camelk_reconciler::manifest::Manifest;
 use libfuzzer_sys::fuzz_target;
 
@@ -29,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(inventory) = file::parse("fuzz.json", text) else {
+    let Ok(inventory) = inventory::parse_file("fuzz.json", text) else {
         return;
     };
     for r in &inventory.resources {

@@ -1,19 +1,19 @@
 //! The plan engine on arbitrary inventories and two arbitrary manifests
 //! (a head and a base), drawn from small alphabets so that ids, namespaces,
 //! names, labels and owners collide. Checks every promise of the plan
-//! (`camelk_fuzz::check_plan`) and rollout batching (`plan::batch::split`).
+//! (`camelk_fuzz::check_plan`) and rollout batching (`plan::split_into_batches`).
 #![no_main]
 
 use std::collections::BTreeMap;
 
 use arbitrary::Arbitrary;
 use camelk_reconciler::api::{
-    Labels, Match, Operator, OperatorAssignmentSpec, OperatorId, Pin, Protocol, Rule, Scope, StagedMove,
-    Step,
+    Labels, Match, Operator, OperatorAssignmentSpec, OperatorId, Pin, Protocol, Rule, Scope,
+    StagedMove, Step,
 };
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_reconciler::inventory::{Inventory, KeyManagers, Resource, ResourceRef};
-use camelk_reconciler::plan::{BlockReason, batch};
+use camelk_reconciler::plan::{BlockReason, split_into_batches};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use libfuzzer_sys::fuzz_target;
 
@@ -114,7 +114,7 @@ struct Input {
     resources: Vec<ResourceIn>,
     /// The owner-keys policy is in force.
     keys_guarded: bool,
-    /// Steps and a size for `batch::split` on its own.
+    /// Steps and a size for `split_into_batches` on its own.
     split: (Vec<StepIn>, u8),
 }
 
@@ -288,7 +288,7 @@ fuzz_target!(|input: Input| {
     // steps increasing.
     let steps: Vec<Step> = input.split.0.iter().map(step).collect();
     let items: Vec<u8> = (0..input.split.1).collect();
-    let batches = batch::split(items.clone(), &steps);
+    let batches = split_into_batches(items.clone(), &steps);
     let flat: Vec<u8> = batches
         .iter()
         .flat_map(|(_, b)| b.iter().copied())

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::CamelKind;
-use camelk_reconciler::inventory::{ResourceRef, file};
+use camelk_reconciler::inventory::{self, ResourceRef};
 use camelk_reconciler::manifest::{Manifest, edit};
 use camelk_reconciler::plan::{self, Actual};
 
@@ -97,9 +97,11 @@ fn main() {
     let manifest = Manifest::parse("bench.yaml", manifest_text.clone()).unwrap();
     assert_eq!(manifest.assignment.spec.rules.len(), RULES);
     let json = inventory_json(RESOURCES);
-    let inventory = file::parse("inventory.json", &json).unwrap();
+    let inventory = inventory::parse_file("inventory.json", &json).unwrap();
     assert_eq!(inventory.resources.len(), RESOURCES);
-    let parse = time(RUNS, || file::parse("inventory.json", &json).unwrap());
+    let parse = time(RUNS, || {
+        inventory::parse_file("inventory.json", &json).unwrap()
+    });
     let planned = plan::plan(&manifest.assignment.spec, Actual::OwnerKeys, &inventory);
     let plan_only = time(RUNS, || {
         plan::plan(&manifest.assignment.spec, Actual::OwnerKeys, &inventory)

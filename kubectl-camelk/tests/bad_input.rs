@@ -430,9 +430,18 @@ fn an_exec_credential_plugin_that_hangs_is_stopped_after_the_request_timeout() {
         // Running, not a zombie that no init reaped yet. No pid: on a loaded
         // machine the plugin can be stopped before its shell wrote one (and
         // `/proc//stat` would read the system's own stat file).
-        let alive = !pid.trim().is_empty()
-            && std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
-                .is_ok_and(|stat| !stat.rsplit(") ").next().unwrap_or("").starts_with('Z'));
+        let running = || {
+            !pid.trim().is_empty()
+                && std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+                    .is_ok_and(|stat| !stat.rsplit(") ").next().unwrap_or("").starts_with('Z'))
+        };
+        // SIGKILL is sent before the command exits, but a loaded machine may
+        // take a moment to schedule the plugin's death.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while running() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let alive = running();
         if alive {
             // Never leave it behind, even when the assertions below fail.
             let _ = std::process::Command::new("kill")

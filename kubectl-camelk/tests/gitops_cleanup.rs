@@ -11,11 +11,11 @@ mod common;
 use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::{OperatorAssignment, OperatorAssignmentStatus};
-use camelk_reconciler::camel_k::status::{condition, phase};
-use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
+use camelk_reconciler::camel_k::phase;
+use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_testkit::apps_repo::{AppsRepo, BRANCH};
 use camelk_testkit::flux::{self, FluxKind, FluxOptions, KUSTOMIZE_CONTROLLER};
-use camelk_testkit::manifest::{Assignment, Rollout};
+use camelk_testkit::scenario::ready_under;
 use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -50,13 +50,8 @@ spec:
 /// The assignment: both upstream operators, the Integrations of `ns`, all
 /// to `operator`.
 fn assignment(ns: &str, operator: &str) -> String {
-    Assignment::new(NAME)
-        .upstream_operator("operator-1", "camel-k-op1")
-        .upstream_operator("operator-2", "camel-k-op2")
-        .scope(&[ns], &[CamelKind::Integration])
+    camelk_testkit::scenario::upstream_fleet(NAME, ns, &OPERATORS, &[CamelKind::Integration])
         .default_operator(operator)
-        .rollout(Rollout::new().require_ready(true).gate_timeout("3m"))
-        .drain_timeout("2m")
         .render()
 }
 
@@ -93,14 +88,6 @@ async fn wait_until(
     }
 }
 
-fn ready_under(id: &str) -> impl Fn(&DynamicObject) -> bool + '_ {
-    move |o| {
-        phase(o) == Some("Running")
-            && condition(o, "Ready") == Some("True")
-            && owner_id(&o.metadata).as_deref() == Some(id)
-    }
-}
-
 async fn status_until(
     api: &Api<OperatorAssignment>,
     what: &str,
@@ -125,13 +112,9 @@ async fn an_apps_repository_is_cleaned_of_owner_keys_with_no_resource_ever_unown
     cluster.grant_camelk_roles().await;
     let admin = cluster.admin().await;
     install_crd(&admin).await;
-    let op1 = cluster.upstream_operator("operator-1").await;
-    let op2 = cluster.upstream_operator("operator-2").await;
-    for op in [&op1, &op2] {
-        op.ready_platform(&admin)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
+    let _operators =
+        camelk_testkit::scenario::ready_upstream_operators(cluster, &["operator-1", "operator-2"])
+            .await;
     let ns = cluster.namespace("gitops-cleanup").await;
     cluster.grant_sync_namespace(&ns.name).await;
     camelk_testkit::admission::enforce_in(&admin, &ns.name, &["reconciler"], &OPERATORS)
@@ -227,7 +210,7 @@ async fn an_apps_repository_is_cleaned_of_owner_keys_with_no_resource_ever_unown
             Duration::from_secs(60),
             |o| {
                 ready_under("operator-1")(o)
-                    && camelk_reconciler::camel_k::appliers::keys_co_owned(&o.metadata)
+                    && camelk_reconciler::camel_k::keys_co_owned(&o.metadata)
             },
         )
         .await;

@@ -16,9 +16,9 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use camelk_reconciler::camel_k::appliers::CO_OWNER;
+use camelk_reconciler::camel_k::CO_OWNER;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
-use camelk_reconciler::manifest::owner_keys::strip_verdict::LiveKeys;
+use camelk_reconciler::manifest::owner_keys::LiveKeys;
 use camelk_reconciler::manifest::owner_keys::{MARKER_KEY, MARKER_VALUE};
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};

@@ -9,8 +9,9 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use camelk_reconciler::camel_k::status::{condition, phase};
+use camelk_reconciler::camel_k::phase;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
+use camelk_testkit::scenario::ready_under;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::runtime::watcher;
@@ -51,14 +52,6 @@ async fn wait_until(
     }
 }
 
-fn running_ready_under(id: &str) -> impl Fn(&DynamicObject) -> bool + '_ {
-    move |o| {
-        phase(o) == Some("Running")
-            && condition(o, "Ready") == Some("True")
-            && owner_id(&o.metadata).as_deref() == Some(id)
-    }
-}
-
 fn json_out(out: &std::process::Output) -> Value {
     assert!(
         out.status.success(),
@@ -73,13 +66,9 @@ async fn move_upstream_hands_a_kamel_created_integration_to_a_real_operator() {
     let cluster = camelk_testkit::shared();
     cluster.grant_camelk_roles().await;
     let admin = cluster.admin().await;
-    let op1 = cluster.upstream_operator("operator-1").await;
-    let op2 = cluster.upstream_operator("operator-2").await;
-    for op in [&op1, &op2] {
-        op.ready_platform(&admin)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
+    let operators =
+        camelk_testkit::scenario::ready_upstream_operators(cluster, &["operator-1", "operator-2"])
+            .await;
     let ns = cluster.namespace("upstream-move").await;
     camelk_testkit::admission::enforce_in(&admin, &ns.name, &["reconciler"], &OPERATORS)
         .await
@@ -109,7 +98,7 @@ async fn move_upstream_hands_a_kamel_created_integration_to_a_real_operator() {
         &api,
         "moving",
         "Running and Ready",
-        running_ready_under("operator-1"),
+        ready_under("operator-1"),
     )
     .await;
     wait_until(&api, "built", "in Error", |o| phase(o) == Some("Error")).await;
@@ -235,7 +224,7 @@ async fn move_upstream_hands_a_kamel_created_integration_to_a_real_operator() {
         &api,
         "moving",
         "Running and Ready under operator-2",
-        running_ready_under("operator-2"),
+        ready_under("operator-2"),
     )
     .await;
     let labels = moved.metadata.labels.unwrap_or_default();
@@ -269,5 +258,5 @@ async fn move_upstream_hands_a_kamel_created_integration_to_a_real_operator() {
         "dual-owner writes:\n{}",
         violations.join("\n")
     );
-    drop((op1, op2));
+    drop(operators);
 }

@@ -56,8 +56,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::{OperatorAssignment, OperatorAssignmentStatus, parse_duration};
-use camelk_reconciler::camel_k::status::{kit_name, phase};
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use camelk_reconciler::camel_k::{kit_name, phase};
 use camelk_testkit::TestCluster;
 use common::{env_usize, stats};
 use futures::{StreamExt, TryStreamExt};

@@ -118,7 +118,7 @@ pub enum OperatorVersion {
 
 /// What was found about one operator in its lock's namespace.
 #[derive(Clone, Debug, Default)]
-pub struct VersionClues<'a> {
+pub(crate) struct VersionClues<'a> {
     /// The Deployments of the namespace, or none when they may not be listed.
     pub deployments: Option<&'a [Deployment]>,
     /// The IntegrationPlatform named after the operator: its owner (the one
@@ -131,7 +131,7 @@ pub struct VersionClues<'a> {
 /// of the Deployment that runs it, else what its IntegrationPlatform reports
 /// (an operator not run by a Deployment: `kamel operator` as a process, a
 /// bare Pod), else why neither says.
-pub fn version_of(id: &str, namespace: &str, clues: &VersionClues) -> OperatorVersion {
+pub(crate) fn version_of(id: &str, namespace: &str, clues: &VersionClues) -> OperatorVersion {
     let running = clues.deployments.and_then(|deployments| {
         let d = deployments.iter().find(|d| runs_operator(d, id))?;
         let image = operator_image(d, id).unwrap_or_default().to_string();

@@ -35,6 +35,20 @@
 //! [`plan`] (what a manifest change does to the cluster). [`handoff`] moves
 //! resources; [`sync`] is the GitOps loop on top of everything.
 //!
+//! # The public surface
+//!
+//! What the plugin, the `reconciler` binary, the tests, benches, `xtask` and
+//! `fuzz/` use, and nothing else: the top-level modules below whose names are
+//! `pub`, each re-exporting at its own level the items of its private
+//! submodules that callers need (`handoff::Coordinator`,
+//! `inventory::read_file`, `camel_k::phase`, ...). Four submodules stay
+//! public because they are namespaces of their own: [`manifest::edit`] (the
+//! edit verbs), [`manifest::owner_keys`] (stripping owner keys from a GitOps
+//! repository), [`handoff::fence`] (the fenced patches, pure) and
+//! [`inventory::watch`] (the watch cache). Everything else is `pub(crate)`.
+//! `reconciler/public-api.txt` lists the surface and `tests/public_api.rs`
+//! fails when it changes: a new `pub` item is a decision taken in review.
+//!
 //! Features, both default: `server` (the [`sync`] loop and its HTTP
 //! endpoints) and `reference-operator` (`operator`, the scoped operator loops
 //! of `reconciler operator`: a test double of an operator that takes part in
@@ -45,7 +59,8 @@
 pub mod api;
 pub mod camel_k;
 pub mod connect;
-pub mod field_manager;
+// One function of its own layer; callers use the re-export below.
+mod field_manager;
 pub mod fleet;
 pub mod git;
 pub mod handoff;
@@ -61,3 +76,5 @@ pub mod preflight;
 pub mod source;
 #[cfg(feature = "server")]
 pub mod sync;
+
+pub use field_manager::update_as;

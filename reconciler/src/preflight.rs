@@ -271,11 +271,6 @@ pub async fn check_crds(
         .collect())
 }
 
-/// Checks that every CRD of `required` is installed (see [`check_crds`]).
-pub async fn require_crds(client: &Client, required: &[Crd]) -> Result<(), PreflightError> {
-    check_crds(client, required, &[]).await.map(|_| ())
-}
-
 /// The CRDs of these Camel K kinds.
 pub fn camel_kinds(kinds: &[CamelKind]) -> Vec<Crd> {
     kinds.iter().map(|k| Crd::Camel(*k)).collect()

@@ -13,26 +13,8 @@ use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::MAX_MANIFEST_BYTES;
 use camelk_reconciler::source::{GitSource, SourceError};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .expect("running git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
+// The one `git` runner of the tests: no user or system configuration read.
+use camelk_testkit::apps_repo::git;
 
 /// A repository on branch `main` whose one commit holds what `fill` writes.
 fn remote(fill: impl FnOnce(&Path)) -> tempfile::TempDir {

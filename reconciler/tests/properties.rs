@@ -9,7 +9,7 @@ use camelk_reconciler::api::{
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_reconciler::inventory::{Inventory, Resource, ResourceRef};
 use camelk_reconciler::manifest::{Manifest, Severity, edit};
-use camelk_reconciler::plan::{self, Actual, Desired, Reason, batch};
+use camelk_reconciler::plan::{self, Actual, Desired, Reason};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use proptest::prelude::*;
 
@@ -232,7 +232,7 @@ proptest! {
         percents.sort_unstable();
         percents.dedup();
         let steps: Vec<Step> = percents.iter().map(|p| Step::Percent(*p)).collect();
-        let batches = batch::split((0..n).collect::<Vec<_>>(), &steps);
+        let batches = plan::split_into_batches((0..n).collect::<Vec<_>>(), &steps);
         let flat: Vec<usize> = batches.iter().flat_map(|(_, b)| b.clone()).collect();
         prop_assert_eq!(flat, (0..n).collect::<Vec<_>>());
         let mut done = 0;
@@ -410,7 +410,7 @@ proptest! {
     /// through `serde-saphyr`.
     #[test]
     fn the_tree_reader_reads_what_serde_saphyr_reads(spec in spec()) {
-        use camelk_reconciler::manifest::{Tree, typed};
+        use camelk_reconciler::manifest::{Tree, from_tree};
         let text = format!(
             "apiVersion: camelk.dev/v1alpha1\nkind: OperatorAssignment\nmetadata:\n  name: t\n  labels: {{team: a, tier: \"1\"}}\nspec:\n{}",
             serde_saphyr::to_string(&spec)
@@ -422,7 +422,7 @@ proptest! {
         let reference: camelk_reconciler::api::OperatorAssignment =
             serde_saphyr::from_str(&text).unwrap();
         let tree = Tree::parse(&text).unwrap();
-        match typed::from_tree::<camelk_reconciler::api::OperatorAssignment>(&tree.root) {
+        match from_tree::<camelk_reconciler::api::OperatorAssignment>(&tree.root) {
             Ok(ours) => {
                 prop_assert_eq!(&ours.spec, &reference.spec);
                 prop_assert_eq!(&ours.metadata, &reference.metadata);

@@ -96,7 +96,7 @@ fn the_crd_and_the_checks_agree_on_field_names() {
 #[test]
 fn the_tree_reader_agrees_with_serde_saphyr() {
     use camelk_reconciler::api::OperatorAssignment;
-    use camelk_reconciler::manifest::{Tree, typed};
+    use camelk_reconciler::manifest::{Tree, from_tree};
 
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut files = vec![
@@ -122,7 +122,7 @@ fn the_tree_reader_agrees_with_serde_saphyr() {
             continue;
         };
         let reference = serde_saphyr::from_str::<OperatorAssignment>(&text);
-        let ours = typed::from_tree::<OperatorAssignment>(&tree.root);
+        let ours = from_tree::<OperatorAssignment>(&tree.root);
         match (ours, reference) {
             (Ok(ours), Ok(reference)) => {
                 read_from_tree += 1;

@@ -72,7 +72,7 @@ pub async fn run(cli: &Cli, args: &CheckArgs) -> anyhow::Result<ExitCode> {
         .filter(|k| !absent.contains(&Crd::Camel(*k)))
         .collect();
     // A user who may not list every namespace still gets the rest.
-    match inventory::metadata_list::read(&client, &kinds, None).await {
+    match inventory::read(&client, &kinds, None).await {
         Ok(live) => findings.extend(judge_owner_keys(&live.inventory)),
         Err(e) => findings.push(Finding::warn(
             "Owner keys",

@@ -14,9 +14,7 @@ use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::connect::ConnectError;
 use camelk_reconciler::git::branch_name;
 use camelk_reconciler::inventory::{Inventory, Resource, ResourceRef};
-use camelk_reconciler::manifest::revert::{self, Revision};
-use camelk_reconciler::manifest::validate::{is_dns_label, is_dns_subdomain};
-use camelk_reconciler::manifest::{Manifest, edit, template};
+use camelk_reconciler::manifest::{self, Manifest, Revision, edit, is_dns_label, is_dns_subdomain};
 use camelk_reconciler::plan::{self, Actual};
 
 use crate::cli::{
@@ -81,7 +79,7 @@ pub async fn init(cli: &Cli, args: &InitArgs) -> anyhow::Result<()> {
             args.name
         );
     }
-    let text = template::starter(&args.name, &operators, &default);
+    let text = manifest::starter(&args.name, &operators, &default);
     Manifest::parse(&location.display, text.clone()).map_err(anyhow::Error::from)?;
     let change = Change {
         old: String::new(),
@@ -189,7 +187,7 @@ pub async fn revert(cli: &Cli, args: &RevertArgs) -> anyhow::Result<()> {
         },
         after: checkout.read_if_present(&commit.id, path)?,
     };
-    let reverted = revert::revert(&manifest, &revision)?;
+    let reverted = manifest::revert(&manifest, &revision)?;
     if reverted.text == manifest.text {
         println!(
             "{}: nothing to change; the change of {short} is undone already",
@@ -274,7 +272,7 @@ async fn record(
         let planned = match &args.inventory {
             Some(path) => {
                 let inventory =
-                    camelk_reconciler::inventory::file::read(path, &path.display().to_string())?;
+                    camelk_reconciler::inventory::read_file(path, &path.display().to_string())?;
                 plan::plan(after, Actual::Manifest(before), &inventory)
             }
             None => match plan_against_cluster(cli, before, after).await {

@@ -187,7 +187,7 @@ pub fn kinds_named_by(spec: &OperatorAssignmentSpec) -> BTreeSet<CamelKind> {
 /// A patch the plugin sends itself, named in `managedFields` as
 /// `kubectl-camelk` (the handoff's own writes say `camelk-handoff`).
 pub fn plugin_patch() -> kube::api::PatchParams {
-    camelk_reconciler::field_manager::update_as("kubectl-camelk")
+    camelk_reconciler::update_as("kubectl-camelk")
 }
 
 /// The CRDs of the commands that work on OperatorAssignments.

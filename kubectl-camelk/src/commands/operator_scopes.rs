@@ -13,10 +13,10 @@
 use std::collections::BTreeSet;
 
 use anyhow::Context;
-use camelk_reconciler::camel_k::scopes::{
+use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_from_keys};
+use camelk_reconciler::camel_k::{
     DEFAULT_LOCK, Judged, Locks, Namespaces, OperatorScope, Overlap, UnownedRules, Watch, overlaps,
 };
-use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_from_keys};
 use camelk_reconciler::fleet;
 use camelk_reconciler::inventory::{self, Resource};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -90,7 +90,7 @@ pub async fn check(client: &Client, kinds: &[CamelKind]) -> anyhow::Result<Scope
             .filter(|k| !STATIC_KINDS.contains(k))
             .collect();
         // One who may not list them all still learns which operators overlap.
-        inventory::metadata_list::read(client, &reconciled, None)
+        inventory::read(client, &reconciled, None)
             .await
             .map(|live| {
                 live.inventory

@@ -10,10 +10,10 @@ use anyhow::Context;
 use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::{CamelKind, GROUP, owner_id};
 use camelk_reconciler::fleet::{self, OperatorVersion, Renewal, VersionSource};
-use camelk_reconciler::handoff::coordinator::{Progress, Requested};
 use camelk_reconciler::handoff::{
     Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,
 };
+use camelk_reconciler::handoff::{Progress, Requested};
 use camelk_reconciler::lock::LockTiming;
 use camelk_reconciler::plan;
 use camelk_reconciler::preflight::{self, Crd};

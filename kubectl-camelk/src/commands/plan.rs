@@ -10,8 +10,7 @@ use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::git::GitError;
 use camelk_reconciler::inventory;
 use camelk_reconciler::manifest::Manifest;
-use camelk_reconciler::plan::with_phases::ServedPlan;
-use camelk_reconciler::plan::{self, Actual, Plan};
+use camelk_reconciler::plan::{self, Actual, Plan, ServedPlan};
 use camelk_reconciler::preflight::{self, Crd};
 
 use crate::cli::{Cli, Output, PlanArgs};
@@ -93,7 +92,7 @@ async fn local(cli: &Cli, args: &PlanArgs) -> anyhow::Result<(Plan, String, Opti
 
     let planned = match &args.inventory {
         Some(path) => {
-            let mut inventory = inventory::file::read(path, &path.display().to_string())?;
+            let mut inventory = inventory::read_file(path, &path.display().to_string())?;
             if let Some(namespace) = only_namespace(cli) {
                 inventory.resources.retain(|r| r.id.namespace == *namespace);
             }
@@ -138,8 +137,7 @@ pub(super) async fn against_cluster(
         .into_iter()
         .filter(|k| !absent.contains(&Crd::Camel(*k)))
         .collect();
-    let live =
-        inventory::metadata_list::read_in(client, &kinds, namespaces_read(cli, desired)).await?;
+    let live = inventory::read_in(client, &kinds, namespaces_read(cli, desired)).await?;
     // A CRD removed since the check above.
     super::note_skipped(
         live.missing_kinds
@@ -148,7 +146,7 @@ pub(super) async fn against_cluster(
             .map(Crd::Camel)
             .filter(is_named),
     );
-    Ok(plan::with_phases::plan_reading_phases(client, desired, actual, live.inventory).await?)
+    Ok(plan::plan_reading_phases(client, desired, actual, live.inventory).await?)
 }
 
 /// The kinds of `spec`'s scope.

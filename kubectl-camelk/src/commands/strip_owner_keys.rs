@@ -19,10 +19,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use camelk_reconciler::git::{Checkout, GitError};
 use camelk_reconciler::inventory::ResourceRef;
-use camelk_reconciler::manifest::owner_keys::strip_verdict::{
-    self, LiveKeys, LiveOwners, Loss, Verdict,
+use camelk_reconciler::manifest::owner_keys::{
+    self, LiveKeys, LiveOwners, Loss, Stripped, StrippedResource, Verdict,
 };
-use camelk_reconciler::manifest::owner_keys::{self, Stripped, StrippedResource};
 use camelk_reconciler::manifest::{Diagnostic, Location, Severity};
 
 use crate::cli::{Cli, StripOwnerKeysArgs};
@@ -388,7 +387,7 @@ async fn read_live(cli: &Cli, ids: &[ResourceRef]) -> anyhow::Result<LiveOwners>
         .await
         .context("cannot read the owners in the cluster; nothing written")
         .with_context(hint)?;
-    strip_verdict::read(&client, ids)
+    owner_keys::read_live_owners(&client, ids)
         .await
         .context("cannot read the owners in the cluster; nothing written")
         .with_context(hint)

@@ -1,6 +1,6 @@
 //! The progress line of `move --wait`.
 
-use camelk_reconciler::handoff::coordinator::Progress;
+use camelk_reconciler::handoff::Progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// The line `move --wait` keeps up to date while a handoff runs:

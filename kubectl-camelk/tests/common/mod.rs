@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::{OperatorAssignment, OperatorId};
 use camelk_reconciler::camel_k::OPERATOR_ID_KEY;
-use camelk_reconciler::camel_k::status::phase;
+use camelk_reconciler::camel_k::phase;
 use camelk_reconciler::lock::LockTiming;
 use camelk_reconciler::operator::{self, OperatorConfig};
 use camelk_reconciler::source::GitSource;

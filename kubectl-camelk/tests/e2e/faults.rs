@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use camelk_reconciler::camel_k::CamelKind;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -143,15 +143,7 @@ async fn serve_one(
 }
 
 fn integrations(client: Client, ns: &str) -> Api<DynamicObject> {
-    let kind = CamelKind::Integration;
-    let resource = ApiResource {
-        group: camelk_reconciler::camel_k::GROUP.into(),
-        version: kind.version().into(),
-        api_version: kind.api_version(),
-        kind: kind.kind().into(),
-        plural: kind.plural().into(),
-    };
-    Api::namespaced_with(client, ns, &resource)
+    camelk_testkit::scenario::camel_api(client, CamelKind::Integration, ns)
 }
 
 /// Names and resourceVersions: any write changes them.

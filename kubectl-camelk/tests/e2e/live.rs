@@ -9,20 +9,13 @@ use camelk_reconciler::manifest::Manifest;
 use camelk_testkit::manifest::{Assignment, Rule};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::common::{camelk, repo_with};
 
 fn api(client: Client, kind: CamelKind, ns: &str) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: camelk_reconciler::camel_k::GROUP.into(),
-        version: kind.version().into(),
-        api_version: kind.api_version(),
-        kind: kind.kind().into(),
-        plural: kind.plural().into(),
-    };
-    Api::namespaced_with(client, ns, &resource)
+    camelk_testkit::scenario::camel_api(client, kind, ns)
 }
 
 /// Creates a resource owned by `owner` (label and annotation) in `phase`.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::OperatorAssignment;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
-use camelk_testkit::manifest::{Assignment, Rollout};
+use camelk_testkit::manifest::Rollout;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -22,16 +22,7 @@ pub(crate) const NAME: &str = "fleet";
 /// Operators 1 and 2 locked in `ns`, the Integrations of `ns`, operator-1
 /// by default; `staged` adds a move of everything to operator-2 in those steps.
 pub(crate) fn manifest(ns: &str, staged: Option<&[&str]>) -> String {
-    let assignment = Assignment::new(NAME)
-        .operator("operator-1", ns)
-        .operator("operator-2", ns)
-        .scope(&[ns], &[CamelKind::Integration])
-        .default_operator("operator-1");
-    let assignment = match staged {
-        Some(steps) => assignment.staged_move("operator-1", "operator-2", steps),
-        None => assignment,
-    };
-    assignment
+    camelk_testkit::scenario::two_operators(NAME, ns, staged)
         // A pause between the steps, so that `sync --wait` started on a
         // loaded machine still sees the rollout in progress.
         .rollout(Rollout::new().gate_timeout("60s").pause("2s"))

@@ -158,7 +158,7 @@ struct SyncArgs {
     /// (labels and owner annotation only) or `full` (whole objects, as a
     /// plain informer; for comparison).
     #[arg(long, default_value = "metadata")]
-    live_cache: camelk_reconciler::sync::owner_watch::LiveCacheMode,
+    live_cache: camelk_reconciler::sync::LiveCacheMode,
     #[command(flatten)]
     credentials: GitCredentialArgs,
     #[command(flatten)]
@@ -296,7 +296,7 @@ fn other_camel_kinds(required: &[Crd]) -> Vec<Crd> {
 }
 
 fn run_sync(args: SyncArgs) -> ExitCode {
-    use camelk_reconciler::source::credential_config::SecretRef;
+    use camelk_reconciler::source::SecretRef;
     use camelk_reconciler::source::{ClusterSource, CredentialConfig, GitSource, Source};
     use camelk_reconciler::sync::{self, SyncConfig};
     init_logs(args.connection.log_format);

@@ -21,7 +21,7 @@ use super::OPERATOR_ID_KEY;
 
 /// The annotation in which client-side `kubectl apply` (and Argo CD's
 /// default sync) records the configuration it applied.
-pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+pub(crate) const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Field manager of the reconciler's server-side apply of owner keys that
 /// another applier also applies: with it as a co-owner, the keys stay when
@@ -46,13 +46,13 @@ const OPERATORS: [&str; 2] = ["camel-k-operator", "kamel"];
 
 /// Whether `manager` is one of the project's own writers (the handoff, the
 /// sync, the plugin, the reference operators, the co-owner).
-pub fn is_ours(manager: &str) -> bool {
+pub(crate) fn is_ours(manager: &str) -> bool {
     manager.starts_with("camelk-") || manager == "kubectl-camelk"
 }
 
 /// One of the two owner keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KeyMap {
+pub(crate) enum KeyMap {
     /// The label `camel.apache.org/operator.id`.
     Label,
     /// The annotation of the same name.
@@ -71,7 +71,7 @@ impl KeyMap {
 
 /// The tool that applies the owner key in `map` of `meta`, other than the
 /// project's writers and the operators; `None` when no such tool does.
-pub fn owner_key_applier(meta: &ObjectMeta, map: KeyMap) -> Option<String> {
+pub(crate) fn owner_key_applier(meta: &ObjectMeta, map: KeyMap) -> Option<String> {
     let entries = meta.managed_fields.as_deref().unwrap_or_default();
     let field_map = format!("f:{}", map.name());
     let foreign = |e: &&ManagedFieldsEntry| {

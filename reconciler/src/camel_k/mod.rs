@@ -8,15 +8,21 @@
 //! annotation when they disagree. [`appliers`] says which other tools
 //! write them.
 
-pub mod appliers;
+pub(crate) mod appliers;
 mod crd;
 mod owner;
 pub(crate) mod release;
-pub mod scopes;
-pub mod status;
+pub(crate) mod scopes;
+pub(crate) mod status;
 
+pub use appliers::{CO_OWNER, keys_co_owned};
 pub use crd::generated_crd;
 pub use owner::{OwnerKey, ReadOwner, owner_from_keys, owner_id, owner_of, owner_of_meta};
+pub use scopes::{
+    DEFAULT_LOCK, Judged, Locks, Namespaces, OperatorScope, Overlap, UnownedRules, UnreadableScope,
+    Watch, overlaps,
+};
+pub use status::{condition, kit_name, phase};
 
 /// Label and annotation key naming the operator that owns a Camel K resource.
 pub const OPERATOR_ID_KEY: &str = "camel.apache.org/operator.id";

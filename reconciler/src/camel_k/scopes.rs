@@ -32,7 +32,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, EnvVar};
 
 /// The id every standard Camel K install gives its operator.
-pub const DEFAULT_OPERATOR_ID: &str = "camel-k";
+pub(crate) const DEFAULT_OPERATOR_ID: &str = "camel-k";
 /// The lock a 2.11 operator reads as "this namespace has a local operator".
 pub const DEFAULT_LOCK: &str = "camel-k-lock";
 

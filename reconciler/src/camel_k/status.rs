@@ -26,7 +26,9 @@ pub fn condition<'a>(object: &'a DynamicObject, type_: &str) -> Option<&'a str> 
 
 /// Why the condition `type_` is as it is: its `reason` and `message`, as
 /// `reason: message` (either alone when the other is absent or empty).
-pub fn condition_cause(object: &DynamicObject, type_: &str) -> Option<String> {
+// Read by the sync (feature `server`) only.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) fn condition_cause(object: &DynamicObject, type_: &str) -> Option<String> {
     let found = object
         .data
         .get("status")?

@@ -22,7 +22,7 @@
 
 pub(crate) mod transport;
 
-pub use transport::{CONNECT_TIMEOUT, SERVER_TIMEOUT, set_network_timeouts};
+pub use transport::set_network_timeouts;
 
 use std::path::{Path, PathBuf};
 

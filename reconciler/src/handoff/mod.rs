@@ -38,22 +38,28 @@
 //! - A target that dies: the coordinator withdraws the request; what was
 //!   moved stays moved, the rest stays with A.
 
-pub mod coordinator;
+pub(crate) mod coordinator;
 pub mod fence;
-pub mod owner_writes;
-pub mod rbac;
-pub mod request;
+pub(crate) mod owner_writes;
+pub(crate) mod rbac;
+pub(crate) mod request;
 
-pub use coordinator::{Coordinator, HandoffOptions, HandoffOutcome, MoveBatch};
-pub use owner_writes::FLIPS_IN_FLIGHT;
-pub use request::{ForcePolicy, HandoffItem, HandoffRequest, HandoffSpec, ReleaseMode};
+pub use coordinator::{
+    Coordinator, HandoffError, HandoffOptions, HandoffOutcome, MoveBatch, Progress, Requested,
+};
+pub use owner_writes::{FLIPS_IN_FLIGHT, FlipResult, flip};
+pub use rbac::{coordinator_cluster_role, operator_cluster_role};
+pub use request::{
+    FROM_LABEL, ForcePolicy, HandoffItem, HandoffRequest, HandoffSpec, ReleaseMode,
+    STATE_ANNOTATION,
+};
 
 /// The field manager of the handoff's writes (owner keys, a request's
 /// state), whoever sends them: the coordinator in `reconciler sync` or
 /// `kubectl camelk`, or an operator releasing. `managedFields` then says
 /// which owner keys the handoff set; without one the API server records
 /// `unknown`.
-pub const FIELD_MANAGER: &str = "camelk-handoff";
+pub(crate) const FIELD_MANAGER: &str = "camelk-handoff";
 
 #[cfg(test)]
 mod tests {

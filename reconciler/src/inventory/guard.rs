@@ -20,10 +20,10 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::{Api, Client};
 
 /// Name of the owner-keys MutatingAdmissionPolicy and of its binding.
-pub const POLICY: &str = "camelk-owner-keys";
+pub(crate) const POLICY: &str = "camelk-owner-keys";
 
 /// Whether the owner-keys policy exists and a binding of that name binds it.
-pub async fn keys_guarded(client: &Client) -> Result<bool, kube::Error> {
+pub(crate) async fn keys_guarded(client: &Client) -> Result<bool, kube::Error> {
     let bindings: Api<MutatingAdmissionPolicyBinding> = Api::all(client.clone());
     let bound = match bindings.get_opt(POLICY).await {
         Ok(binding) => binding

@@ -89,7 +89,7 @@ pub async fn read(
 /// whose owner keys another tool applies, so the policy is read only when
 /// the inventory holds one: a cluster where no tool applies owner keys pays
 /// no request for it. Also for an inventory read from a watch cache.
-pub async fn mark_guarded(
+pub(crate) async fn mark_guarded(
     client: &Client,
     inventory: &mut Inventory,
 ) -> Result<(), ClusterReadError> {
@@ -102,7 +102,7 @@ pub async fn mark_guarded(
 }
 
 /// Whether the owner-keys policy is in force ([`super::guard::keys_guarded`]).
-pub async fn guarded(client: &Client) -> Result<bool, ClusterReadError> {
+pub(crate) async fn guarded(client: &Client) -> Result<bool, ClusterReadError> {
     super::guard::keys_guarded(client)
         .await
         .map_err(|source| ClusterReadError::Guard { source })

@@ -7,10 +7,13 @@
 //! only reads it. A resource's actual owner is the value of the
 //! `camel.apache.org/operator.id` label and annotation (`Resource::owner`).
 
-pub mod file;
-pub mod guard;
-pub mod metadata_list;
+pub(crate) mod file;
+pub(crate) mod guard;
+pub(crate) mod metadata_list;
 pub mod watch;
+
+pub use file::{InventoryFileError, parse as parse_file, read as read_file};
+pub use metadata_list::{ClusterReadError, LiveInventory, fill_phases, read, read_in};
 
 use std::fmt;
 

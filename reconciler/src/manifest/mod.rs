@@ -36,20 +36,24 @@ pub(crate) mod diagnostic;
 pub mod edit;
 pub(crate) mod fields;
 pub mod owner_keys;
-pub mod revert;
-pub mod template;
+pub(crate) mod revert;
+pub(crate) mod template;
 pub(crate) mod tree;
-pub mod typed;
-pub mod validate;
+pub(crate) mod typed;
+pub(crate) mod validate;
 
 use std::io::Read;
 use std::path::Path;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 
-pub use desired::{Decision, Desired, Reason};
+pub(crate) use desired::Desired;
 pub use diagnostic::{Diagnostic, Severity};
-pub use tree::{FieldPath, Location, MAX_ALIAS_NODES, MAX_DEPTH, Tree};
+pub use revert::{Conflict, RevertError, Reverted, Revision, revert};
+pub use template::starter;
+pub use tree::{FieldPath, Location, Tree};
+pub use typed::{Unsupported, from_tree};
+pub use validate::{is_dns_label, is_dns_subdomain};
 
 use crate::api::{self, OperatorAssignment};
 

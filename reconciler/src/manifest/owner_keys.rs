@@ -62,7 +62,9 @@
 //! The YAML reader is the manifest's own ([`Tree`], one per document, with
 //! byte positions); no second parser is involved.
 
-pub mod strip_verdict;
+pub(crate) mod strip_verdict;
+
+pub use strip_verdict::{LiveKeys, LiveOwners, Loss, Verdict, read as read_live_owners};
 
 use std::ops::Range;
 
@@ -170,7 +172,7 @@ pub fn strip_bytes(file: &str, bytes: &[u8]) -> Result<Stripped, Diagnostic> {
 /// Removes the owner keys from every Camel K resource of `text` and leaves
 /// the marker in their place (see the module documentation for what
 /// changes and what is refused).
-pub fn strip(file: &str, text: &str) -> Result<Stripped, Diagnostic> {
+pub(crate) fn strip(file: &str, text: &str) -> Result<Stripped, Diagnostic> {
     let lines = Lines::new(text);
     let documents = documents(file, text, &lines)?;
     let mut changes = Vec::new();

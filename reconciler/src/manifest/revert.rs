@@ -211,7 +211,7 @@ pub fn revert(current: &Manifest, rev: &Revision) -> Result<Reverted, RevertErro
 /// `current` with the change from `before` to `after` undone: a three-way
 /// line merge whose base is `after`. The conflicting regions, with lines of
 /// `current`, when the change cannot be undone alone.
-pub fn undo(before: &str, after: &str, current: &str) -> Result<String, Vec<Conflict>> {
+pub(crate) fn undo(before: &str, after: &str, current: &str) -> Result<String, Vec<Conflict>> {
     let merge = TextMerge::from_lines(after, current, before);
     let conflicts: Vec<Conflict> = merge
         .regions()

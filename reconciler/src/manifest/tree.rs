@@ -30,7 +30,7 @@ use serde_saphyr::granit_parser::{
 /// down, so 32 leaves room for anything valid, while every later stage
 /// (unknown fields, typed reading, dropping the tree) recurses once per
 /// level and must not be handed 10,000 levels.
-pub const MAX_DEPTH: usize = 32;
+pub(crate) const MAX_DEPTH: usize = 32;
 
 /// The most nodes aliases (`*name`) may repeat in one document: 10,000.
 ///
@@ -38,7 +38,7 @@ pub const MAX_DEPTH: usize = 32;
 /// of aliases of aliases can stand for a billion nodes. A manifest repeats
 /// a selector or a list of pins at most, a few hundred nodes; 10,000 is far
 /// above that and far below what costs memory or time.
-pub const MAX_ALIAS_NODES: u64 = 10_000;
+pub(crate) const MAX_ALIAS_NODES: u64 = 10_000;
 
 /// A position in the file; both numbers start at 1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]

@@ -18,7 +18,7 @@ use crate::camel_k::CamelKind;
 
 /// One problem, at a path of the manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// Whether it stops the manifest from being used.
     pub(crate) severity: Severity,
     /// Where it is in the document.

@@ -82,7 +82,7 @@ pub struct Step {
 }
 
 /// What the lifecycle may look at besides the resource itself.
-pub struct Context<'a> {
+pub(crate) struct Context<'a> {
     /// The id of the operator running the lifecycle.
     pub(crate) operator_id: &'a str,
     /// The operator's version, written into `status.version`.

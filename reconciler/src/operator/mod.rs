@@ -30,8 +30,11 @@
 //! - Every watch backs off after an error (kube's default backoff), so an
 //!   API outage or a 403 is not retried in a tight loop.
 
-pub mod lifecycle;
-pub mod writer;
+pub(crate) mod lifecycle;
+pub(crate) mod writer;
+
+pub use lifecycle::{Effect, Step};
+pub use writer::{WriteOutcome, Writer};
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -55,7 +58,6 @@ use crate::handoff::request::{FROM_LABEL, HandoffRequest};
 use crate::inventory::watch::{CachedObject, Scope, ScopedEvent, WatchCache, map_event};
 use crate::lock::{Leadership, LockTiming, OperatorLock};
 use lifecycle::{Context, is_child_of, next_step};
-use writer::{WriteOutcome, Writer};
 
 /// Kinds the operator reconciles.
 pub(crate) const RECONCILED: [CamelKind; 6] = [

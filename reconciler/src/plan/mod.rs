@@ -33,8 +33,8 @@
 //! do; the inventory file reader refuses a repeated item). `fuzz/` checks
 //! these guarantees on arbitrary inventories and manifests.
 
-pub mod batch;
-pub mod with_phases;
+pub(crate) mod batch;
+pub(crate) mod with_phases;
 // Rollout positions, drift and reversal drive the sync loop (feature
 // `server`) only; the plugin builds the library without it.
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
@@ -46,7 +46,9 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::camel_k::release::BlockReason;
 pub use crate::manifest::desired::{Decision, Desired, Reason};
+pub use batch::split as split_into_batches;
 pub use rollout::{ByHandError, Handover, Named, by_hand};
+pub use with_phases::{ServedPlan, plan_reading_phases};
 
 use crate::api::{OperatorAssignmentSpec, OperatorId, Step};
 use crate::inventory::{Inventory, Owner, Resource, ResourceRef};

@@ -18,16 +18,17 @@
 //!   ([`Source::read_at`]): the reconciler keeps no local state and re-reads
 //!   the last applied revision's manifest from its id in status.
 
-pub mod assignment_object;
-pub mod credential_config;
+pub(crate) mod assignment_object;
+pub(crate) mod credential_config;
 pub(crate) mod git;
-pub mod origin;
+pub(crate) mod origin;
 
 use std::path::PathBuf;
 
-pub use assignment_object::ClusterSource;
-pub use credential_config::CredentialConfig;
+pub use assignment_object::{ClusterSource, KEEP};
+pub use credential_config::{CredentialConfig, SecretRef};
 pub use git::{GitSource, check_branch};
+pub use origin::Origin;
 
 /// One revision of the manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]

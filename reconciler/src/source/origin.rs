@@ -91,7 +91,7 @@ fn reported_revision(tool: &DynamicObject, kind: &str) -> Option<String> {
 
 /// Where `object` came from, if a Flux Kustomization or an Argo CD
 /// Application applied it and says from which revision.
-pub async fn origin(client: &Client, object: &DynamicObject) -> Option<Origin> {
+pub(crate) async fn origin(client: &Client, object: &DynamicObject) -> Option<Origin> {
     let (resource, namespace, name) = applier_of(object)?;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &resource);
     let tool = match api.get_opt(&name).await {

@@ -75,7 +75,7 @@ mod gate;
 mod gate_cache;
 pub(crate) mod health;
 mod newcomers;
-pub mod owner_watch;
+pub(crate) mod owner_watch;
 mod plan_endpoint;
 mod progress;
 mod report;
@@ -83,8 +83,6 @@ mod round;
 mod run;
 pub(crate) mod server;
 pub(crate) mod status;
-
-pub use server::MAX_WEBHOOK_BODY_BYTES;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -103,11 +101,12 @@ use crate::inventory::metadata_list::ClusterReadError;
 use crate::lock::LockTiming;
 use crate::source::{Revision, Source, SourceError};
 
+pub use owner_watch::LiveCacheMode;
 pub use run::{Serving, run};
 // The webhook's signature check, public for the fuzz target (`fuzz/`).
 pub use server::{SignatureError, verify_signature};
 
-pub use crate::api::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, is_suspended};
+use crate::api::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, is_suspended};
 
 /// How long a round waits for the watch cache's initial lists before it
 /// lists for itself.

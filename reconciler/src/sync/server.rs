@@ -172,7 +172,7 @@ impl Telemetry {
 /// hold. A push event lists at most 20 commits (GitHub, Gitea), a few tens of
 /// kilobytes; 1 MiB is far above that. A refused hook costs nothing but
 /// speed: the next poll (`--interval`) fetches anyway.
-pub const MAX_WEBHOOK_BODY_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_WEBHOOK_BODY_BYTES: usize = 1024 * 1024;
 
 /// Why a webhook request is refused.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]

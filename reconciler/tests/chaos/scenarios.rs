@@ -365,7 +365,9 @@ async fn exercise(
         let integration = world::api(&w.admin, CamelKind::Integration)
             .get_opt(pipe)
             .await?;
-        let owner = integration.as_ref().and_then(world::owner);
+        let owner = integration
+            .as_ref()
+            .and_then(|i| camelk_reconciler::camel_k::owner_id(&i.metadata));
         let wanted = world::final_owner(pipe, half);
         if owner.as_deref() != Some(wanted) {
             problems.push(format!(

@@ -337,11 +337,6 @@ pub fn fingerprint(obj: &DynamicObject) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
-/// The owner by the one rule (label, else annotation), as the sync reads it.
-pub fn owner(obj: &DynamicObject) -> Option<String> {
-    owner_id(&obj.metadata)
-}
-
 pub fn api(client: &Client, kind: CamelKind) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), NS, &kind.api_resource())
 }
@@ -744,10 +739,10 @@ impl World {
     async fn wait_all_running(&self) -> anyhow::Result<()> {
         type Seen = BTreeMap<String, (Option<String>, Option<String>)>;
         let state = |o: &DynamicObject| {
-            let phase = camelk_reconciler::camel_k::status::phase(o).map(str::to_string);
+            let phase = camelk_reconciler::camel_k::phase(o).map(str::to_string);
             (
                 o.metadata.name.clone().unwrap_or_default(),
-                (owner(o), phase),
+                (owner_id(&o.metadata), phase),
             )
         };
         let running = |seen: &Seen, name: &str| matches!(seen.get(name), Some((Some(o), Some(p))) if o == start_owner(name) && p == "Running");
@@ -845,7 +840,7 @@ impl World {
             .created()
             .await?
             .into_iter()
-            .map(|(key, obj)| (key, owner(&obj)))
+            .map(|(key, obj)| (key, owner_id(&obj.metadata)))
             .collect())
     }
 

@@ -183,16 +183,7 @@ async fn operators_and_the_handoff_work_under_the_policy() {
     let _op2 = start_operator(cluster, "operator-2", ns, "op2", "1s").await;
     for name in ["orders", "billing"] {
         create_integration(&admin, ns, name, Some("operator-1")).await;
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            ns,
-            name,
-            Duration::from_secs(60),
-            "running",
-            running_under("operator-1"),
-        )
-        .await;
+        wait_running(&admin, ns, name, "operator-1", 60).await;
     }
 
     // operator-1 releases each by flipping both keys: the policy lets it.
@@ -227,16 +218,7 @@ async fn operators_and_the_handoff_work_under_the_policy() {
     );
     // operator-2 runs them: none of its writes is refused.
     for name in ["orders", "billing"] {
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            ns,
-            name,
-            Duration::from_secs(60),
-            "running under operator-2",
-            running_under("operator-2"),
-        )
-        .await;
+        wait_running(&admin, ns, name, "operator-2", 60).await;
     }
     assert_single_owner(cluster, ns);
 }

@@ -9,15 +9,13 @@ use std::time::{Duration, Instant};
 use crate::support::*;
 use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::CamelKind;
-use camelk_reconciler::camel_k::status::phase;
-use camelk_reconciler::handoff::coordinator::{HandoffError, Requested};
-use camelk_reconciler::handoff::request::{FROM_LABEL, STATE_ANNOTATION};
+use camelk_reconciler::camel_k::phase;
 use camelk_reconciler::handoff::{
     Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,
 };
+use camelk_reconciler::handoff::{FROM_LABEL, HandoffError, Requested, STATE_ANNOTATION};
 use camelk_reconciler::lock::LockTiming;
-use camelk_reconciler::operator::lifecycle::Step;
-use camelk_reconciler::operator::writer::{WriteOutcome, Writer};
+use camelk_reconciler::operator::{Step, WriteOutcome, Writer};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use nix::sys::signal::Signal;
@@ -120,6 +118,29 @@ async fn coordinator(cluster: &camelk_testkit::TestCluster) -> Coordinator {
     Coordinator::new(cluster.client_as("reconciler").await)
 }
 
+/// [`options`] of a handoff between operators that speak the protocol.
+fn protocol(ns: &str) -> HandoffOptions {
+    options(ns, ReleaseMode::Protocol)
+}
+
+/// Hands the Integrations `names` of `ns` over from operator-1 to
+/// operator-2 with `opts`, as the reconciler.
+async fn hand_over(
+    cluster: &camelk_testkit::TestCluster,
+    ns: &str,
+    names: &[&str],
+    opts: &HandoffOptions,
+) -> Result<HandoffOutcome, HandoffError> {
+    coordinator(cluster)
+        .await
+        .execute(
+            &batch(ns, "operator-1", "operator-2", names),
+            opts,
+            &mut |_| {},
+        )
+        .await
+}
+
 #[tokio::test]
 async fn operator_sees_and_reconciles_only_its_own_resources() {
     let cluster = camelk_testkit::shared();
@@ -131,16 +152,7 @@ async fn operator_sees_and_reconciles_only_its_own_resources() {
     create_integration(&admin, &ns.name, "nobodys", None).await;
     let op1 = start_operator(cluster, "operator-1", &ns.name, "op1-a", "1s").await;
 
-    let it = wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "mine",
-        Duration::from_secs(60),
-        "running",
-        running_under("operator-1"),
-    )
-    .await;
+    let it = wait_running(&admin, &ns.name, "mine", "operator-1", 60).await;
     assert_eq!(
         it.metadata.labels.as_ref().unwrap()["app"],
         "mine",
@@ -232,16 +244,7 @@ async fn handoff_waits_for_building_kit_then_moves() {
             gone: vec![]
         }
     );
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "orders",
-        Duration::from_secs(60),
-        "running under operator-2",
-        running_under("operator-2"),
-    )
-    .await;
+    wait_running(&admin, &ns.name, "orders", "operator-2", 60).await;
     // The request Lease is gone once done; operator-1's kit is left alone.
     assert!(
         handoff_requests(&admin, &ns.name).await.is_empty(),
@@ -266,28 +269,18 @@ async fn killed_owner_is_taken_over_after_its_lease_expires() {
     create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
     create_integration(&admin, &ns.name, "billing", Some("operator-1")).await;
     for name in ["orders", "billing"] {
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            &ns.name,
-            name,
-            Duration::from_secs(60),
-            "running",
-            running_under("operator-1"),
-        )
-        .await;
+        wait_running(&admin, &ns.name, name, "operator-1", 60).await;
     }
     op1.signal(Signal::SIGKILL);
     let killed_at = Instant::now();
-    let outcome = coordinator(cluster)
-        .await
-        .execute(
-            &batch(&ns.name, "operator-1", "operator-2", &["orders", "billing"]),
-            &options(&ns.name, ReleaseMode::Protocol),
-            &mut |_| {},
-        )
-        .await
-        .unwrap();
+    let outcome = hand_over(
+        cluster,
+        &ns.name,
+        &["orders", "billing"],
+        &protocol(&ns.name),
+    )
+    .await
+    .unwrap();
     let HandoffOutcome::Completed { taken_over, .. } = outcome else {
         panic!("expected completion, got {outcome:?}")
     };
@@ -303,16 +296,7 @@ async fn killed_owner_is_taken_over_after_its_lease_expires() {
         "takeover waited for the lease to expire as observed locally"
     );
     for name in ["orders", "billing"] {
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            &ns.name,
-            name,
-            Duration::from_secs(60),
-            "running under operator-2",
-            running_under("operator-2"),
-        )
-        .await;
+        wait_running(&admin, &ns.name, name, "operator-2", 60).await;
     }
     assert_single_owner(cluster, &ns.name);
 }
@@ -332,13 +316,7 @@ async fn paused_owner_cannot_write_after_it_resumes() {
         .get("orders")
         .await
         .unwrap();
-    let outcome = coordinator(cluster)
-        .await
-        .execute(
-            &batch(&ns.name, "operator-1", "operator-2", &["orders"]),
-            &options(&ns.name, ReleaseMode::Protocol),
-            &mut |_| {},
-        )
+    let outcome = hand_over(cluster, &ns.name, &["orders"], &protocol(&ns.name))
         .await
         .unwrap();
     assert!(
@@ -348,16 +326,7 @@ async fn paused_owner_cannot_write_after_it_resumes() {
     // Past its build time and its renew deadline: it resumes with writes it had decided on.
     tokio::time::sleep(Duration::from_secs(4)).await;
     op1.signal(Signal::SIGCONT);
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "orders",
-        Duration::from_secs(60),
-        "running under operator-2",
-        running_under("operator-2"),
-    )
-    .await;
+    wait_running(&admin, &ns.name, "orders", "operator-2", 60).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let it = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
         .get("orders")
@@ -410,13 +379,7 @@ async fn live_owner_that_does_not_release_stalls_with_the_reason() {
     } = orders_building(cluster, "stall", "120s").await;
     let mut opts = options(&ns.name, ReleaseMode::Protocol);
     opts.drain_timeout = Duration::from_secs(3);
-    let outcome = coordinator(cluster)
-        .await
-        .execute(
-            &batch(&ns.name, "operator-1", "operator-2", &["orders"]),
-            &opts,
-            &mut |_| {},
-        )
+    let outcome = hand_over(cluster, &ns.name, &["orders"], &opts)
         .await
         .unwrap();
     let HandoffOutcome::Stalled { waiting, moved } = outcome else {
@@ -451,13 +414,7 @@ async fn live_owner_that_does_not_release_stalls_with_the_reason() {
 
     // With the force policy, the same move goes through after the drain timeout.
     opts.force = ForcePolicy::AfterDrainTimeout;
-    let outcome = coordinator(cluster)
-        .await
-        .execute(
-            &batch(&ns.name, "operator-1", "operator-2", &["orders"]),
-            &opts,
-            &mut |_| {},
-        )
+    let outcome = hand_over(cluster, &ns.name, &["orders"], &opts)
         .await
         .unwrap();
     assert!(
@@ -486,11 +443,7 @@ async fn resource_deleted_while_its_handoff_is_pending() {
     });
     let outcome = tokio::time::timeout(
         Duration::from_secs(60),
-        coordinator(cluster).await.execute(
-            &batch(&ns.name, "operator-1", "operator-2", &["orders"]),
-            &options(&ns.name, ReleaseMode::Protocol),
-            &mut |_| {},
-        ),
+        hand_over(cluster, &ns.name, &["orders"], &protocol(&ns.name)),
     )
     .await
     .expect("the handoff does not hang")
@@ -525,13 +478,7 @@ async fn target_dying_mid_handoff_withdraws_the_request() {
         tokio::time::sleep(Duration::from_secs(3)).await;
         op2.kill();
     });
-    let outcome = coordinator(cluster)
-        .await
-        .execute(
-            &batch(&ns.name, "operator-1", "operator-2", &["orders"]),
-            &options(&ns.name, ReleaseMode::Protocol),
-            &mut |_| {},
-        )
+    let outcome = hand_over(cluster, &ns.name, &["orders"], &protocol(&ns.name))
         .await
         .unwrap();
     killer.await.unwrap();
@@ -556,13 +503,7 @@ async fn target_dying_mid_handoff_withdraws_the_request() {
         "no request leaks"
     );
     // And a move to a dead operator is refused up front.
-    let err = coordinator(cluster)
-        .await
-        .execute(
-            &batch(&ns.name, "operator-1", "operator-2", &["orders"]),
-            &options(&ns.name, ReleaseMode::Protocol),
-            &mut |_| {},
-        )
+    let err = hand_over(cluster, &ns.name, &["orders"], &protocol(&ns.name))
         .await
         .unwrap_err();
     assert!(matches!(err, HandoffError::TargetNotAlive(..)), "{err}");
@@ -586,16 +527,7 @@ async fn one_replica_leads_and_another_takes_over_when_it_dies() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "orders",
-        Duration::from_secs(60),
-        "running",
-        running_under("operator-1"),
-    )
-    .await;
+    wait_running(&admin, &ns.name, "orders", "operator-1", 60).await;
     let (leader, other) = if first == "replica-a" {
         (&mut a, "replica-b")
     } else {
@@ -605,16 +537,7 @@ async fn one_replica_leads_and_another_takes_over_when_it_dies() {
     wait_lock_holder(&admin, &ns.name, "operator-1-lock", other).await;
     // The new leader reconciles: a new Integration runs.
     create_integration(&admin, &ns.name, "billing", Some("operator-1")).await;
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "billing",
-        Duration::from_secs(60),
-        "running",
-        running_under("operator-1"),
-    )
-    .await;
+    wait_running(&admin, &ns.name, "billing", "operator-1", 60).await;
     let writers: std::collections::BTreeSet<String> = cluster
         .audit_log()
         .events_in(&ns.name)
@@ -716,16 +639,7 @@ async fn upstream_owner_is_released_by_the_coordinator_in_a_stable_phase() {
         .collect();
     assert_eq!(owner_key_managers, ["camelk-handoff"]);
     assert_eq!(after.metadata.uid, it.metadata.uid);
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "legacy",
-        Duration::from_secs(60),
-        "running under operator-2",
-        running_under("operator-2"),
-    )
-    .await;
+    wait_running(&admin, &ns.name, "legacy", "operator-2", 60).await;
     assert_single_owner(cluster, &ns.name);
 }
 

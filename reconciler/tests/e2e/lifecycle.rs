@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::support::*;
-use camelk_reconciler::camel_k::status::phase;
+use camelk_reconciler::camel_k::phase;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -47,16 +47,7 @@ async fn three_operators_each_run_only_their_own_work() {
         create(&admin, &ns.name, CamelKind::IntegrationPlatform, id, id).await;
     }
     for id in OPERATORS {
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            &ns.name,
-            &format!("it-{id}"),
-            Duration::from_secs(60),
-            "running",
-            running_under(id),
-        )
-        .await;
+        wait_running(&admin, &ns.name, &format!("it-{id}"), id, 60).await;
         wait_for(
             &admin,
             CamelKind::IntegrationPlatform,
@@ -73,16 +64,7 @@ async fn three_operators_each_run_only_their_own_work() {
     for id in OPERATORS {
         let name = format!("late-{id}");
         create(&admin, &ns.name, CamelKind::Integration, &name, id).await;
-        let it = wait_for(
-            &admin,
-            CamelKind::Integration,
-            &ns.name,
-            &name,
-            Duration::from_secs(60),
-            "running",
-            running_under(id),
-        )
-        .await;
+        let it = wait_running(&admin, &ns.name, &name, id, 60).await;
         assert_eq!(
             it.data["status"]["platform"], id,
             "{name} uses its operator's platform"
@@ -176,16 +158,7 @@ async fn pipe_creates_its_integration_under_the_same_operator() {
         in_phase("Ready"),
     )
     .await;
-    let it = wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "orders-pipe",
-        Duration::from_secs(5),
-        "running",
-        running_under("operator-2"),
-    )
-    .await;
+    let it = wait_running(&admin, &ns.name, "orders-pipe", "operator-2", 5).await;
     let owner_ref = &it.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(
         (owner_ref.kind.as_str(), owner_ref.uid.as_str()),

@@ -11,12 +11,11 @@ use std::time::Duration;
 use crate::support::*;
 use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::CamelKind;
-use camelk_reconciler::handoff::request::FROM_LABEL;
+use camelk_reconciler::handoff::FROM_LABEL;
 use camelk_reconciler::handoff::{
     Coordinator, ForcePolicy, HandoffOptions, MoveBatch, ReleaseMode,
 };
 use camelk_reconciler::lock::LockTiming;
-use camelk_testkit::manifest::Assignment;
 use camelk_testkit::proxy::{Mode, Proxy};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams};
@@ -82,12 +81,7 @@ async fn every_process_backs_off_while_the_api_server_is_cut() {
     // `orders` where it is.
     let git = GitRemote::new();
     let rev = git.push(
-        &Assignment::new("camel-k")
-            .operator("operator-1", &ns.name)
-            .operator("operator-2", &ns.name)
-            .scope(&[&ns.name], &[CamelKind::Integration])
-            .default_operator("operator-1")
-            .render(),
+        &two_operators("camel-k", &ns.name, None).render(),
         "operators",
     );
     let sync_config = configs.path().join("sync");
@@ -100,16 +94,8 @@ async fn every_process_backs_off_while_the_api_server_is_cut() {
         &sync_config,
         &[],
     );
-    wait_status(
-        &admin,
-        &ns.name,
-        "camel-k",
-        Duration::from_secs(60),
-        "applied",
-        &sync,
-        applied(&rev),
-    )
-    .await;
+    let assignment = SyncedAssignment::new(&admin, &ns.name, "camel-k", &sync);
+    assignment.wait(60, "applied", applied(&rev)).await;
 
     // A handoff drive, through its proxy, waiting on operator-1's release.
     let mut coordinator = Coordinator::new(

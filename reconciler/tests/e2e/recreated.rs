@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 use camelk_reconciler::camel_k::CamelKind;
-use camelk_reconciler::camel_k::status::phase;
+use camelk_reconciler::camel_k::phase;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
@@ -98,16 +98,7 @@ async fn re_created_resources_wait_for_their_namesakes_children_to_go() {
     // An Integration and a Pipe run; their children are held by a finalizer.
     create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
     create_pipe(&admin, &ns.name, "feed", "operator-1").await;
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "orders",
-        MINUTE,
-        "running",
-        running_under("operator-1"),
-    )
-    .await;
+    wait_running(&admin, &ns.name, "orders", "operator-1", MINUTE.as_secs()).await;
     wait_for(
         &admin,
         CamelKind::Pipe,
@@ -157,16 +148,7 @@ async fn re_created_resources_wait_for_their_namesakes_children_to_go() {
     // Once the garbage collector may remove the old children, each gets its own.
     set_finalizers(&kits, kit, json!(null)).await;
     set_finalizers(&integrations, "feed", json!(null)).await;
-    let running = wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "orders",
-        MINUTE,
-        "running",
-        running_under("operator-1"),
-    )
-    .await;
+    let running = wait_running(&admin, &ns.name, "orders", "operator-1", MINUTE.as_secs()).await;
     assert_eq!(running.metadata.uid.as_deref(), Some(orders_uid.as_str()));
     let new_kit = kits.get(kit).await.unwrap();
     assert_eq!(owner_uids(&new_kit.metadata), [orders_uid.as_str()]);

@@ -5,15 +5,13 @@
 //! with real `reconciler operator` and `reconciler sync` processes.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::support::*;
 use camelk_reconciler::api::OperatorAssignmentStatus;
 use camelk_reconciler::camel_k::CamelKind;
-use camelk_reconciler::source::credential_config::SecretRef;
+use camelk_reconciler::source::SecretRef;
 use camelk_reconciler::source::{CredentialConfig, GitSource, SourceError};
 use camelk_testkit::TestCluster;
 use camelk_testkit::git_http::GitHttpServer;
@@ -30,14 +28,9 @@ const NAME: &str = "camel-k";
 /// `ns` in scope, operator-1 by default, and `pins` (name, operator).
 fn manifest(ns: &str, pins: &[(&str, &str)]) -> String {
     pins.iter()
-        .fold(
-            Assignment::new(NAME)
-                .operator("operator-1", ns)
-                .operator("operator-2", ns)
-                .scope(&[ns], &[CamelKind::Integration])
-                .default_operator("operator-1"),
-            |assignment, (name, op)| assignment.pin(CamelKind::Integration, ns, name, op),
-        )
+        .fold(two_operators(NAME, ns, None), |assignment, (name, op)| {
+            assignment.pin(CamelKind::Integration, ns, name, op)
+        })
         .rollout(Rollout::new().gate_timeout("90s"))
         .drain_timeout("2m")
         .render()
@@ -70,42 +63,7 @@ fn start_sync_process(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> OperatorProcess {
-    let log = std::env::temp_dir().join(format!("camelk-e2e-{ns}-{identity}.log"));
-    let out = File::create(&log).expect("sync log");
-    let child = Command::new(env!("CARGO_BIN_EXE_reconciler"))
-        .arg("sync")
-        .args(args)
-        .args([
-            "--interval",
-            "1s",
-            "--poll",
-            "300ms",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .args(["--namespace", ns, "--identity", identity])
-        .args([
-            "--lease-duration",
-            "4s",
-            "--renew-deadline",
-            "3s",
-            "--retry-period",
-            "1s",
-            "--operator-lease-duration",
-            "4s",
-        ])
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig())
-        .args(["--context", "reconciler"])
-        .env("RUST_LOG", "info,camelk_reconciler=debug")
-        .env_remove(camelk_reconciler::git::TOKEN_ENV)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .expect("start reconciler sync");
-    OperatorProcess::new("reconciler", child, log)
+    spawn_sync(ns, identity, &cluster.kubeconfig(), args, &[], env)
 }
 
 fn condition<'a>(s: &'a OperatorAssignmentStatus, type_: &str) -> Option<(&'a str, &'a str)> {
@@ -316,28 +274,15 @@ async fn reconciler_sync_with_credentials_secret_reports_fetch_failed_then_recov
         ],
         &[],
     );
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(60),
-        "applied",
-        &sync,
-        applied(&rev1),
-    )
-    .await;
+    let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
+    assignment.wait(60, "applied", applied(&rev1)).await;
 
     server.set_password("beta-token-5523");
-    let failed = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(30),
-        "FetchFailed",
-        &sync,
-        |s| condition(s, "Ready").is_some_and(|(reason, _)| reason == "FetchFailed"),
-    )
-    .await;
+    let failed = assignment
+        .wait(30, "FetchFailed", |s| {
+            condition(s, "Ready").is_some_and(|(reason, _)| reason == "FetchFailed")
+        })
+        .await;
     let (_, message) = condition(&failed, "Ready").unwrap();
     assert!(
         !message.contains("alpha-token") && !message.contains("beta-token"),
@@ -354,16 +299,9 @@ async fn reconciler_sync_with_credentials_secret_reports_fetch_failed_then_recov
         )
         .await
         .unwrap();
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(60),
-        "applied after the rotation",
-        &sync,
-        applied(&rev2),
-    )
-    .await;
+    assignment
+        .wait(60, "applied after the rotation", applied(&rev2))
+        .await;
     let log = std::fs::read_to_string(&sync.log).unwrap_or_default();
     assert!(
         !log.contains("alpha-token") && !log.contains("beta-token"),
@@ -432,16 +370,8 @@ async fn a_git_host_with_a_private_ca_is_followed_once_ssl_cert_file_names_that_
         ],
         &[("SSL_CERT_FILE", ca.to_str().unwrap())],
     );
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(60),
-        "applied",
-        &sync,
-        applied(&rev),
-    )
-    .await;
+    let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
+    assignment.wait(60, "applied", applied(&rev)).await;
 }
 
 // --- The OperatorAssignment object as the source -------------------------
@@ -462,16 +392,7 @@ async fn the_in_cluster_object_is_the_source_of_moves_and_is_never_applied() {
         create_integration(&admin, &ns.name, name, Some("operator-1")).await;
     }
     for name in names {
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            &ns.name,
-            name,
-            Duration::from_secs(90),
-            "running",
-            running_under("operator-1"),
-        )
-        .await;
+        wait_running(&admin, &ns.name, name, "operator-1", 90).await;
     }
 
     // Argo CD (here: the admin) applies the object; the reconciler follows it.
@@ -490,26 +411,11 @@ async fn the_in_cluster_object_is_the_source_of_moves_and_is_never_applied() {
         &["--source", "cluster", "--name", NAME],
         &[],
     );
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(120),
-        "generation-1 applied",
-        &sync,
-        applied("generation-1"),
-    )
-    .await;
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "it-00",
-        Duration::from_secs(90),
-        "running under operator-2",
-        running_under("operator-2"),
-    )
-    .await;
+    let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
+    assignment
+        .wait(120, "generation-1 applied", applied("generation-1"))
+        .await;
+    wait_running(&admin, &ns.name, "it-00", "operator-2", 90).await;
 
     // A spec change is a new revision, planned against the last applied one
     // (read back from the snapshot ConfigMap).
@@ -524,31 +430,15 @@ async fn the_in_cluster_object_is_the_source_of_moves_and_is_never_applied() {
         )
         .await
         .unwrap();
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(120),
-        "generation-2 applied",
-        &sync,
-        applied("generation-2"),
-    )
-    .await;
+    let status = assignment
+        .wait(120, "generation-2 applied", applied("generation-2"))
+        .await;
     assert_eq!(
         status.history.first().map(|h| h.moves),
         Some(1),
         "{status:#?}"
     );
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "it-01",
-        Duration::from_secs(90),
-        "running under operator-2",
-        running_under("operator-2"),
-    )
-    .await;
+    wait_running(&admin, &ns.name, "it-01", "operator-2", 90).await;
     let snapshots = Api::<ConfigMap>::namespaced(admin.clone(), &ns.name)
         .get(&format!("{NAME}-revisions"))
         .await
@@ -574,16 +464,11 @@ async fn the_in_cluster_object_is_the_source_of_moves_and_is_never_applied() {
         )
         .await
         .unwrap();
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(60),
-        "generation-3 rejected",
-        &sync,
-        |s| s.last_attempted_revision.as_deref() == Some("generation-3"),
-    )
-    .await;
+    let status = assignment
+        .wait(60, "generation-3 rejected", |s| {
+            s.last_attempted_revision.as_deref() == Some("generation-3")
+        })
+        .await;
     let (reason, message) = condition(&status, "Ready").unwrap();
     assert_eq!(reason, "ValidationFailed", "{message}");
     assert!(
@@ -626,7 +511,7 @@ async fn the_in_cluster_object_is_the_source_of_moves_and_is_never_applied() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_cluster_source_keeps_earlier_specs_bounded_and_per_object() {
     use camelk_reconciler::source::ClusterSource;
-    use camelk_reconciler::source::assignment_object::KEEP;
+    use camelk_reconciler::source::KEEP;
     let cluster = camelk_testkit::shared();
     let ns = cluster.namespace("source-snapshots").await;
     install_assignment_crd(cluster).await;
@@ -718,16 +603,7 @@ async fn a_kustomization_waiting_on_the_assignment_it_applies_follows_its_migrat
     let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
     for name in ["it-00", "it-01"] {
         create_integration(&admin, &ns.name, name, Some("operator-1")).await;
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            &ns.name,
-            name,
-            Duration::from_secs(90),
-            "running",
-            running_under("operator-1"),
-        )
-        .await;
+        wait_running(&admin, &ns.name, name, "operator-1", 90).await;
     }
     let sync = start_sync_process(
         cluster,

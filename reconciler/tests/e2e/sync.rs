@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::support::*;
 use camelk_reconciler::api::OperatorAssignmentStatus;
 use camelk_reconciler::camel_k::CamelKind;
-use camelk_reconciler::inventory::metadata_list;
+use camelk_reconciler::inventory;
 use camelk_reconciler::manifest::Manifest;
 use camelk_reconciler::plan::{self, Actual};
 use camelk_testkit::manifest::{Assignment, Rollout};
@@ -21,16 +21,7 @@ const NAME: &str = "camel-k";
 /// the Integrations of `ns` in scope, operator-1 by default; `staged` adds a
 /// move of everything from operator-1 to operator-2 in those steps.
 fn desired(ns: &str, staged: Option<&[&str]>, gate_timeout: &str, pause: &str) -> Assignment {
-    let assignment = Assignment::new(NAME)
-        .operator("operator-1", ns)
-        .operator("operator-2", ns)
-        .scope(&[ns], &[CamelKind::Integration])
-        .default_operator("operator-1");
-    let assignment = match staged {
-        Some(steps) => assignment.staged_move("operator-1", "operator-2", steps),
-        None => assignment,
-    };
-    assignment
+    two_operators(NAME, ns, staged)
         .rollout(Rollout::new().gate_timeout(gate_timeout).pause(pause))
         .drain_timeout("2m")
 }
@@ -50,77 +41,171 @@ fn condition<'a>(
         .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
 }
 
-/// Where a test's objects live: the Integrations and the operators' locks in
-/// `tenant`; the sync's object, lock and namespaced Role in `system` (the same
-/// namespace unless a test says otherwise).
-#[derive(Clone, Copy)]
-struct Namespaces<'a> {
-    tenant: &'a str,
-    system: &'a str,
+/// What a sync test starts from: operators 1 and 2 (operator-2 building in
+/// `op2_build_time`), `integrations` Integrations running under operator-1,
+/// and `reconciler sync` (`sync-a`, with `sync_args`) having applied a first
+/// revision without moves ([`manifest`] with the gate's timeout and pause).
+/// The sync's object, lock and Role live in the system namespace if the test
+/// asks for one, else beside the Integrations.
+struct SyncTest {
+    scenario: Scenario,
+    op2_build_time: &'static str,
+    gate: (&'static str, &'static str),
+    sync_args: Vec<String>,
 }
 
-impl<'a> From<&'a String> for Namespaces<'a> {
-    fn from(ns: &'a String) -> Self {
-        Namespaces {
-            tenant: ns,
-            system: ns,
+impl SyncTest {
+    fn new(prefix: &str, integrations: usize) -> SyncTest {
+        SyncTest {
+            scenario: Scenario::new(prefix).integrations(names(integrations), Some("operator-1")),
+            op2_build_time: "1s",
+            gate: ("60s", "0s"),
+            sync_args: Vec::new(),
         }
     }
+
+    /// The sync apart from the resources it moves, as in a real cluster.
+    fn system_namespace(mut self, prefix: &str) -> SyncTest {
+        self.scenario = self.scenario.system_namespace(prefix);
+        self
+    }
+
+    fn op2_build_time(mut self, build_time: &'static str) -> SyncTest {
+        self.op2_build_time = build_time;
+        self
+    }
+
+    /// The health gate's timeout and the pause between steps.
+    fn gate(mut self, gate_timeout: &'static str, pause: &'static str) -> SyncTest {
+        self.gate = (gate_timeout, pause);
+        self
+    }
+
+    fn sync_args(mut self, args: &[&str]) -> SyncTest {
+        self.sync_args = args.iter().map(|a| a.to_string()).collect();
+        self
+    }
+
+    async fn start(self, cluster: &'static camelk_testkit::TestCluster) -> Synced {
+        let (gate_timeout, pause) = self.gate;
+        let world = self
+            .scenario
+            .manifest(
+                move |ns| desired(ns, None, gate_timeout, pause),
+                "operators",
+            )
+            .build(cluster)
+            .await;
+        let (ns, system) = (world.tenant(), world.system());
+        grant_rbac(cluster).await;
+        cluster.grant_sync_namespace(system).await;
+        install_assignment_crd(cluster).await;
+        let op1 = start_operator(cluster, "operator-1", ns, "op1", "1s").await;
+        let op2 = start_operator(cluster, "operator-2", ns, "op2", self.op2_build_time).await;
+        for name in world.names(CamelKind::Integration) {
+            wait_running(&world.admin, ns, name, "operator-1", 90).await;
+        }
+        let args: Vec<&str> = self.sync_args.iter().map(String::as_str).collect();
+        let git = &world.git;
+        let sync = start_sync_with(
+            cluster,
+            system,
+            &git.url(),
+            "sync-a",
+            &git.cache("sync-a"),
+            &args,
+        );
+        let rev1 = world.revision.clone().expect("the first revision");
+        let synced = Synced {
+            world,
+            op1,
+            op2,
+            sync,
+            rev1,
+        };
+        synced
+            .wait_status(Duration::from_secs(60), "applied", applied(&synced.rev1))
+            .await;
+        synced
+    }
 }
 
-/// Starts operators 1 and 2, creates `names` under operator-1, waits until
-/// they run, and applies a first revision without moves.
-async fn setup<'a>(
-    cluster: &'static camelk_testkit::TestCluster,
-    namespaces: impl Into<Namespaces<'a>>,
-    names: &[String],
-    op2_build_time: &str,
-    git: &GitRemote,
-    (gate_timeout, pause): (&str, &str),
-    sync_args: &[&str],
-) -> (OperatorProcess, OperatorProcess, OperatorProcess, String) {
-    let Namespaces { tenant: ns, system } = namespaces.into();
-    grant_rbac(cluster).await;
-    cluster.grant_sync_namespace(system).await;
-    install_assignment_crd(cluster).await;
-    let admin = cluster.admin().await;
-    let op1 = start_operator(cluster, "operator-1", ns, "op1", "1s").await;
-    let op2 = start_operator(cluster, "operator-2", ns, "op2", op2_build_time).await;
-    for name in names {
-        create_integration(&admin, ns, name, Some("operator-1")).await;
+/// A started [`SyncTest`]: its [`World`] (through `Deref`) and processes.
+struct Synced {
+    world: World,
+    op1: OperatorProcess,
+    op2: OperatorProcess,
+    sync: OperatorProcess,
+    /// The first revision, applied.
+    rev1: String,
+}
+
+impl std::ops::Deref for Synced {
+    type Target = World;
+    fn deref(&self) -> &World {
+        &self.world
     }
-    for name in names {
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            ns,
-            name,
-            Duration::from_secs(90),
-            "running",
-            running_under("operator-1"),
+}
+
+impl Synced {
+    /// [`wait_status`] of this test's assignment, with the sync's log on failure.
+    async fn wait_status(
+        &self,
+        timeout: Duration,
+        what: &str,
+        check: impl Fn(&OperatorAssignmentStatus) -> bool,
+    ) -> OperatorAssignmentStatus {
+        wait_status(
+            &self.admin,
+            self.system(),
+            NAME,
+            timeout,
+            what,
+            &self.sync,
+            check,
         )
-        .await;
+        .await
     }
-    let rev1 = git.push(&manifest(ns, None, gate_timeout, pause), "operators");
-    let sync = start_sync_with(
-        cluster,
-        system,
-        &git.url(),
-        "sync-a",
-        &git.cache("sync-a"),
-        sync_args,
-    );
-    wait_status(
-        &admin,
-        system,
-        NAME,
-        Duration::from_secs(60),
-        "applied",
-        &sync,
-        applied(&rev1),
-    )
-    .await;
-    (op1, op2, sync, rev1)
+
+    /// Waits until step 1 handed it-00 and it-01 to operator-2, then stops
+    /// operator-2 (SIGSTOP) before it can run them.
+    async fn stop_target_after_step_one(&self) {
+        for name in ["it-00", "it-01"] {
+            self.wait_for(
+                CamelKind::Integration,
+                name,
+                Duration::from_secs(60),
+                "moved",
+                |o| owner(o).as_deref() == Some("operator-2"),
+            )
+            .await;
+        }
+        self.op2.signal(Signal::SIGSTOP);
+    }
+
+    /// Waits (up to 60 s) until the health gate failed and the rollout is
+    /// paused on it.
+    async fn wait_paused(&self, what: &str) -> OperatorAssignmentStatus {
+        self.wait_status(Duration::from_secs(60), what, |s| {
+            s.rollout
+                .as_ref()
+                .is_some_and(|r| r.state == "Paused" && !r.failing.is_empty())
+        })
+        .await
+    }
+
+    /// SIGCONT to the stopped target; then the rollout of `rev` ends applied,
+    /// no longer stalled, all 4 moved, each with one owner. Returns the status.
+    async fn target_back_and_rollout_done(&self, rev: &str) -> OperatorAssignmentStatus {
+        self.op2.signal(Signal::SIGCONT);
+        let status = self
+            .wait_status(Duration::from_secs(120), "applied", applied(rev))
+            .await;
+        assert_eq!(condition(&status, "Stalled").map(|c| c.0), Some("False"));
+        assert_eq!(integration_moves(self.cluster, self.tenant()).len(), 4);
+        assert_single_owner(self.cluster, self.tenant());
+        status
+    }
 }
 
 /// Reasons of the Events about the OperatorAssignment in `ns`, each with how
@@ -174,38 +259,38 @@ fn reconciler_reads(cluster: &camelk_testkit::TestCluster, ns: &str, resource: &
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-push").await;
     // The sync lives apart from the resources it moves, as in a real cluster,
     // so its Events on them are written where its namespaced Role does not reach.
-    let system = cluster.namespace("sync-push-system").await;
-    let git = GitRemote::new();
+    let world = SyncTest::new("sync-push", 10)
+        .system_namespace("sync-push-system")
+        .gate("90s", "0s")
+        .start(cluster)
+        .await;
     let all = names(10);
-    let namespaces = Namespaces {
-        tenant: &ns.name,
-        system: &system.name,
-    };
-    let (_op1, _op2, sync, rev1) =
-        setup(cluster, namespaces, &all, "1s", &git, ("90s", "0s"), &[]).await;
-    let admin = cluster.admin().await;
+    let system = world.system.as_ref().unwrap();
 
     // What `kubectl camelk plan --base rev1 --head rev2` shows for the push.
-    let head_text = manifest(&ns.name, Some(&["20%", "60%", "100%"]), "90s", "0s");
+    let head_text = manifest(&world.ns.name, Some(&["20%", "60%", "100%"]), "90s", "0s");
     let head = Manifest::parse("operator-assignment.yaml", head_text.clone()).unwrap();
     let base = Manifest::parse(
         "operator-assignment.yaml",
-        manifest(&ns.name, None, "90s", "0s"),
+        manifest(&world.ns.name, None, "90s", "0s"),
     )
     .unwrap();
-    let mut inventory = metadata_list::read(&admin, &[CamelKind::Integration], Some(&ns.name))
-        .await
-        .unwrap()
-        .inventory;
+    let mut inventory = inventory::read(
+        &world.admin,
+        &[CamelKind::Integration],
+        Some(&world.ns.name),
+    )
+    .await
+    .unwrap()
+    .inventory;
     let spec = &head.assignment.spec;
     let candidates: Vec<_> = plan::plan(spec, Actual::Manifest(&base.assignment.spec), &inventory)
         .moves()
         .map(|m| m.resource.clone())
         .collect();
-    metadata_list::fill_phases(&admin, &mut inventory, &candidates)
+    inventory::fill_phases(&world.admin, &mut inventory, &candidates)
         .await
         .unwrap();
     let expected = plan::plan(spec, Actual::Manifest(&base.assignment.spec), &inventory);
@@ -220,20 +305,22 @@ async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
         vec![2, 4, 4]
     );
 
-    let rev2 = git.push(&head_text, "rollout operator-1 -> operator-2");
+    let rev2 = world
+        .git
+        .push(&head_text, "rollout operator-1 -> operator-2");
     let status = wait_status(
-        &admin,
+        &world.admin,
         &system.name,
         NAME,
         Duration::from_secs(180),
         "applied",
-        &sync,
+        &world.sync,
         applied(&rev2),
     )
     .await;
 
     // The executed moves are the planned ones, each once, step after step.
-    let moves = integration_moves(cluster, &ns.name);
+    let moves = integration_moves(cluster, &world.ns.name);
     let executed: Vec<(String, String, String)> = moves
         .iter()
         .map(|(n, f, t, _)| (n.clone(), f.clone(), t.clone()))
@@ -305,15 +392,15 @@ async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
         (status.history[0].moves, status.history[0].result.as_str()),
         (10, "Succeeded")
     );
-    assert_eq!(status.history[1].revision, rev1);
-    let object = assignment(&admin, &system.name, NAME).await.unwrap();
+    assert_eq!(status.history[1].revision, world.rev1);
+    let object = assignment(&world.admin, &system.name, NAME).await.unwrap();
     assert_eq!(status.observed_generation, object.metadata.generation);
     assert_eq!(
         object.spec.staged_moves.len(),
         1,
         "the object carries the revision's spec"
     );
-    let reasons: BTreeMap<String, i32> = event_reasons(&admin, &system.name)
+    let reasons: BTreeMap<String, i32> = event_reasons(&world.admin, &system.name)
         .await
         .into_iter()
         .collect();
@@ -326,25 +413,27 @@ async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
         "one Event per step: {reasons:?}"
     );
     // And one per move, on the moved resource in its own namespace, naming both owners.
-    let mut moved: Vec<String> =
-        kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(admin.clone(), &ns.name)
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|e| e.reason.as_deref() == Some("Moved"))
-            .filter(|e| {
-                e.note
-                    .as_deref()
-                    .is_some_and(|n| n.contains("from operator-1 to operator-2"))
-            })
-            .filter_map(|e| e.regarding?.name)
-            .collect();
+    let mut moved: Vec<String> = kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(
+        world.admin.clone(),
+        &world.ns.name,
+    )
+    .list(&Default::default())
+    .await
+    .unwrap()
+    .items
+    .into_iter()
+    .filter(|e| e.reason.as_deref() == Some("Moved"))
+    .filter(|e| {
+        e.note
+            .as_deref()
+            .is_some_and(|n| n.contains("from operator-1 to operator-2"))
+    })
+    .filter_map(|e| e.regarding?.name)
+    .collect();
     moved.sort();
     assert_eq!(moved, all, "one Moved Event per resource");
     // Steady state: rounds go on (every second), writing nothing but the lock.
-    let spaces = [&ns.name, &system.name];
+    let spaces = [&world.ns.name, &system.name];
     let seen = spaces.map(|n| cluster.audit_log().events_in(n).unwrap().len());
     tokio::time::sleep(Duration::from_secs(4)).await;
     let writes: Vec<String> = spaces
@@ -359,44 +448,25 @@ async fn a_pushed_rollout_executes_exactly_the_planned_moves_step_by_step() {
         .collect();
     assert!(writes.is_empty(), "writes in steady state: {writes:?}");
     for name in &all {
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            &ns.name,
-            name,
-            Duration::from_secs(60),
-            "running",
-            running_under("operator-2"),
-        )
-        .await;
+        wait_running(&world.admin, world.tenant(), name, "operator-2", 60).await;
     }
-    assert_single_owner(cluster, &ns.name);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_invalid_revision_moves_nothing_and_status_says_where() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-invalid").await;
-    let git = GitRemote::new();
-    let all = names(3);
-    let (_op1, _op2, sync, rev1) =
-        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
-    let admin = cluster.admin().await;
+    let world = SyncTest::new("sync-invalid", 3).start(cluster).await;
 
-    let bad = manifest(&ns.name, Some(&["100%"]), "60s", "0s")
+    let bad = manifest(&world.ns.name, Some(&["100%"]), "60s", "0s")
         .replace("to: operator-2", "to: operator-9");
     let line = bad.lines().position(|l| l.contains("operator-9")).unwrap() + 1;
-    let rev2 = git.push(&bad, "a typo");
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(60),
-        "attempted",
-        &sync,
-        |s| s.last_attempted_revision.as_deref() == Some(rev2.as_str()),
-    )
-    .await;
+    let rev2 = world.git.push(&bad, "a typo");
+    let status = world
+        .wait_status(Duration::from_secs(60), "attempted", |s| {
+            s.last_attempted_revision.as_deref() == Some(rev2.as_str())
+        })
+        .await;
     let (ready, reason, message) = condition(&status, "Ready").unwrap();
     assert_eq!((ready, reason), ("False", "ValidationFailed"));
     assert!(
@@ -407,70 +477,34 @@ async fn an_invalid_revision_moves_nothing_and_status_says_where() {
     assert_eq!(condition(&status, "Stalled").map(|c| c.0), Some("True"));
     assert_eq!(
         status.last_applied_revision.as_deref(),
-        Some(rev1.as_str()),
+        Some(world.rev1.as_str()),
         "the last good revision stays"
     );
     // A few more rounds: still nothing moves, and the object keeps the good spec.
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(
-        integration_moves(cluster, &ns.name).is_empty(),
+        integration_moves(cluster, &world.ns.name).is_empty(),
         "nothing moved"
     );
-    let object = assignment(&admin, &ns.name, NAME).await.unwrap();
+    let object = assignment(&world.admin, &world.ns.name, NAME)
+        .await
+        .unwrap();
     assert!(
         object.spec.staged_moves.is_empty(),
         "the invalid spec was not applied"
     );
 
     // Fixed in the next push: acted on.
-    let rev3 = git.push(&manifest(&ns.name, Some(&["100%"]), "60s", "0s"), "fix");
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(120),
-        "applied",
-        &sync,
-        applied(&rev3),
-    )
-    .await;
-    assert_eq!(condition(&status, "Ready").map(|c| c.0), Some("True"));
-    assert_eq!(integration_moves(cluster, &ns.name).len(), 3);
-    assert_single_owner(cluster, &ns.name);
-}
-
-/// Waits until step 1 handed it-00 and it-01 to operator-2, then stops
-/// operator-2 (SIGSTOP) before it can run them.
-async fn stop_target_after_step_one(admin: &kube::Client, ns: &str, op2: &OperatorProcess) {
-    for name in ["it-00", "it-01"] {
-        wait_for(
-            admin,
-            CamelKind::Integration,
-            ns,
-            name,
-            Duration::from_secs(60),
-            "moved",
-            |o| owner(o).as_deref() == Some("operator-2"),
-        )
+    let rev3 = world.git.push(
+        &manifest(&world.ns.name, Some(&["100%"]), "60s", "0s"),
+        "fix",
+    );
+    let status = world
+        .wait_status(Duration::from_secs(120), "applied", applied(&rev3))
         .await;
-    }
-    op2.signal(Signal::SIGSTOP);
-}
-
-/// Waits (up to 60 s) until the health gate failed and the rollout is
-/// paused on it.
-async fn wait_paused(
-    admin: &kube::Client,
-    ns: &str,
-    sync: &OperatorProcess,
-    what: &str,
-) -> OperatorAssignmentStatus {
-    wait_status(admin, ns, NAME, Duration::from_secs(60), what, sync, |s| {
-        s.rollout
-            .as_ref()
-            .is_some_and(|r| r.state == "Paused" && !r.failing.is_empty())
-    })
-    .await
+    assert_eq!(condition(&status, "Ready").map(|c| c.0), Some("True"));
+    assert_eq!(integration_moves(cluster, &world.ns.name).len(), 3);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 /// The paused rollout is in step 1 and names it-00 and it-01 as failing.
@@ -499,18 +533,20 @@ fn assert_names_both_moved(status: &OperatorAssignmentStatus, ns: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_health_gate_pauses_the_rollout_and_names_the_resources() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-gate").await;
-    let git = GitRemote::new();
-    let all = names(4);
-    let (_op1, op2, sync, _rev1) =
-        setup(cluster, &ns.name, &all, "3s", &git, ("5s", "0s"), &[]).await;
-    let admin = cluster.admin().await;
+    let world = SyncTest::new("sync-gate", 4)
+        .op2_build_time("3s")
+        .gate("5s", "0s")
+        .start(cluster)
+        .await;
 
-    let rev2 = git.push(&manifest(&ns.name, Some(&["50%"]), "5s", "0s"), "rollout");
+    let rev2 = world.git.push(
+        &manifest(&world.ns.name, Some(&["50%"]), "5s", "0s"),
+        "rollout",
+    );
     // Step 1 moves it-00 and it-01; the target is stopped before it can run them.
-    stop_target_after_step_one(&admin, &ns.name, &op2).await;
-    let status = wait_paused(&admin, &ns.name, &sync, "paused").await;
-    assert_names_both_moved(&status, &ns.name);
+    world.stop_target_after_step_one().await;
+    let status = world.wait_paused("paused").await;
+    assert_names_both_moved(&status, &world.ns.name);
     let (stalled, reason, message) = condition(&status, "Stalled").unwrap();
     assert_eq!((stalled, reason), ("True", "HealthCheckFailed"));
     assert!(message.contains("it-00"), "{message}");
@@ -519,87 +555,53 @@ async fn a_failing_health_gate_pauses_the_rollout_and_names_the_resources() {
     // it-01 too when operator-2 was stopped before touching it, so that it
     // still shows the `Running` status operator-1 left.
     tokio::time::sleep(Duration::from_secs(7)).await;
-    let status = wait_paused(&admin, &ns.name, &sync, "paused again").await;
-    assert_names_both_moved(&status, &ns.name);
+    let status = world.wait_paused("paused again").await;
+    assert_names_both_moved(&status, &world.ns.name);
     // Step 2 does not start while paused.
     for name in ["it-02", "it-03"] {
-        let it = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
-            .get(name)
-            .await
-            .unwrap();
         assert_eq!(
-            owner(&it).as_deref(),
+            world.owner_of(name).await.as_deref(),
             Some("operator-1"),
             "{name} stays while paused"
         );
     }
 
     // The target comes back: the gate passes on a later round and the rollout finishes.
-    target_back_and_rollout_done(cluster, &ns.name, &op2, &sync, &rev2).await;
-}
-
-/// SIGCONT to the stopped target; then the rollout of `rev` ends applied,
-/// no longer stalled, all 4 moved, each with one owner. Returns the status.
-async fn target_back_and_rollout_done(
-    cluster: &camelk_testkit::TestCluster,
-    ns: &str,
-    op2: &OperatorProcess,
-    sync: &OperatorProcess,
-    rev: &str,
-) -> OperatorAssignmentStatus {
-    op2.signal(Signal::SIGCONT);
-    let admin = cluster.admin().await;
-    let status = wait_status(
-        &admin,
-        ns,
-        NAME,
-        Duration::from_secs(120),
-        "applied",
-        sync,
-        applied(rev),
-    )
-    .await;
-    assert_eq!(condition(&status, "Stalled").map(|c| c.0), Some("False"));
-    assert_eq!(integration_moves(cluster, ns).len(), 4);
-    assert_single_owner(cluster, ns);
-    status
+    world.target_back_and_rollout_done(&rev2).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_step_towards_an_operator_that_is_down_pauses_naming_it() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-target-down").await;
-    let git = GitRemote::new();
-    let all = names(4);
-    let (_op1, op2, sync, _rev1) =
-        setup(cluster, &ns.name, &all, "3s", &git, ("5s", "0s"), &[]).await;
-    let admin = cluster.admin().await;
+    let world = SyncTest::new("sync-target-down", 4)
+        .op2_build_time("3s")
+        .gate("5s", "0s")
+        .start(cluster)
+        .await;
 
     // operator-2 stops renewing its lock before the rollout towards it starts.
-    op2.signal(Signal::SIGSTOP);
-    let rev2 = git.push(&manifest(&ns.name, Some(&["50%"]), "5s", "0s"), "rollout");
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(60),
-        "paused on operator-2",
-        &sync,
-        |s| s.rollout.as_ref().is_some_and(|r| r.state == "Paused"),
-    )
-    .await;
+    world.op2.signal(Signal::SIGSTOP);
+    let rev2 = world.git.push(
+        &manifest(&world.ns.name, Some(&["50%"]), "5s", "0s"),
+        "rollout",
+    );
+    let status = world
+        .wait_status(Duration::from_secs(60), "paused on operator-2", |s| {
+            s.rollout.as_ref().is_some_and(|r| r.state == "Paused")
+        })
+        .await;
     let (stalled, reason, message) = condition(&status, "Stalled").unwrap();
     assert_eq!((stalled, reason), ("True", "TargetNotAlive"), "{message}");
     assert!(message.contains("operator-2"), "{message}");
     let rollout = status.rollout.as_ref().unwrap();
     assert_eq!(rollout.target_not_alive.as_deref(), Some("operator-2"));
     assert!(
-        integration_moves(cluster, &ns.name).is_empty(),
+        integration_moves(cluster, &world.ns.name).is_empty(),
         "nothing moves towards an operator that is down"
     );
 
     // Back: the rollout goes on, and the status stops naming it.
-    let status = target_back_and_rollout_done(cluster, &ns.name, &op2, &sync, &rev2).await;
+    let status = world.target_back_and_rollout_done(&rev2).await;
     assert_eq!(status.rollout.and_then(|r| r.target_not_alive), None);
 }
 
@@ -610,7 +612,7 @@ async fn request_sync(admin: &kube::Client, ns: &str, token: &str) {
             NAME,
             &kube::api::PatchParams::default(),
             &kube::api::Patch::Merge(serde_json::json!({ "metadata": { "annotations": {
-                camelk_reconciler::sync::RECONCILE_REQUEST_ANNOTATION: token
+                camelk_reconciler::api::RECONCILE_REQUEST_ANNOTATION: token
             }}})),
         )
         .await
@@ -623,64 +625,45 @@ async fn request_sync(admin: &kube::Client, ns: &str, token: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sync_request_interrupts_a_waiting_health_gate_and_the_new_revision_is_acted_on() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-interrupt").await;
-    let git = GitRemote::new();
-    let all = names(4);
-    let (_op1, op2, sync, _rev1) = setup(
-        cluster,
-        &ns.name,
-        &all,
-        "1s",
-        &git,
-        ("5m", "0s"),
-        &["--interval", "1h"],
-    )
-    .await;
-    let admin = cluster.admin().await;
+    let world = SyncTest::new("sync-interrupt", 4)
+        .gate("5m", "0s")
+        .sync_args(&["--interval", "1h"])
+        .start(cluster)
+        .await;
 
-    let rev2 = git.push(&manifest(&ns.name, Some(&["50%"]), "5m", "0s"), "rollout");
-    request_sync(&admin, &ns.name, "rollout").await;
+    let rev2 = world.git.push(
+        &manifest(&world.ns.name, Some(&["50%"]), "5m", "0s"),
+        "rollout",
+    );
+    request_sync(&world.admin, &world.ns.name, "rollout").await;
     // Step 1 moves it-00 and it-01; operator-2 is stopped, so the gate waits.
-    stop_target_after_step_one(&admin, &ns.name, &op2).await;
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(30),
-        "waiting for health",
-        &sync,
-        |s| {
+    world.stop_target_after_step_one().await;
+    world
+        .wait_status(Duration::from_secs(30), "waiting for health", |s| {
             s.rollout
                 .as_ref()
                 .is_some_and(|r| r.revision == rev2 && r.state == "WaitingForHealth")
-        },
-    )
-    .await;
+        })
+        .await;
 
-    let rev3 = git.push(&manifest(&ns.name, None, "4m", "0s"), "revert the rollout");
-    request_sync(&admin, &ns.name, "revert").await;
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(30),
-        "acting on the revert",
-        &sync,
-        |s| s.rollout.as_ref().is_some_and(|r| r.revision == rev3),
-    )
-    .await;
+    let rev3 = world.git.push(
+        &manifest(&world.ns.name, None, "4m", "0s"),
+        "revert the rollout",
+    );
+    request_sync(&world.admin, &world.ns.name, "revert").await;
+    world
+        .wait_status(Duration::from_secs(30), "acting on the revert", |s| {
+            s.rollout.as_ref().is_some_and(|r| r.revision == rev3)
+        })
+        .await;
     for name in ["it-02", "it-03"] {
-        let it = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
-            .get(name)
-            .await
-            .unwrap();
         assert_eq!(
-            owner(&it).as_deref(),
+            world.owner_of(name).await.as_deref(),
             Some("operator-1"),
             "{name} never moved"
         );
     }
-    assert_single_owner(cluster, &ns.name);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 /// A revision pushed while a rollout pauses between its steps supersedes it;
@@ -691,64 +674,43 @@ async fn a_sync_request_interrupts_a_waiting_health_gate_and_the_new_revision_is
 #[tokio::test(flavor = "multi_thread")]
 async fn a_revision_that_supersedes_a_rollout_moves_back_what_it_moved() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-superseded").await;
-    let git = GitRemote::new();
     let all = names(4);
-    let (_op1, _op2, sync, _rev1) = setup(
-        cluster,
-        &ns.name,
-        &all,
-        "1s",
-        &git,
-        ("60s", "0s"),
-        &["--interval", "1h"],
-    )
-    .await;
-    let admin = cluster.admin().await;
+    let world = SyncTest::new("sync-superseded", 4)
+        .sync_args(&["--interval", "1h"])
+        .start(cluster)
+        .await;
 
-    let rollout = desired(&ns.name, Some(&["50%"]), "60s", "1h")
+    let rollout = desired(&world.ns.name, Some(&["50%"]), "60s", "1h")
         .drift_policy("report")
         .render();
-    let rev2 = git.push(&rollout, "rollout, with an hour between steps");
-    request_sync(&admin, &ns.name, "rollout").await;
+    let rev2 = world
+        .git
+        .push(&rollout, "rollout, with an hour between steps");
+    request_sync(&world.admin, &world.ns.name, "rollout").await;
     // Step 1 moves it-00 and it-01, then the rollout pauses for an hour.
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(90),
-        "pausing after step 1",
-        &sync,
-        |s| {
+    world
+        .wait_status(Duration::from_secs(90), "pausing after step 1", |s| {
             s.rollout.as_ref().is_some_and(|r| {
                 r.revision == rev2 && r.completed_steps == 1 && r.state == "Pausing"
             })
-        },
-    )
-    .await;
+        })
+        .await;
 
-    let back = desired(&ns.name, None, "60s", "0s")
+    let back = desired(&world.ns.name, None, "60s", "0s")
         .drift_policy("report")
         .render();
-    let rev3 = git.push(&back, "everything stays with operator-1");
-    request_sync(&admin, &ns.name, "back").await;
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(90),
-        "the new revision applied",
-        &sync,
-        applied(&rev3),
-    )
-    .await;
+    let rev3 = world.git.push(&back, "everything stays with operator-1");
+    request_sync(&world.admin, &world.ns.name, "back").await;
+    let status = world
+        .wait_status(
+            Duration::from_secs(90),
+            "the new revision applied",
+            applied(&rev3),
+        )
+        .await;
     for name in &all {
-        let it = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
-            .get(name)
-            .await
-            .unwrap();
         assert_eq!(
-            owner(&it).as_deref(),
+            world.owner_of(name).await.as_deref(),
             Some("operator-1"),
             "{name} is where the applied revision says"
         );
@@ -765,18 +727,14 @@ async fn a_revision_that_supersedes_a_rollout_moves_back_what_it_moved() {
         ),
         (rev2.as_str(), "Superseded")
     );
-    assert_single_owner(cluster, &ns.name);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 /// Replaces operator-2 by a replica that holds its lock but watches another
 /// namespace (returned with it): alive, yet it never touches what it is given.
-async fn blind_operator_2(
-    cluster: &camelk_testkit::TestCluster,
-    admin: &kube::Client,
-    ns: &str,
-    mut op2: OperatorProcess,
-) -> (OperatorProcess, camelk_testkit::TestNamespace) {
-    op2.kill();
+async fn blind_operator_2(world: &mut Synced) -> (OperatorProcess, camelk_testkit::TestNamespace) {
+    world.op2.kill();
+    let (cluster, ns) = (world.cluster, world.tenant());
     let elsewhere = cluster.namespace("elsewhere").await;
     let blind = start_operator_watching(
         cluster,
@@ -787,7 +745,7 @@ async fn blind_operator_2(
         "1s",
     )
     .await;
-    wait_lock_holder(admin, ns, "operator-2-lock", "op2-blind").await;
+    wait_lock_holder(&world.admin, ns, "operator-2-lock", "op2-blind").await;
     (blind, elsewhere)
 }
 
@@ -798,52 +756,43 @@ async fn blind_operator_2(
 #[tokio::test(flavor = "multi_thread")]
 async fn a_revert_to_the_operator_that_built_them_passes_the_gate() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-revert").await;
-    let git = GitRemote::new();
-    let all = names(4);
-    let (_op1, op2, sync, _rev1) =
-        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
-    let admin = cluster.admin().await;
-    let (mut blind, _elsewhere) = blind_operator_2(cluster, &admin, &ns.name, op2).await;
+    let mut world = SyncTest::new("sync-revert", 4).start(cluster).await;
+    let (mut blind, _elsewhere) = blind_operator_2(&mut world).await;
 
-    let rev2 = git.push(&manifest(&ns.name, Some(&["50%"]), "60s", "0s"), "rollout");
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(60),
-        "step 1 waiting for health",
-        &sync,
-        |s| {
+    let rev2 = world.git.push(
+        &manifest(&world.ns.name, Some(&["50%"]), "60s", "0s"),
+        "rollout",
+    );
+    world
+        .wait_status(Duration::from_secs(60), "step 1 waiting for health", |s| {
             s.rollout.as_ref().is_some_and(|r| {
                 r.revision == rev2 && r.current_step == 1 && r.state == "WaitingForHealth"
             })
-        },
-    )
-    .await;
+        })
+        .await;
     // operator-2 dies, and the rollout is reverted: the revert owns what the
     // last applied revision owned, so it-00 and it-01 are drift and move
     // back (once operator-2's lease expired) in a one-step rollout of their
     // own, to operator-1, whose kits they still name.
     blind.kill();
-    let rev3 = git.push(&manifest(&ns.name, None, "50s", "0s"), "revert the rollout");
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(45),
-        "drift moved back, health gate passed",
-        &sync,
-        |s| {
-            s.rollout
-                .as_ref()
-                .is_some_and(|r| r.revision == rev3 && r.total_steps == 1 && r.state == "Complete")
-        },
-    )
-    .await;
-    let moves = integration_moves(cluster, &ns.name);
+    let rev3 = world.git.push(
+        &manifest(&world.ns.name, None, "50s", "0s"),
+        "revert the rollout",
+    );
+    world
+        .wait_status(
+            Duration::from_secs(45),
+            "drift moved back, health gate passed",
+            |s| {
+                s.rollout.as_ref().is_some_and(|r| {
+                    r.revision == rev3 && r.total_steps == 1 && r.state == "Complete"
+                })
+            },
+        )
+        .await;
+    let moves = integration_moves(cluster, &world.ns.name);
     assert_eq!(moves.len(), 4, "there and back: {moves:?}");
-    assert_single_owner(cluster, &ns.name);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 /// A target whose lock renews but which never reconciles what it is given
@@ -854,19 +803,20 @@ async fn a_revert_to_the_operator_that_built_them_passes_the_gate() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_status_left_by_the_old_owner_never_passes_the_gate() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-stale").await;
-    let git = GitRemote::new();
-    let all = names(4);
-    let (_op1, op2, sync, _rev1) =
-        setup(cluster, &ns.name, &all, "1s", &git, ("3s", "0s"), &[]).await;
-    let admin = cluster.admin().await;
-    let (mut blind, _elsewhere) = blind_operator_2(cluster, &admin, &ns.name, op2).await;
+    let mut world = SyncTest::new("sync-stale", 4)
+        .gate("3s", "0s")
+        .start(cluster)
+        .await;
+    let (mut blind, _elsewhere) = blind_operator_2(&mut world).await;
 
-    let rev2 = git.push(&manifest(&ns.name, Some(&["50%"]), "3s", "0s"), "rollout");
+    let rev2 = world.git.push(
+        &manifest(&world.ns.name, Some(&["50%"]), "3s", "0s"),
+        "rollout",
+    );
     // Each round's gate waits 3 s; let several rounds fail it.
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
     loop {
-        let failed: i32 = event_reasons(&admin, &ns.name)
+        let failed: i32 = event_reasons(&world.admin, &world.ns.name)
             .await
             .into_iter()
             .filter(|(reason, _)| reason == "HealthCheckFailed")
@@ -878,12 +828,12 @@ async fn a_status_left_by_the_old_owner_never_passes_the_gate() {
         assert!(
             std::time::Instant::now() < deadline,
             "{failed} failed gates\n{}",
-            sync.log_tail()
+            world.sync.log_tail()
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    let status = wait_paused(&admin, &ns.name, &sync, "paused").await;
-    assert_names_both_moved(&status, &ns.name);
+    let status = world.wait_paused("paused").await;
+    assert_names_both_moved(&status, &world.ns.name);
     let failing = status.rollout.as_ref().unwrap().failing.join("\n");
     assert_eq!(
         failing
@@ -894,78 +844,56 @@ async fn a_status_left_by_the_old_owner_never_passes_the_gate() {
     );
     // The gate reads them from its watches: polled by reads, its three
     // failures read them 30 times.
-    let reads = reconciler_reads(cluster, &ns.name, "integrations");
+    let reads = reconciler_reads(cluster, &world.ns.name, "integrations");
     assert!(reads <= 8, "the reconciler read Integrations {reads} times");
 
     // operator-2 as deployed properly: it reconciles them, and the rollout ends.
     blind.kill();
-    let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2-fixed", "1s").await;
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(120),
-        "applied",
-        &sync,
-        applied(&rev2),
-    )
-    .await;
-    assert_eq!(integration_moves(cluster, &ns.name).len(), 4);
-    assert_single_owner(cluster, &ns.name);
+    let _op2 = start_operator(cluster, "operator-2", &world.ns.name, "op2-fixed", "1s").await;
+    world
+        .wait_status(Duration::from_secs(120), "applied", applied(&rev2))
+        .await;
+    assert_eq!(integration_moves(cluster, &world.ns.name).len(), 4);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reconciler_killed_mid_rollout_finishes_after_restart_without_repeating_a_step() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-kill").await;
-    let git = GitRemote::new();
     let all = names(9);
-    let (_op1, _op2, mut sync, _rev1) =
-        setup(cluster, &ns.name, &all, "1s", &git, ("90s", "4s"), &[]).await;
-    let admin = cluster.admin().await;
+    let mut world = SyncTest::new("sync-kill", 9)
+        .gate("90s", "4s")
+        .start(cluster)
+        .await;
 
-    let rev2 = git.push(
-        &manifest(&ns.name, Some(&["33%", "66%", "100%"]), "90s", "4s"),
+    let rev2 = world.git.push(
+        &manifest(&world.ns.name, Some(&["33%", "66%", "100%"]), "90s", "4s"),
         "rollout",
     );
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(120),
-        "pausing after step 1",
-        &sync,
-        |s| {
+    world
+        .wait_status(Duration::from_secs(120), "pausing after step 1", |s| {
             s.rollout.as_ref().is_some_and(|r| {
                 r.revision == rev2 && r.completed_steps == 1 && r.state == "Pausing"
             })
-        },
-    )
-    .await;
-    sync.signal(Signal::SIGKILL);
-    sync.kill();
-    let before = integration_moves(cluster, &ns.name).len();
+        })
+        .await;
+    world.sync.signal(Signal::SIGKILL);
+    world.sync.kill();
+    let before = integration_moves(cluster, &world.ns.name).len();
     assert_eq!(before, 3, "killed after step 1");
 
     // Another replica takes the reconciler's lock over once it expires.
-    let sync = start_sync(
+    world.sync = start_sync(
         cluster,
-        &ns.name,
-        &git.url(),
+        &world.ns.name,
+        &world.git.url(),
         "sync-b",
-        &git.cache("sync-b"),
+        &world.git.cache("sync-b"),
     );
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(180),
-        "applied",
-        &sync,
-        applied(&rev2),
-    )
-    .await;
-    let moves = integration_moves(cluster, &ns.name);
+    let status = world
+        .wait_status(Duration::from_secs(180), "applied", applied(&rev2))
+        .await;
+    let moves = integration_moves(cluster, &world.ns.name);
     let mut moved: Vec<&str> = moves.iter().map(|m| m.0.as_str()).collect();
     moved.sort();
     assert_eq!(
@@ -988,7 +916,7 @@ async fn a_reconciler_killed_mid_rollout_finishes_after_restart_without_repeatin
     // One handoff request per step, none repeated.
     let requests = cluster
         .audit_log()
-        .events_in(&ns.name)
+        .events_in(&world.ns.name)
         .unwrap()
         .into_iter()
         .filter(|e| {
@@ -1011,108 +939,94 @@ async fn a_reconciler_killed_mid_rollout_finishes_after_restart_without_repeatin
         })
         .count();
     assert_eq!(requests, 3, "one request per step");
-    assert_single_owner(cluster, &ns.name);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unreachable_remote_keeps_the_last_good_state_and_says_so() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-remote").await;
-    let git = GitRemote::new();
     let all = names(2);
-    let (_op1, _op2, sync, rev1) =
-        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
-    let admin = cluster.admin().await;
+    let world = SyncTest::new("sync-remote", 2).start(cluster).await;
 
-    let moved_away = git.dir.path().join("gone.git");
-    std::fs::rename(git.url(), &moved_away).unwrap();
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(60),
-        "reporting the fetch failure",
-        &sync,
-        |s| condition(s, "Ready").is_some_and(|c| c.1 == "FetchFailed"),
-    )
-    .await;
+    let moved_away = world.git.dir.path().join("gone.git");
+    std::fs::rename(world.git.url(), &moved_away).unwrap();
+    let status = world
+        .wait_status(
+            Duration::from_secs(60),
+            "reporting the fetch failure",
+            |s| condition(s, "Ready").is_some_and(|c| c.1 == "FetchFailed"),
+        )
+        .await;
     let (ready, _, message) = condition(&status, "Ready").unwrap();
     assert_eq!(ready, "False");
     assert!(
         message.contains("keeping the last applied revision"),
         "{message}"
     );
-    assert_eq!(status.last_applied_revision.as_deref(), Some(rev1.as_str()));
+    assert_eq!(
+        status.last_applied_revision.as_deref(),
+        Some(world.rev1.as_str())
+    );
     for name in &all {
-        let it = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
-            .get(name)
-            .await
-            .unwrap();
-        assert_eq!(owner(&it).as_deref(), Some("operator-1"));
+        assert_eq!(world.owner_of(name).await.as_deref(), Some("operator-1"));
     }
 
     // Reachable again: the next revision is acted on.
-    std::fs::rename(&moved_away, git.url()).unwrap();
-    let rev2 = git.push(&manifest(&ns.name, Some(&["100%"]), "60s", "0s"), "rollout");
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(120),
-        "applied",
-        &sync,
-        applied(&rev2),
-    )
-    .await;
+    std::fs::rename(&moved_away, world.git.url()).unwrap();
+    let rev2 = world.git.push(
+        &manifest(&world.ns.name, Some(&["100%"]), "60s", "0s"),
+        "rollout",
+    );
+    let status = world
+        .wait_status(Duration::from_secs(120), "applied", applied(&rev2))
+        .await;
     assert_eq!(condition(&status, "Ready").map(|c| c.0), Some("True"));
-    assert_single_owner(cluster, &ns.name);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_replicas_elect_one_leader_and_the_other_takes_over_when_it_dies() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-replicas").await;
-    let git = GitRemote::new();
-    let all = names(4);
-    let (_op1, _op2, sync_a, _rev1) =
-        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
+    let mut world = SyncTest::new("sync-replicas", 4).start(cluster).await;
     let sync_b = start_sync(
         cluster,
-        &ns.name,
-        &git.url(),
+        &world.ns.name,
+        &world.git.url(),
         "sync-b",
-        &git.cache("sync-b"),
+        &world.git.cache("sync-b"),
     );
-    let admin = cluster.admin().await;
-    let holder = || lock_holder(&admin, &ns.name, "camelk-reconciler-lock");
+    let (admin, ns) = (world.admin.clone(), world.ns.name.clone());
+    let holder = || lock_holder(&admin, &ns, "camelk-reconciler-lock");
     assert_eq!(
         holder().await.as_deref(),
         Some("sync-a"),
         "the first replica leads"
     );
 
-    let mut replicas = [(sync_a, "sync-a"), (sync_b, "sync-b")];
-    replicas[0].0.signal(Signal::SIGKILL);
-    replicas[0].0.kill();
-    let rev2 = git.push(&manifest(&ns.name, Some(&["50%"]), "60s", "0s"), "rollout");
+    world.sync.signal(Signal::SIGKILL);
+    world.sync.kill();
+    let rev2 = world.git.push(
+        &manifest(&world.ns.name, Some(&["50%"]), "60s", "0s"),
+        "rollout",
+    );
     let status = wait_status(
-        &admin,
-        &ns.name,
+        &world.admin,
+        &world.ns.name,
         NAME,
         Duration::from_secs(120),
         "applied by the other replica",
-        &replicas[1].0,
+        &sync_b,
         applied(&rev2),
     )
     .await;
-    assert_eq!(holder().await.as_deref(), Some(replicas[1].1));
+    assert_eq!(holder().await.as_deref(), Some("sync-b"));
     assert_eq!(status.rollout.as_ref().map(|r| r.completed_steps), Some(2));
-    let moves = integration_moves(cluster, &ns.name);
+    let moves = integration_moves(cluster, &world.ns.name);
     assert_eq!(moves.len(), 4, "each moved once: {moves:?}");
     // The reconciler's lock was held by sync-a, then by sync-b.
     let writers: std::collections::BTreeSet<String> = cluster
         .audit_log()
-        .events_in(&ns.name)
+        .events_in(&world.ns.name)
         .unwrap()
         .iter()
         .filter(|e| e.is_successful_write() && e.resource() == Some("leases"))
@@ -1128,7 +1042,7 @@ async fn two_replicas_elect_one_leader_and_the_other_takes_over_when_it_dies() {
         ["sync-a", "sync-b"].map(String::from).into(),
         "the lock changed hands"
     );
-    assert_single_owner(cluster, &ns.name);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 /// One HTTP/1.1 request to `port` on loopback; returns the status code and body.
@@ -1175,9 +1089,8 @@ fn github_signature(secret: &[u8], body: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_signed_webhook_triggers_a_fetch_and_a_bad_signature_is_refused() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-hook").await;
-    let git = GitRemote::new();
-    let secret_file = git.dir.path().join("webhook-secret");
+    let secrets = tempfile::tempdir().unwrap();
+    let secret_file = secrets.path().join("webhook-secret");
     std::fs::write(&secret_file, "s3cret\n").unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -1185,7 +1098,6 @@ async fn a_signed_webhook_triggers_a_fetch_and_a_bad_signature_is_refused() {
         .unwrap()
         .port();
     let listen = format!("127.0.0.1:{port}");
-    let all = names(2);
     // Polling once an hour: only the webhook can bring the next revision in.
     let args = [
         "--interval",
@@ -1195,22 +1107,26 @@ async fn a_signed_webhook_triggers_a_fetch_and_a_bad_signature_is_refused() {
         "--webhook-secret-file",
         secret_file.to_str().unwrap(),
     ];
-    let (_op1, _op2, sync, _rev1) =
-        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &args).await;
-    let admin = cluster.admin().await;
+    let world = SyncTest::new("sync-hook", 2)
+        .sync_args(&args)
+        .start(cluster)
+        .await;
     assert_eq!(http(port, "GET", "/healthz", &[], ""), (200, "ok".into()));
     assert_eq!(
         http(port, "GET", "/readyz", &[], ""),
         (200, "leader".into())
     );
 
-    let rev2 = git.push(&manifest(&ns.name, Some(&["100%"]), "60s", "0s"), "rollout");
+    let rev2 = world.git.push(
+        &manifest(&world.ns.name, Some(&["100%"]), "60s", "0s"),
+        "rollout",
+    );
     let payload = r#"{"ref":"refs/heads/main"}"#;
     let forged = [("X-Hub-Signature-256", github_signature(b"guess", payload))];
     assert_eq!(http(port, "POST", "/hooks/git", &forged, payload).0, 401);
     assert_eq!(http(port, "POST", "/hooks/git", &[], payload).0, 401);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let status = assignment(&admin, &ns.name, NAME)
+    let status = assignment(&world.admin, &world.ns.name, NAME)
         .await
         .unwrap()
         .status
@@ -1223,16 +1139,9 @@ async fn a_signed_webhook_triggers_a_fetch_and_a_bad_signature_is_refused() {
 
     let signed = [("X-Hub-Signature-256", github_signature(b"s3cret", payload))];
     assert_eq!(http(port, "POST", "/hooks/git", &signed, payload).0, 202);
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(60),
-        "applied",
-        &sync,
-        applied(&rev2),
-    )
-    .await;
+    world
+        .wait_status(Duration::from_secs(60), "applied", applied(&rev2))
+        .await;
     let (code, metrics) = http(port, "GET", "/metrics", &[], "");
     assert_eq!(code, 200);
     assert!(
@@ -1251,8 +1160,8 @@ async fn a_signed_webhook_triggers_a_fetch_and_a_bad_signature_is_refused() {
         metrics.contains("camelk_sync_duration_seconds_count"),
         "{metrics}"
     );
-    assert_eq!(integration_moves(cluster, &ns.name).len(), 2);
-    assert_single_owner(cluster, &ns.name);
+    assert_eq!(integration_moves(cluster, &world.ns.name).len(), 2);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 async fn annotate(client: &kube::Client, ns: &str, value: Option<&str>) {
@@ -1272,72 +1181,49 @@ async fn annotate(client: &kube::Client, ns: &str, value: Option<&str>) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_suspended_assignment_is_not_acted_on_until_resumed() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-suspend").await;
-    let git = GitRemote::new();
-    let all = names(2);
-    let (_op1, _op2, sync, rev1) =
-        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
-    let admin = cluster.admin().await;
+    let world = SyncTest::new("sync-suspend", 2).start(cluster).await;
 
-    annotate(&admin, &ns.name, Some("true")).await;
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(30),
-        "suspended",
-        &sync,
-        |s| condition(s, "Suspended").is_some_and(|c| c.0 == "True"),
-    )
-    .await;
-    let rev2 = git.push(&manifest(&ns.name, Some(&["100%"]), "60s", "0s"), "rollout");
+    annotate(&world.admin, &world.ns.name, Some("true")).await;
+    world
+        .wait_status(Duration::from_secs(30), "suspended", |s| {
+            condition(s, "Suspended").is_some_and(|c| c.0 == "True")
+        })
+        .await;
+    let rev2 = world.git.push(
+        &manifest(&world.ns.name, Some(&["100%"]), "60s", "0s"),
+        "rollout",
+    );
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let status = assignment(&admin, &ns.name, NAME)
+    let status = assignment(&world.admin, &world.ns.name, NAME)
         .await
         .unwrap()
         .status
         .unwrap();
     assert_eq!(
         status.last_attempted_revision.as_deref(),
-        Some(rev1.as_str())
+        Some(world.rev1.as_str())
     );
     assert!(
-        integration_moves(cluster, &ns.name).is_empty(),
+        integration_moves(cluster, &world.ns.name).is_empty(),
         "nothing moves while suspended"
     );
 
-    annotate(&admin, &ns.name, None).await;
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(120),
-        "applied",
-        &sync,
-        applied(&rev2),
-    )
-    .await;
+    annotate(&world.admin, &world.ns.name, None).await;
+    let status = world
+        .wait_status(Duration::from_secs(120), "applied", applied(&rev2))
+        .await;
     assert_eq!(condition(&status, "Suspended").map(|c| c.0), Some("False"));
-    assert_eq!(integration_moves(cluster, &ns.name).len(), 2);
-    assert_single_owner(cluster, &ns.name);
+    assert_eq!(integration_moves(cluster, &world.ns.name).len(), 2);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_synced_cluster_is_not_listed_again() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-steady").await;
-    let git = GitRemote::new();
-    let all = names(3);
-    let (_op1, _op2, _sync, _rev1) = setup(
-        cluster,
-        &ns.name,
-        &all,
-        "1s",
-        &git,
-        ("60s", "0s"),
-        &["--interval", "2s"],
-    )
-    .await;
+    let world = SyncTest::new("sync-steady", 3)
+        .sync_args(&["--interval", "2s"])
+        .start(cluster)
+        .await;
     let audit = cluster.audit_log();
     // Let the rounds that follow the first one settle, then watch a window.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -1347,7 +1233,7 @@ async fn a_synced_cluster_is_not_listed_again() {
     let ours: Vec<_> = requests
         .iter()
         .filter(|r| r.is_request_start() && r.user.username == "reconciler")
-        .filter(|r| r.namespace() == Some(ns.name.as_str()))
+        .filter(|r| r.namespace() == Some(world.ns.name.as_str()))
         .collect();
     let lists: Vec<&str> = ours
         .iter()
@@ -1363,66 +1249,51 @@ async fn a_synced_cluster_is_not_listed_again() {
         rounds >= 3,
         "rounds ran every 2s: {rounds} reads of the object"
     );
-    assert_single_owner(cluster, &ns.name);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_owner_changed_by_hand_is_reported_and_moved_back() {
     use kube::api::{Patch, PatchParams};
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-drift").await;
-    let git = GitRemote::new();
-    let all = names(2);
     // Fetching once an hour: only the watch can find the drift in time.
-    let (_op1, _op2, sync, _rev1) = setup(
-        cluster,
-        &ns.name,
-        &all,
-        "1s",
-        &git,
-        ("60s", "0s"),
-        &["--interval", "1h"],
-    )
-    .await;
-    let admin = cluster.admin().await;
+    let world = SyncTest::new("sync-drift", 2)
+        .sync_args(&["--interval", "1h"])
+        .start(cluster)
+        .await;
 
     // Someone moves it-00 to operator-2 by hand, both keys.
     let by_hand = serde_json::json!({ "metadata": {
         "labels": { "camel.apache.org/operator.id": "operator-2" },
         "annotations": { "camel.apache.org/operator.id": "operator-2" },
     }});
-    camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+    world
+        .api(CamelKind::Integration)
         .patch("it-00", &PatchParams::default(), &Patch::Merge(by_hand))
         .await
         .unwrap();
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(60),
-        "drift reverted",
-        &sync,
-        |s| condition(s, "Drifted").is_some_and(|c| c.1 == "DriftReverted"),
-    )
-    .await;
+    let status = world
+        .wait_status(Duration::from_secs(60), "drift reverted", |s| {
+            condition(s, "Drifted").is_some_and(|c| c.1 == "DriftReverted")
+        })
+        .await;
     assert_eq!(condition(&status, "Drifted").map(|c| c.0), Some("False"));
     assert!(
-        event_reasons(&admin, &ns.name)
+        event_reasons(&world.admin, &world.ns.name)
             .await
             .iter()
             .any(|(reason, _)| reason == "DriftDetected")
     );
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "it-00",
-        Duration::from_secs(60),
-        "back with operator-1",
-        running_under("operator-1"),
-    )
-    .await;
-    let back: Vec<_> = integration_moves(cluster, &ns.name)
+    world
+        .wait_for(
+            CamelKind::Integration,
+            "it-00",
+            Duration::from_secs(60),
+            "back with operator-1",
+            running_under("operator-1"),
+        )
+        .await;
+    let back: Vec<_> = integration_moves(cluster, &world.ns.name)
         .into_iter()
         .filter(|m| m.1 == "operator-2" && m.2 == "operator-1")
         .map(|m| m.0)
@@ -1446,14 +1317,16 @@ async fn an_owner_changed_by_hand_is_reported_and_moved_back() {
     let label_only = serde_json::json!({ "metadata": {
         "labels": { "camel.apache.org/operator.id": "operator-2" },
     }});
-    camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+    world
+        .api(CamelKind::Integration)
         .patch("it-01", &PatchParams::default(), &Patch::Merge(label_only))
         .await
         .unwrap();
     let annotation_only = serde_json::json!({ "metadata": {
         "annotations": { "camel.apache.org/operator.id": "operator-2" },
     }});
-    camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+    world
+        .api(CamelKind::Integration)
         .patch(
             "it-00",
             &PatchParams::default(),
@@ -1462,35 +1335,29 @@ async fn an_owner_changed_by_hand_is_reported_and_moved_back() {
         .await
         .unwrap();
     for name in ["it-00", "it-01"] {
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            &ns.name,
-            name,
-            Duration::from_secs(90),
-            "both keys back on operator-1",
-            |o| {
-                owner(o).as_deref() == Some("operator-1")
-                    && annotation_of(o).as_deref() == Some("operator-1")
-            },
-        )
-        .await;
+        world
+            .wait_for(
+                CamelKind::Integration,
+                name,
+                Duration::from_secs(90),
+                "both keys back on operator-1",
+                |o| {
+                    owner(o).as_deref() == Some("operator-1")
+                        && annotation_of(o).as_deref() == Some("operator-1")
+                },
+            )
+            .await;
     }
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(60),
-        "drift reverted",
-        &sync,
-        |s| condition(s, "Drifted").is_some_and(|c| c.0 == "False"),
-    )
-    .await;
+    let status = world
+        .wait_status(Duration::from_secs(60), "drift reverted", |s| {
+            condition(s, "Drifted").is_some_and(|c| c.0 == "False")
+        })
+        .await;
     assert_eq!(
         condition(&status, "Drifted").map(|c| c.1),
         Some("DriftReverted")
     );
-    let back: Vec<_> = integration_moves(cluster, &ns.name)
+    let back: Vec<_> = integration_moves(cluster, &world.ns.name)
         .into_iter()
         .filter(|m| m.1 == "operator-2" && m.2 == "operator-1")
         .map(|m| m.0)
@@ -1506,7 +1373,7 @@ async fn an_owner_changed_by_hand_is_reported_and_moved_back() {
     );
     // it-01 never left operator-1: no handoff was asked for it, and only the
     // reconciler wrote its label back.
-    let mended_by: Vec<String> = answered_requests(cluster, &ns.name, "operator-2")
+    let mended_by: Vec<String> = answered_requests(cluster, &world.ns.name, "operator-2")
         .iter()
         .filter(|e| {
             e.is_successful_write()
@@ -1519,26 +1386,24 @@ async fn an_owner_changed_by_hand_is_reported_and_moved_back() {
         "operator-2 wrote it-01: {mended_by:?}"
     );
     assert!(
-        event_reasons(&admin, &ns.name)
+        event_reasons(&world.admin, &world.ns.name)
             .await
             .iter()
             .any(|(reason, _)| reason == "OwnerKeysDisagree")
     );
-    assert_single_owner(cluster, &ns.name);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_handoff_request_left_by_a_killed_reconciler_is_finished_by_the_next() {
-    use camelk_reconciler::handoff::request::FROM_LABEL;
+    use camelk_reconciler::handoff::FROM_LABEL;
     use k8s_openapi::api::coordination::v1::Lease;
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-resume").await;
-    let git = GitRemote::new();
-    let all = names(4);
-    let (op1, _op2, mut sync, _rev1) =
-        setup(cluster, &ns.name, &all, "1s", &git, ("90s", "0s"), &[]).await;
-    let admin = cluster.admin().await;
-    let leases: kube::Api<Lease> = kube::Api::namespaced(admin.clone(), &ns.name);
+    let mut world = SyncTest::new("sync-resume", 4)
+        .gate("90s", "0s")
+        .start(cluster)
+        .await;
+    let leases: kube::Api<Lease> = kube::Api::namespaced(world.admin.clone(), &world.ns.name);
     let requests = || async {
         leases
             .list(&kube::api::ListParams::default().labels(FROM_LABEL))
@@ -1548,47 +1413,43 @@ async fn a_handoff_request_left_by_a_killed_reconciler_is_finished_by_the_next()
     };
 
     // operator-1 is paused, so the request stays pending; the reconciler dies meanwhile.
-    op1.signal(Signal::SIGSTOP);
-    let rev2 = git.push(&manifest(&ns.name, Some(&["100%"]), "90s", "0s"), "rollout");
+    world.op1.signal(Signal::SIGSTOP);
+    let rev2 = world.git.push(
+        &manifest(&world.ns.name, Some(&["100%"]), "90s", "0s"),
+        "rollout",
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while requests().await.is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "no handoff request:\n{}",
-            sync.log_tail()
+            world.sync.log_tail()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    sync.signal(Signal::SIGKILL);
-    sync.kill();
-    op1.signal(Signal::SIGCONT);
+    world.sync.signal(Signal::SIGKILL);
+    world.sync.kill();
+    world.op1.signal(Signal::SIGCONT);
 
-    let sync = start_sync(
+    world.sync = start_sync(
         cluster,
-        &ns.name,
-        &git.url(),
+        &world.ns.name,
+        &world.git.url(),
         "sync-b",
-        &git.cache("sync-b"),
+        &world.git.cache("sync-b"),
     );
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(120),
-        "applied",
-        &sync,
-        applied(&rev2),
-    )
-    .await;
+    world
+        .wait_status(Duration::from_secs(120), "applied", applied(&rev2))
+        .await;
     assert!(
         requests().await.is_empty(),
         "the left request was driven to its end and deleted"
     );
-    let moves = integration_moves(cluster, &ns.name);
+    let moves = integration_moves(cluster, &world.ns.name);
     assert_eq!(moves.len(), 4, "each moved once: {moves:?}");
     let created = cluster
         .audit_log()
-        .events_in(&ns.name)
+        .events_in(&world.ns.name)
         .unwrap()
         .into_iter()
         .filter(|e| {
@@ -1608,52 +1469,40 @@ async fn a_handoff_request_left_by_a_killed_reconciler_is_finished_by_the_next()
         created, 1,
         "the restarted reconciler resumed the request instead of writing another"
     );
-    assert_single_owner(cluster, &ns.name);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn with_drift_policy_report_an_owner_changed_by_hand_is_only_reported() {
     use kube::api::{Patch, PatchParams};
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-report").await;
-    let git = GitRemote::new();
-    let all = names(2);
-    let (_op1, _op2, sync, _rev1) =
-        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
-    let admin = cluster.admin().await;
-    let report = desired(&ns.name, None, "60s", "0s")
+    let world = SyncTest::new("sync-report", 2).start(cluster).await;
+    let report = desired(&world.ns.name, None, "60s", "0s")
         .drift_policy("report")
         .render();
-    let rev2 = git.push(&report, "drift: report only");
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(60),
-        "report policy applied",
-        &sync,
-        applied(&rev2),
-    )
-    .await;
+    let rev2 = world.git.push(&report, "drift: report only");
+    world
+        .wait_status(
+            Duration::from_secs(60),
+            "report policy applied",
+            applied(&rev2),
+        )
+        .await;
 
     let by_hand = serde_json::json!({ "metadata": {
         "labels": { "camel.apache.org/operator.id": "operator-2" },
         "annotations": { "camel.apache.org/operator.id": "operator-2" },
     }});
-    camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+    world
+        .api(CamelKind::Integration)
         .patch("it-00", &PatchParams::default(), &Patch::Merge(by_hand))
         .await
         .unwrap();
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(60),
-        "drift reported",
-        &sync,
-        |s| condition(s, "Drifted").is_some_and(|c| c.0 == "True" && c.2.contains("it-00")),
-    )
-    .await;
+    let status = world
+        .wait_status(Duration::from_secs(60), "drift reported", |s| {
+            condition(s, "Drifted").is_some_and(|c| c.0 == "True" && c.2.contains("it-00"))
+        })
+        .await;
     assert!(
         condition(&status, "Drifted")
             .unwrap()
@@ -1663,17 +1512,8 @@ async fn with_drift_policy_report_an_owner_changed_by_hand_is_only_reported() {
     );
     // Several rounds later (interval 1s) it is still where the person put it.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "it-00",
-        Duration::from_secs(30),
-        "running under operator-2",
-        running_under("operator-2"),
-    )
-    .await;
-    let back = integration_moves(cluster, &ns.name)
+    wait_running(&world.admin, world.tenant(), "it-00", "operator-2", 30).await;
+    let back = integration_moves(cluster, &world.ns.name)
         .into_iter()
         .filter(|m| m.0 == "it-00" && m.2 == "operator-1" && m.1 == "operator-2")
         .count();
@@ -1685,135 +1525,110 @@ async fn with_drift_policy_report_an_owner_changed_by_hand_is_only_reported() {
     let label_only = serde_json::json!({ "metadata": {
         "labels": { "camel.apache.org/operator.id": "operator-2" },
     }});
-    camel_api(admin.clone(), CamelKind::Integration, &ns.name)
+    world
+        .api(CamelKind::Integration)
         .patch("it-01", &PatchParams::default(), &Patch::Merge(label_only))
         .await
         .unwrap();
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "it-01",
-        Duration::from_secs(60),
-        "its label set back to its annotation's operator",
-        |o| owner(o).as_deref() == Some("operator-1"),
-    )
-    .await;
+    world
+        .wait_for(
+            CamelKind::Integration,
+            "it-01",
+            Duration::from_secs(60),
+            "its label set back to its annotation's operator",
+            |o| owner(o).as_deref() == Some("operator-1"),
+        )
+        .await;
     assert!(
-        event_reasons(&admin, &ns.name)
+        event_reasons(&world.admin, &world.ns.name)
             .await
             .iter()
             .any(|(reason, _)| reason == "OwnerKeysDisagree")
     );
-    let status = assignment(&admin, &ns.name, NAME)
+    let status = assignment(&world.admin, &world.ns.name, NAME)
         .await
         .unwrap()
         .status
         .unwrap();
     assert_eq!(condition(&status, "Drifted").map(|c| c.0), Some("True"));
     assert!(
-        event_reasons(&admin, &ns.name)
+        event_reasons(&world.admin, &world.ns.name)
             .await
             .iter()
             .any(|(reason, _)| reason == "DriftDetected")
     );
-    assert_single_owner(cluster, &ns.name);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_force_pushed_branch_is_followed_and_said_so() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-rewind").await;
-    let git = GitRemote::new();
     let all = names(2);
-    let (_op1, _op2, sync, rev1) =
-        setup(cluster, &ns.name, &all, "1s", &git, ("60s", "0s"), &[]).await;
-    let admin = cluster.admin().await;
-    let rev2 = git.push(
-        &manifest(&ns.name, Some(&["100%"]), "60s", "0s"),
+    let world = SyncTest::new("sync-rewind", 2).start(cluster).await;
+    let rev2 = world.git.push(
+        &manifest(&world.ns.name, Some(&["100%"]), "60s", "0s"),
         "everything to operator-2",
     );
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(90),
-        "rollout applied",
-        &sync,
-        applied(&rev2),
-    )
-    .await;
+    world
+        .wait_status(Duration::from_secs(90), "rollout applied", applied(&rev2))
+        .await;
 
     // Someone rewrites history: main goes back to rev1 plus a new commit.
-    let rev3 = git.force_push_from(
-        &rev1,
-        &manifest(&ns.name, None, "60s", "0s"),
+    let rev3 = world.git.force_push_from(
+        &world.rev1,
+        &manifest(&world.ns.name, None, "60s", "0s"),
         "revert the rollout by force",
     );
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(90),
-        "new head applied",
-        &sync,
-        applied(&rev3),
-    )
-    .await;
+    world
+        .wait_status(Duration::from_secs(90), "new head applied", applied(&rev3))
+        .await;
     assert!(
-        event_reasons(&admin, &ns.name)
+        event_reasons(&world.admin, &world.ns.name)
             .await
             .iter()
             .any(|(reason, _)| reason == "BranchRewound"),
         "the rewind is said in an Event"
     );
     for name in &all {
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            &ns.name,
-            name,
-            Duration::from_secs(60),
-            "back with operator-1",
-            running_under("operator-1"),
-        )
-        .await;
+        world
+            .wait_for(
+                CamelKind::Integration,
+                name,
+                Duration::from_secs(60),
+                "back with operator-1",
+                running_under("operator-1"),
+            )
+            .await;
     }
-    assert_single_owner(cluster, &ns.name);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_health_gate_rolls_the_step_back_when_the_manifest_asks() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-rollback").await;
-    let git = GitRemote::new();
-    let all = names(4);
-    let (_op1, op2, sync, _rev1) =
-        setup(cluster, &ns.name, &all, "3s", &git, ("5s", "0s"), &[]).await;
-    let admin = cluster.admin().await;
+    let world = SyncTest::new("sync-rollback", 4)
+        .op2_build_time("3s")
+        .gate("5s", "0s")
+        .start(cluster)
+        .await;
     let rollback = Rollout::new()
         .gate_timeout("5s")
         .on_failure("Rollback")
         .pause("0s");
 
-    let rev2 = git.push(
-        &desired(&ns.name, Some(&["50%"]), "5s", "0s")
+    let rev2 = world.git.push(
+        &desired(&world.ns.name, Some(&["50%"]), "5s", "0s")
             .rollout(rollback)
             .render(),
         "rollout",
     );
     // Step 1 moves it-00 and it-01; the target is stopped before it can run them.
-    stop_target_after_step_one(&admin, &ns.name, &op2).await;
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(90),
-        "rolled back",
-        &sync,
-        |s| s.rollout.as_ref().is_some_and(|r| r.state == "RolledBack"),
-    )
-    .await;
+    world.stop_target_after_step_one().await;
+    let status = world
+        .wait_status(Duration::from_secs(90), "rolled back", |s| {
+            s.rollout.as_ref().is_some_and(|r| r.state == "RolledBack")
+        })
+        .await;
     let (stalled, reason, message) = condition(&status, "Stalled").unwrap();
     assert_eq!((stalled, reason), ("True", "RolledBack"));
     assert!(
@@ -1821,23 +1636,22 @@ async fn a_failing_health_gate_rolls_the_step_back_when_the_manifest_asks() {
         "{message}"
     );
     for name in ["it-00", "it-01"] {
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            &ns.name,
-            name,
-            Duration::from_secs(60),
-            "back with operator-1",
-            running_under("operator-1"),
-        )
-        .await;
+        world
+            .wait_for(
+                CamelKind::Integration,
+                name,
+                Duration::from_secs(60),
+                "back with operator-1",
+                running_under("operator-1"),
+            )
+            .await;
     }
     // The revision is not retried: nothing moves again, even once the target is back.
-    op2.signal(Signal::SIGCONT);
+    world.op2.signal(Signal::SIGCONT);
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let moves = integration_moves(cluster, &ns.name);
+    let moves = integration_moves(cluster, &world.ns.name);
     assert_eq!(moves.len(), 4, "two there, two back: {moves:?}");
-    let status = assignment(&admin, &ns.name, NAME)
+    let status = assignment(&world.admin, &world.ns.name, NAME)
         .await
         .unwrap()
         .status
@@ -1859,72 +1673,59 @@ async fn a_failing_health_gate_rolls_the_step_back_when_the_manifest_asks() {
     assert_ne!(status.last_applied_revision.as_deref(), Some(rev2.as_str()));
 
     // A new revision starts over, and with a healthy target it completes.
-    let rev3 = git.push(
-        &manifest(&ns.name, Some(&["50%"]), "30s", "0s"),
+    let rev3 = world.git.push(
+        &manifest(&world.ns.name, Some(&["50%"]), "30s", "0s"),
         "rollout again",
     );
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(120),
-        "applied",
-        &sync,
-        applied(&rev3),
-    )
-    .await;
-    assert_single_owner(cluster, &ns.name);
+    world
+        .wait_status(Duration::from_secs(120), "applied", applied(&rev3))
+        .await;
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_resource_created_without_owner_keys_gets_its_owner_while_a_rollout_pauses() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-newcomer").await;
-    let git = GitRemote::new();
-    let all = names(2);
-    let (_op1, _op2, sync, _rev1) =
-        setup(cluster, &ns.name, &all, "1s", &git, ("90s", "10m"), &[]).await;
-    let admin = cluster.admin().await;
+    let world = SyncTest::new("sync-newcomer", 2)
+        .gate("90s", "10m")
+        .start(cluster)
+        .await;
 
     // A two-step rollout with ten minutes between its steps: after step 1
     // the round waits in that pause, and no later round runs meanwhile.
-    let head_text = manifest(&ns.name, Some(&["50%", "100%"]), "90s", "10m");
-    git.push(&head_text, "rollout with a long pause");
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(120),
-        "pausing before step 2",
-        &sync,
-        |s| {
+    let head_text = manifest(&world.ns.name, Some(&["50%", "100%"]), "90s", "10m");
+    world.git.push(&head_text, "rollout with a long pause");
+    world
+        .wait_status(Duration::from_secs(120), "pausing before step 2", |s| {
             s.rollout
                 .as_ref()
                 .is_some_and(|r| r.state == camelk_reconciler::api::RolloutState::Pausing)
-        },
-    )
-    .await;
+        })
+        .await;
 
     // As a GitOps tool creates it from a manifest that names no operator.
     let created = std::time::Instant::now();
-    create_integration(&admin, &ns.name, "fresh", None).await;
-    let fresh = wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "fresh",
-        Duration::from_secs(10),
-        "given an owner",
-        |o| owner(o).is_some(),
-    )
-    .await;
+    create_integration(&world.admin, &world.ns.name, "fresh", None).await;
+    let fresh = world
+        .wait_for(
+            CamelKind::Integration,
+            "fresh",
+            Duration::from_secs(10),
+            "given an owner",
+            |o| owner(o).is_some(),
+        )
+        .await;
     let took = created.elapsed();
     // The owner the revision being rolled out gives it.
     let head = Manifest::parse("operator-assignment.yaml", head_text).unwrap();
-    let inventory = metadata_list::read(&admin, &[CamelKind::Integration], Some(&ns.name))
-        .await
-        .unwrap()
-        .inventory;
+    let inventory = inventory::read(
+        &world.admin,
+        &[CamelKind::Integration],
+        Some(&world.ns.name),
+    )
+    .await
+    .unwrap()
+    .inventory;
     let unowned: camelk_reconciler::inventory::Inventory = inventory
         .resources
         .into_iter()
@@ -1942,7 +1743,7 @@ async fn a_resource_created_without_owner_keys_gets_its_owner_while_a_rollout_pa
         Some(planned.first_assignments[0].to.as_str()),
         "the first owner the revision's plan gives it"
     );
-    let status = assignment(&admin, &ns.name, NAME)
+    let status = assignment(&world.admin, &world.ns.name, NAME)
         .await
         .and_then(|a| a.status)
         .unwrap();
@@ -1951,7 +1752,7 @@ async fn a_resource_created_without_owner_keys_gets_its_owner_while_a_rollout_pa
         Some(camelk_reconciler::api::RolloutState::Pausing),
         "assigned while the round still waits in its pause ({took:?})"
     );
-    assert_single_owner(cluster, &ns.name);
+    assert_single_owner(cluster, &world.ns.name);
 }
 
 /// A failed round is tried again after a backoff (1 s, doubling, with
@@ -1960,21 +1761,12 @@ async fn a_resource_created_without_owner_keys_gets_its_owner_while_a_rollout_pa
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_round_is_retried_after_a_backoff_not_at_the_interval() {
     let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("sync-retry").await;
-    let git = GitRemote::new();
-    let (_op1, _op2, sync, _rev1) = setup(
-        cluster,
-        &ns.name,
-        &names(1),
-        "1s",
-        &git,
-        ("60s", "0s"),
-        &["--interval", "1h"],
-    )
-    .await;
-    let admin = cluster.admin().await;
+    let world = SyncTest::new("sync-retry", 1)
+        .sync_args(&["--interval", "1h"])
+        .start(cluster)
+        .await;
     let failed_rounds = || {
-        std::fs::read_to_string(&sync.log)
+        std::fs::read_to_string(&world.sync.log)
             .unwrap()
             .matches("sync round failed")
             .count()
@@ -1983,19 +1775,16 @@ async fn a_failed_round_is_retried_after_a_backoff_not_at_the_interval() {
 
     // The remote gone, one sync request: the round it starts fails, and the
     // retries follow by themselves.
-    let moved_away = git.dir.path().join("gone.git");
-    std::fs::rename(git.url(), &moved_away).unwrap();
-    request_sync(&admin, &ns.name, "retry-1").await;
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(30),
-        "reporting the fetch failure",
-        &sync,
-        |s| condition(s, "Ready").is_some_and(|c| c.1 == "FetchFailed"),
-    )
-    .await;
+    let moved_away = world.git.dir.path().join("gone.git");
+    std::fs::rename(world.git.url(), &moved_away).unwrap();
+    request_sync(&world.admin, &world.ns.name, "retry-1").await;
+    world
+        .wait_status(
+            Duration::from_secs(30),
+            "reporting the fetch failure",
+            |s| condition(s, "Ready").is_some_and(|c| c.1 == "FetchFailed"),
+        )
+        .await;
     let first = Instant::now();
     tokio::time::sleep(Duration::from_secs(20)).await;
     // At 0 s and then at most 2, 6, 14 s (the delay doubled, each with up to
@@ -2008,15 +1797,10 @@ async fn a_failed_round_is_retried_after_a_backoff_not_at_the_interval() {
     );
 
     // Reachable again: the next retry fetches and the round succeeds.
-    std::fs::rename(&moved_away, git.url()).unwrap();
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(60),
-        "Ready again, by a retry",
-        &sync,
-        |s| condition(s, "Ready").is_some_and(|c| c.0 == "True"),
-    )
-    .await;
+    std::fs::rename(&moved_away, world.git.url()).unwrap();
+    world
+        .wait_status(Duration::from_secs(60), "Ready again, by a retry", |s| {
+            condition(s, "Ready").is_some_and(|c| c.0 == "True")
+        })
+        .await;
 }

@@ -8,20 +8,36 @@ use std::fs::File;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use camelk_reconciler::camel_k::status::phase;
+use camelk_reconciler::camel_k::phase;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_testkit::TestCluster;
 use camelk_testkit::watchdog::Watchdog;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use serde_json::json;
+
+// Each test binary that includes this module uses a part of the testkit's.
+#[allow(unused_imports)]
+pub use camelk_testkit::scenario::{
+    GitRemote, Scenario, World, camel_api, create_integration, owner, ready_under, two_operators,
+    upstream_fleet, wait_for,
+};
 
 pub const OPERATORS: [&str; 3] = ["operator-1", "operator-2", "operator-3"];
 /// Short lock timing so expiry-driven tests take seconds.
 pub const LEASE: Duration = Duration::from_secs(4);
+/// [`LEASE`] and the renewal timing that goes with it, as flags of every
+/// `reconciler` process a test starts.
+const LOCK_TIMING_ARGS: [&str; 6] = [
+    "--lease-duration",
+    "4s",
+    "--renew-deadline",
+    "3s",
+    "--retry-period",
+    "1s",
+];
 
 /// Grants `reconciler` the cluster-wide half of its shipped RBAC (a sync also
 /// needs `grant_sync_namespace`); each operator gets its own as it starts.
@@ -135,16 +151,8 @@ pub fn spawn_operator(
             lock_namespace,
         ])
         .args(["--identity", identity, "--build-time", build_time])
-        .args([
-            "--lease-duration",
-            "4s",
-            "--renew-deadline",
-            "3s",
-            "--retry-period",
-            "1s",
-            "--resync",
-            "300ms",
-        ])
+        .args(LOCK_TIMING_ARGS)
+        .args(["--resync", "300ms"])
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(["--context", id])
@@ -179,72 +187,31 @@ pub async fn wait_lock_holder(client: &Client, ns: &str, name: &str, identity: &
     }
 }
 
-pub fn camel_api(client: Client, kind: CamelKind, ns: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(client, ns, &kind.api_resource())
-}
-
-/// Creates an Integration owned (label and annotation) by `owner`.
-pub async fn create_integration(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    owner: Option<&str>,
-) -> DynamicObject {
-    let mut meta =
-        json!({ "name": name, "labels": { "app": name }, "annotations": { "team": "shop" } });
-    if let Some(o) = owner {
-        meta["labels"][OPERATOR_ID_KEY] = json!(o);
-        meta["annotations"][OPERATOR_ID_KEY] = json!(o);
-    }
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": CamelKind::Integration.api_version(),
-        "kind": "Integration",
-        "metadata": meta,
-        "spec": { "sources": [{ "name": "route.yaml", "content": format!("- from: timer:{name}") }] }
-    }))
-    .unwrap();
-    camel_api(client.clone(), CamelKind::Integration, ns)
-        .create(&PostParams::default(), &obj)
-        .await
-        .unwrap_or_else(|e| panic!("creating integration {name}: {e}"))
-}
-
-pub fn owner(obj: &DynamicObject) -> Option<String> {
-    obj.metadata.labels.as_ref()?.get(OPERATOR_ID_KEY).cloned()
-}
-
-/// Polls `kind ns/name` until `check` holds, or panics after `timeout` with `what`.
-pub async fn wait_for(
-    client: &Client,
-    kind: CamelKind,
-    ns: &str,
-    name: &str,
-    timeout: Duration,
-    what: &str,
-    check: impl Fn(&DynamicObject) -> bool,
-) -> DynamicObject {
-    let api = camel_api(client.clone(), kind, ns);
-    let deadline = Instant::now() + timeout;
-    loop {
-        let last = api.get_opt(name).await.unwrap();
-        if let Some(obj) = &last
-            && check(obj)
-        {
-            return obj.clone();
-        }
-        if Instant::now() > deadline {
-            panic!(
-                "{kind} {ns}/{name}: not {what} after {timeout:?}; last seen: phase {:?}, owner {:?}",
-                last.as_ref().and_then(|o| phase(o).map(str::to_string)),
-                last.as_ref().and_then(owner)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 pub fn in_phase<'a>(p: &'a str) -> impl Fn(&DynamicObject) -> bool + 'a {
     move |o| phase(o) == Some(p)
+}
+
+/// Waits (up to `timeout_secs`) until Integration `ns/name` runs under
+/// operator `id` ([`running_under`]).
+pub async fn wait_running(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    id: &str,
+    timeout_secs: u64,
+) -> DynamicObject {
+    let timeout = Duration::from_secs(timeout_secs);
+    let what = format!("running under {id}");
+    wait_for(
+        client,
+        CamelKind::Integration,
+        ns,
+        name,
+        timeout,
+        &what,
+        running_under(id),
+    )
+    .await
 }
 
 /// The audit-log judge for one test namespace: no successful write to a Camel
@@ -274,7 +241,7 @@ pub fn running_under(id: &str) -> impl Fn(&DynamicObject) -> bool + '_ {
     move |o| {
         phase(o) == Some("Running")
             && owner(o).as_deref() == Some(id)
-            && camelk_reconciler::camel_k::status::kit_name(o)
+            && camelk_reconciler::camel_k::kit_name(o)
                 .is_some_and(|k| k.ends_with(&format!("-kit-{id}")))
     }
 }
@@ -304,6 +271,34 @@ pub async fn install_assignment_crd(cluster: &TestCluster) {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// A namespace named after `prefix` that a sync can act on: the shipped RBAC
+/// granted (cluster-wide and in it), the `OperatorAssignment` CRD installed,
+/// and the owner policy enforced there for the `reconciler` and `operators`,
+/// `unowned_handler` (if any) the one that may write what has no owner.
+/// Returns it with an admin client.
+pub async fn policed_sync_namespace(
+    cluster: &TestCluster,
+    prefix: &str,
+    operators: &[&str],
+    unowned_handler: Option<&str>,
+) -> (camelk_testkit::TestNamespace, Client) {
+    grant_rbac(cluster).await;
+    install_assignment_crd(cluster).await;
+    let ns = cluster.namespace(prefix).await;
+    cluster.grant_sync_namespace(&ns.name).await;
+    let admin = cluster.admin().await;
+    camelk_testkit::admission::enforce_with_unowned_handler(
+        &admin,
+        &ns.name,
+        &["reconciler"],
+        operators,
+        unowned_handler,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    (ns, admin)
 }
 
 /// Starts `reconciler sync` as the `reconciler` identity, following branch
@@ -349,12 +344,38 @@ pub fn start_sync_via(
     kubeconfig: &std::path::Path,
     extra: &[&str],
 ) -> OperatorProcess {
+    let cache = cache.to_str().expect("a UTF-8 path");
+    let source = [
+        "--repo",
+        url,
+        "--branch",
+        "main",
+        "--path",
+        "operator-assignment.yaml",
+        "--cache-dir",
+        cache,
+    ];
+    spawn_sync(namespace, identity, kubeconfig, &source, extra, &[])
+}
+
+/// Spawns `reconciler sync` as the `reconciler` identity, its object and lock
+/// in `namespace`, following `source` (its flags), with `extra` flags and
+/// `env`; `--interval`, `--poll` and `--listen` given in `extra` replace
+/// the defaults. The token variable of the environment this test runs in is
+/// not passed on: only what a test gives is.
+pub fn spawn_sync(
+    namespace: &str,
+    identity: &str,
+    kubeconfig: &std::path::Path,
+    source: &[&str],
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> OperatorProcess {
     let log = std::env::temp_dir().join(format!("camelk-e2e-{namespace}-{identity}.log"));
     let out = File::create(&log).expect("sync log");
     let child = Command::new(env!("CARGO_BIN_EXE_reconciler"))
         .arg("sync")
-        .args(["--repo", url])
-        .args(["--branch", "main", "--path", "operator-assignment.yaml"])
+        .args(source)
         .args(
             [
                 ("--interval", "1s"),
@@ -366,105 +387,21 @@ pub fn start_sync_via(
             .flat_map(|(flag, value)| [flag, value]),
         )
         .args(["--namespace", namespace, "--identity", identity])
-        .arg("--cache-dir")
-        .arg(cache)
-        .args([
-            "--lease-duration",
-            "4s",
-            "--renew-deadline",
-            "3s",
-            "--retry-period",
-            "1s",
-            "--operator-lease-duration",
-            "4s",
-        ])
+        .args(LOCK_TIMING_ARGS)
+        .args(["--operator-lease-duration", "4s"])
         .args(extra)
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(["--context", "reconciler"])
         .env("RUST_LOG", "info,camelk_reconciler=debug")
+        .env_remove(camelk_reconciler::git::TOKEN_ENV)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(out.try_clone().unwrap())
         .stderr(out)
         .spawn()
         .expect("start reconciler sync");
     OperatorProcess::new("reconciler", child, log)
-}
-
-/// A Git remote (bare) and a clone that commits and pushes to it.
-pub struct GitRemote {
-    pub dir: tempfile::TempDir,
-    work: git2::Repository,
-}
-
-impl GitRemote {
-    pub fn new() -> GitRemote {
-        let dir = tempfile::tempdir().unwrap();
-        git2::Repository::init_bare(dir.path().join("remote.git")).unwrap();
-        let work = git2::Repository::init(dir.path().join("work")).unwrap();
-        work.remote("origin", dir.path().join("remote.git").to_str().unwrap())
-            .unwrap();
-        GitRemote { dir, work }
-    }
-
-    /// The bare repository the reconciler follows.
-    pub fn url(&self) -> std::path::PathBuf {
-        self.dir.path().join("remote.git")
-    }
-
-    /// A directory for a reconciler's cache clone.
-    pub fn cache(&self, name: &str) -> std::path::PathBuf {
-        self.dir.path().join(format!("cache-{name}"))
-    }
-
-    /// Commits `text` as `operator-assignment.yaml` on `main` and pushes it; returns the SHA.
-    pub fn push(&self, text: &str, message: &str) -> String {
-        let sig = git2::Signature::now("e2e", "e2e@example.com").unwrap();
-        let path = self
-            .work
-            .workdir()
-            .unwrap()
-            .join("operator-assignment.yaml");
-        std::fs::write(&path, text).unwrap();
-        let mut index = self.work.index().unwrap();
-        index
-            .add_path(std::path::Path::new("operator-assignment.yaml"))
-            .unwrap();
-        index.write().unwrap();
-        let tree = self.work.find_tree(index.write_tree().unwrap()).unwrap();
-        let parent = self
-            .work
-            .refname_to_id("refs/heads/main")
-            .ok()
-            .map(|id| self.work.find_commit(id).unwrap());
-        let parents: Vec<&git2::Commit> = parent.iter().collect();
-        let id = self
-            .work
-            .commit(
-                Some("refs/heads/main"),
-                &sig,
-                &sig,
-                message,
-                &tree,
-                &parents,
-            )
-            .unwrap();
-        let mut remote = self.work.find_remote("origin").unwrap();
-        remote
-            .push(&["+refs/heads/main:refs/heads/main"], None)
-            .unwrap();
-        id.to_string()
-    }
-
-    /// Rewinds `main` to `sha`, commits `text` on it and force-pushes: the
-    /// remote's branch no longer contains its previous head.
-    pub fn force_push_from(&self, sha: &str, text: &str, message: &str) -> String {
-        let id = git2::Oid::from_str(sha).unwrap();
-        self.work
-            .reference("refs/heads/main", id, true, "rewind")
-            .unwrap();
-        self.push(text, message)
-    }
 }
 
 /// The `OperatorAssignment` in `namespace`.
@@ -507,6 +444,43 @@ pub async fn wait_status(
             );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The `OperatorAssignment` `name` in `namespace`, read as `client`, and the
+/// sync acting on it (whose log explains a wait that timed out).
+pub struct SyncedAssignment<'a> {
+    pub client: &'a Client,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub sync: &'a OperatorProcess,
+}
+
+impl<'a> SyncedAssignment<'a> {
+    pub fn new(
+        client: &'a Client,
+        namespace: &'a str,
+        name: &'a str,
+        sync: &'a OperatorProcess,
+    ) -> SyncedAssignment<'a> {
+        SyncedAssignment {
+            client,
+            namespace,
+            name,
+            sync,
+        }
+    }
+
+    /// [`wait_status`] of this assignment, up to `timeout_secs`.
+    pub async fn wait(
+        &self,
+        timeout_secs: u64,
+        what: &str,
+        check: impl Fn(&camelk_reconciler::api::OperatorAssignmentStatus) -> bool,
+    ) -> camelk_reconciler::api::OperatorAssignmentStatus {
+        let timeout = Duration::from_secs(timeout_secs);
+        let (client, namespace, name) = (self.client, self.namespace, self.name);
+        wait_status(client, namespace, name, timeout, what, self.sync, check).await
     }
 }
 

@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 use crate::support::*;
 use crate::{operator_logs, shared_operators};
 use camelk_reconciler::api::OperatorAssignmentStatus;
-use camelk_reconciler::camel_k::status::{condition, phase};
+use camelk_reconciler::camel_k::phase;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id, owner_of_meta};
 use camelk_testkit::TestCluster;
-use camelk_testkit::manifest::{Assignment, Rollout};
+use camelk_testkit::manifest::Assignment;
 use kube::Client;
 use kube::api::{DynamicObject, PostParams};
 use serde_json::{Value, json};
@@ -32,15 +32,8 @@ const IMAGE: &str = "docker.io/library/camelk-e2e:1.0";
 /// the OperatorAssignment CRD installed and operator-1 and operator-2 running.
 async fn setup(prefix: &str) -> (&'static TestCluster, camelk_testkit::TestNamespace, Client) {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    install_assignment_crd(cluster).await;
     shared_operators(cluster).await;
-    let ns = cluster.namespace(prefix).await;
-    cluster.grant_sync_namespace(&ns.name).await;
-    let admin = cluster.admin().await;
-    camelk_testkit::admission::enforce_in(&admin, &ns.name, &["reconciler"], &OPERATORS)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (ns, admin) = policed_sync_namespace(cluster, prefix, &OPERATORS, None).await;
     (cluster, ns, admin)
 }
 
@@ -48,13 +41,8 @@ async fn setup(prefix: &str) -> (&'static TestCluster, camelk_testkit::TestNames
 /// locked in its own namespace) for Integrations and Pipes of `ns`, Ready
 /// required within 3 minutes; a test adds the rest.
 fn fleet(ns: &str) -> Assignment {
-    Assignment::new(NAME)
-        .upstream_operator("operator-1", "camel-k-op1")
-        .upstream_operator("operator-2", "camel-k-op2")
-        .upstream_operator("operator-3", "camel-k-op3")
-        .scope(&[ns], &[CamelKind::Integration, CamelKind::Pipe])
-        .rollout(Rollout::new().require_ready(true).gate_timeout("3m"))
-        .drain_timeout("2m")
+    let kinds = [CamelKind::Integration, CamelKind::Pipe];
+    upstream_fleet(NAME, ns, &OPERATORS, &kinds)
 }
 
 /// [`fleet`] with everything in scope going to `default_operator`.
@@ -86,15 +74,6 @@ async fn kamel_run(client: &Client, ns: &str, name: &str, owner: Option<&str>, p
         .create(&PostParams::default(), &obj)
         .await
         .unwrap_or_else(|e| panic!("creating integration {name}: {e}"));
-}
-
-/// Running with `Ready=True` under `id` (its owner by the one rule).
-fn ready_under(id: &str) -> impl Fn(&DynamicObject) -> bool + '_ {
-    move |o| {
-        phase(o) == Some("Running")
-            && condition(o, "Ready") == Some("True")
-            && owner_id(&o.metadata).as_deref() == Some(id)
-    }
 }
 
 async fn wait_ready_under(client: &Client, ns: &str, name: &str, id: &str) -> DynamicObject {
@@ -170,16 +149,8 @@ async fn kamel_created_integrations_are_adopted_then_rolled_out_in_steps() {
     let git = GitRemote::new();
     let rev1 = git.push(&manifest(&ns.name, "operator-1"), "operators");
     let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(90),
-        "applied",
-        &sync,
-        applied(&rev1),
-    )
-    .await;
+    let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
+    assignment.wait(90, "applied", applied(&rev1)).await;
     let adoptions = writes_by(cluster, &ns.name, "reconciler");
     assert_eq!(
         adoptions.len(),
@@ -212,16 +183,7 @@ async fn kamel_created_integrations_are_adopted_then_rolled_out_in_steps() {
             .render(),
         "operator-2 takes over",
     );
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(300),
-        "applied",
-        &sync,
-        applied(&rev2),
-    )
-    .await;
+    let status = assignment.wait(300, "applied", applied(&rev2)).await;
     let rollout = status.rollout.as_ref().unwrap();
     assert_eq!(
         (rollout.total_steps, rollout.state.as_str()),
@@ -269,16 +231,8 @@ async fn an_integration_naming_a_missing_operator_is_untouched_then_taken_over()
     let git = GitRemote::new();
     let rev = git.push(&manifest(&ns.name, "operator-2"), "to operator-2");
     let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(300),
-        "applied",
-        &sync,
-        applied(&rev),
-    )
-    .await;
+    let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
+    let status = assignment.wait(300, "applied", applied(&rev)).await;
     assert_eq!(condition_of(&status, "Stalled").map(|c| c.0), Some("False"));
     wait_ready_under(&admin, &ns.name, "ghost", "operator-2").await;
     wait_ready_under(&admin, &ns.name, "moving", "operator-2").await;
@@ -305,16 +259,8 @@ async fn a_pipe_assigned_to_an_operator_gets_its_integration_from_that_operator(
     let git = GitRemote::new();
     let rev = git.push(&manifest(&ns.name, "operator-2"), "pipes to operator-2");
     let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(120),
-        "applied",
-        &sync,
-        applied(&rev),
-    )
-    .await;
+    let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
+    assignment.wait(120, "applied", applied(&rev)).await;
     let integration = wait_for(
         &admin,
         CamelKind::Integration,
@@ -365,32 +311,15 @@ async fn a_killed_upstream_operator_is_taken_over_after_its_lease() {
     let git = GitRemote::new();
     let rev1 = git.push(&manifest(&ns.name, "operator-3"), "operators");
     let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(90),
-        "applied",
-        &sync,
-        applied(&rev1),
-    )
-    .await;
+    let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
+    assignment.wait(90, "applied", applied(&rev1)).await;
 
     op3.kill();
     // Created once operator-3 is gone: it never gets a phase, so no release
     // rule ever judges it stable; only the expiry of operator-3's lock frees it.
     kamel_run(&admin, &ns.name, "newborn", Some("operator-3"), true).await;
     let rev2 = git.push(&manifest(&ns.name, "operator-2"), "to operator-2");
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(240),
-        "applied",
-        &sync,
-        applied(&rev2),
-    )
-    .await;
+    assignment.wait(240, "applied", applied(&rev2)).await;
     wait_ready_under(&admin, &ns.name, "orphan", "operator-2").await;
     wait_ready_under(&admin, &ns.name, "newborn", "operator-2").await;
     let log = std::fs::read_to_string(&sync.log).unwrap();

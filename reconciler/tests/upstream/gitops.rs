@@ -10,11 +10,10 @@ use std::time::{Duration, Instant};
 
 use crate::shared_operators;
 use crate::support::*;
-use camelk_reconciler::camel_k::status::{condition, phase};
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
+use camelk_reconciler::camel_k::{condition, phase};
 use camelk_testkit::apps_repo::{AppsRepo, BRANCH};
 use camelk_testkit::flux::{self, FluxKind, FluxOptions, KUSTOMIZE_CONTROLLER};
-use camelk_testkit::manifest::{Assignment, Rollout};
 use kube::api::DynamicObject;
 
 const NAME: &str = "fleet";
@@ -48,14 +47,8 @@ spec:
 /// The assignment: the upstream operators, the Integrations of `ns`, all
 /// to `operator`, Ready required within 3 minutes.
 fn assignment(ns: &str, operator: &str) -> String {
-    Assignment::new(NAME)
-        .upstream_operator("operator-1", "camel-k-op1")
-        .upstream_operator("operator-2", "camel-k-op2")
-        .upstream_operator("operator-3", "camel-k-op3")
-        .scope(&[ns], &[CamelKind::Integration])
+    upstream_fleet(NAME, ns, &OPERATORS, &[CamelKind::Integration])
         .default_operator(operator)
-        .rollout(Rollout::new().require_ready(true).gate_timeout("3m"))
-        .drain_timeout("2m")
         .render()
 }
 
@@ -74,21 +67,14 @@ fn ready_under(id: &str) -> impl Fn(&DynamicObject) -> bool + '_ {
 
 /// Whether the reconciler co-owns both owner keys of `o`.
 fn co_owned(o: &DynamicObject) -> bool {
-    camelk_reconciler::camel_k::appliers::keys_co_owned(&o.metadata)
+    camelk_reconciler::camel_k::keys_co_owned(&o.metadata)
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rollout_moves_what_flux_deploys_with_owner_keys_and_flux_keeps_applying() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    install_assignment_crd(cluster).await;
     shared_operators(cluster).await;
-    let ns = cluster.namespace("gitops-flux").await;
-    cluster.grant_sync_namespace(&ns.name).await;
-    let admin = cluster.admin().await;
-    camelk_testkit::admission::enforce_in(&admin, &ns.name, &["reconciler"], &OPERATORS)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (ns, admin) = policed_sync_namespace(cluster, "gitops-flux", &OPERATORS, None).await;
     camelk_testkit::admission::install_owner_keys_policy(&admin, &ns.name)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
@@ -126,12 +112,7 @@ async fn a_rollout_moves_what_flux_deploys_with_owner_keys_and_flux_keeps_applyi
             name,
             Duration::from_secs(240),
             "Running and Ready under operator-1 (as Flux created it)",
-            |o| {
-                phase(o) == Some("Running")
-                    && condition(o, "Ready") == Some("True")
-                    && camelk_reconciler::camel_k::owner_id(&o.metadata).as_deref()
-                        == Some("operator-1")
-            },
+            camelk_testkit::scenario::ready_under("operator-1"),
         )
         .await;
     }
@@ -141,16 +122,8 @@ async fn a_rollout_moves_what_flux_deploys_with_owner_keys_and_flux_keeps_applyi
     let git = GitRemote::new();
     let rev1 = git.push(&assignment(&ns.name, "operator-1"), "operators");
     let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(120),
-        "applied",
-        &sync,
-        applied(&rev1),
-    )
-    .await;
+    let synced = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
+    synced.wait(120, "applied", applied(&rev1)).await;
     for name in NAMES {
         wait_for(
             &admin,
@@ -169,16 +142,7 @@ async fn a_rollout_moves_what_flux_deploys_with_owner_keys_and_flux_keeps_applyi
         &assignment(&ns.name, "operator-2"),
         "everything to operator-2",
     );
-    let status = wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(300),
-        "applied",
-        &sync,
-        applied(&rev2),
-    )
-    .await;
+    let status = synced.wait(300, "applied", applied(&rev2)).await;
     assert!(
         status.rollout.is_some_and(|r| r.failing.is_empty()),
         "no resource failed the gate"

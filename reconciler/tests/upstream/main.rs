@@ -39,14 +39,15 @@ pub async fn shared_operators(
 ) -> &'static (UpstreamOperator, UpstreamOperator) {
     SHARED
         .get_or_init(|| async {
-            let admin = cluster.admin().await;
-            let op1 = cluster.upstream_operator("operator-1").await;
-            let op2 = cluster.upstream_operator("operator-2").await;
-            for op in [&op1, &op2] {
-                op.ready_platform(&admin)
-                    .await
-                    .unwrap_or_else(|e| panic!("{e}"));
-            }
+            let mut operators = camelk_testkit::scenario::ready_upstream_operators(
+                cluster,
+                &["operator-1", "operator-2"],
+            )
+            .await
+            .into_iter();
+            let (Some(op1), Some(op2)) = (operators.next(), operators.next()) else {
+                unreachable!("two operators asked for, two started");
+            };
             (op1, op2)
         })
         .await

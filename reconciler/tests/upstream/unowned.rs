@@ -13,8 +13,8 @@
 use std::time::Duration;
 
 use crate::support::*;
-use camelk_reconciler::camel_k::status::{condition, phase};
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
+use camelk_reconciler::camel_k::{condition, phase};
 use camelk_testkit::manifest::{Assignment, Operator};
 use camelk_testkit::upstream::UpstreamOptions;
 use kube::api::{DynamicObject, PostParams};
@@ -26,20 +26,8 @@ const NAME: &str = "fleet";
 async fn an_unowned_resource_leaves_its_handler_through_the_release_rule() {
     let _operator_3 = crate::OPERATOR_3.lock().await;
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    install_assignment_crd(cluster).await;
-    let ns = cluster.namespace("up-unowned").await;
-    cluster.grant_sync_namespace(&ns.name).await;
-    let admin = cluster.admin().await;
-    camelk_testkit::admission::enforce_with_unowned_handler(
-        &admin,
-        &ns.name,
-        &["reconciler"],
-        &OPERATORS,
-        Some("operator-3"),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e:#}"));
+    let (ns, admin) =
+        policed_sync_namespace(cluster, "up-unowned", &OPERATORS, Some("operator-3")).await;
     crate::shared_operators(cluster).await;
     // Namespaced: it lives in, watches, and locks in the apps' namespace.
     let mut opts = UpstreamOptions::new("operator-3");
@@ -87,16 +75,8 @@ async fn an_unowned_resource_leaves_its_handler_through_the_release_rule() {
     let git = GitRemote::new();
     let rev = git.push(&manifest, "operator-2 takes what nobody owns");
     let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(120),
-        "applied",
-        &sync,
-        applied(&rev),
-    )
-    .await;
+    let synced = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
+    synced.wait(120, "applied", applied(&rev)).await;
     let moved = wait_for(
         &admin,
         CamelKind::Integration,
@@ -104,11 +84,7 @@ async fn an_unowned_resource_leaves_its_handler_through_the_release_rule() {
         "legacy",
         Duration::from_secs(180),
         "Running and Ready under operator-2",
-        |o| {
-            phase(o) == Some("Running")
-                && condition(o, "Ready") == Some("True")
-                && owner_id(&o.metadata).as_deref() == Some("operator-2")
-        },
+        ready_under("operator-2"),
     )
     .await;
     assert_eq!(

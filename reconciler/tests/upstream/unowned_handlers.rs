@@ -25,8 +25,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use crate::support::*;
-use camelk_reconciler::camel_k::status::{condition, phase};
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
+use camelk_reconciler::camel_k::{condition, phase};
 use camelk_testkit::TestCluster;
 use camelk_testkit::manifest::{Assignment, Operator};
 use camelk_testkit::upstream::{UpstreamOperator, UpstreamOptions};
@@ -221,20 +221,8 @@ async fn without_the_product_two_handlers_both_write_each_unowned_resource() {
 async fn with_the_product_each_unowned_resource_gets_one_owner_and_one_writer() {
     let _operator_3 = crate::OPERATOR_3.lock().await;
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    install_assignment_crd(cluster).await;
-    let ns = cluster.namespace("up-handlers-on").await;
-    cluster.grant_sync_namespace(&ns.name).await;
-    let admin = cluster.admin().await;
-    camelk_testkit::admission::enforce_with_unowned_handler(
-        &admin,
-        &ns.name,
-        &["reconciler"],
-        &ALL_OPERATORS,
-        Some(HANDLERS[0]),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e:#}"));
+    let (ns, admin) =
+        policed_sync_namespace(cluster, "up-handlers-on", &ALL_OPERATORS, Some(HANDLERS[0])).await;
     let (operators, _homes) = start_handlers(cluster, &admin, &ns.name).await;
 
     // operator-3 is the one the policy lets write what has no owner; new
@@ -252,16 +240,8 @@ async fn with_the_product_each_unowned_resource_gets_one_owner_and_one_writer() 
     let git = GitRemote::new();
     let rev = git.push(&manifest, "operator-4 takes what arrives without an owner");
     let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
-    wait_status(
-        &admin,
-        &ns.name,
-        NAME,
-        Duration::from_secs(120),
-        "applied",
-        &sync,
-        applied(&rev),
-    )
-    .await;
+    let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
+    assignment.wait(120, "applied", applied(&rev)).await;
 
     let created = Instant::now();
     let made = create_unowned(&admin, &ns.name).await;

@@ -29,7 +29,7 @@ use camelk_testkit::{TestCluster, workspace_binary};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::json;
 
 const README: &str = include_str!("../../../README.md");
@@ -85,14 +85,11 @@ fn localised(commands: &[String], pairs: &[(&str, String)]) -> Vec<String> {
 }
 
 fn integrations(client: Client, ns: &str) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: "camel.apache.org".into(),
-        version: "v1".into(),
-        api_version: "camel.apache.org/v1".into(),
-        kind: "Integration".into(),
-        plural: "integrations".into(),
-    };
-    Api::namespaced_with(client, ns, &resource)
+    camelk_testkit::scenario::camel_api(
+        client,
+        camelk_reconciler::camel_k::CamelKind::Integration,
+        ns,
+    )
 }
 
 fn owner_keys(o: &DynamicObject) -> (Option<String>, Option<String>) {

@@ -10,18 +10,15 @@ use std::time::{Duration, Instant};
 use camelk_testkit::upstream::OPERATOR_ID_ANNOTATION;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
 fn integrations(client: Client, ns: &str) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: "camel.apache.org".into(),
-        version: "v1".into(),
-        api_version: "camel.apache.org/v1".into(),
-        kind: "Integration".into(),
-        plural: "integrations".into(),
-    };
-    Api::namespaced_with(client, ns, &resource)
+    camelk_testkit::scenario::camel_api(
+        client,
+        camelk_reconciler::camel_k::CamelKind::Integration,
+        ns,
+    )
 }
 
 async fn create(api: &Api<DynamicObject>, name: &str, owner: &str, spec: Value) {

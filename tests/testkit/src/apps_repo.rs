@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::git_http::GitHttpServer;
+use crate::scenario::GitRemote;
 
 /// The branch every commit goes to.
 pub const BRANCH: &str = "main";
@@ -16,33 +17,18 @@ pub const GIT_PASSWORD: &str = "apps-git-7130";
 
 /// A served bare repository `apps.git` and its work tree.
 pub struct AppsRepo {
-    dir: tempfile::TempDir,
+    remote: GitRemote,
     server: GitHttpServer,
 }
 
 impl AppsRepo {
     /// An empty repository, served at once.
     pub fn new() -> AppsRepo {
-        let dir = tempfile::tempdir().expect("a temporary folder");
-        let remotes = dir.path().join("remotes");
-        std::fs::create_dir_all(&remotes).expect("the remotes folder");
-        git(
-            &remotes,
-            &[
-                "init",
-                "--quiet",
-                "--bare",
-                "--initial-branch",
-                BRANCH,
-                "apps.git",
-            ],
-        );
-        git(
-            dir.path(),
-            &["init", "--quiet", "--initial-branch", BRANCH, "work"],
-        );
-        let server = GitHttpServer::start(&remotes, GIT_USER, GIT_PASSWORD);
-        AppsRepo { dir, server }
+        // Only `remotes/` is served: nothing else of the folder is reachable.
+        let remote = GitRemote::with_bare("remotes/apps.git");
+        let server =
+            GitHttpServer::start(&remote.dir.path().join("remotes"), GIT_USER, GIT_PASSWORD);
+        AppsRepo { remote, server }
     }
 
     /// The repository's URL on the server.
@@ -52,39 +38,19 @@ impl AppsRepo {
 
     /// The work tree (a clone whose commits [`AppsRepo::push`] sends).
     pub fn work(&self) -> PathBuf {
-        self.dir.path().join("work")
+        self.remote.work()
     }
 
     /// Writes `files` (paths relative to the work tree), commits them and
     /// pushes `main`; returns the commit id.
     pub fn commit(&self, files: &[(&str, &str)], message: &str) -> String {
-        let work = self.work();
-        for (path, text) in files {
-            let path = work.join(path);
-            std::fs::create_dir_all(path.parent().expect("a file in a folder"))
-                .expect("the file's folder");
-            std::fs::write(path, text).expect("the file");
-        }
-        git(&work, &["add", "--all"]);
-        git(&work, &["commit", "--quiet", "--message", message]);
-        self.push(BRANCH)
+        self.remote.commit(files, message)
     }
 
     /// Pushes `branch` of the work tree to `main` of the served repository
     /// (a merge of that branch, as a fast-forward); returns the commit id.
     pub fn push(&self, branch: &str) -> String {
-        let work = self.work();
-        let remote = self.dir.path().join("remotes/apps.git");
-        git(
-            &work,
-            &[
-                "push",
-                "--quiet",
-                remote.to_str().expect("a UTF-8 path"),
-                &format!("{branch}:{BRANCH}"),
-            ],
-        );
-        git(&work, &["rev-parse", branch])
+        self.remote.push_branch(branch)
     }
 }
 

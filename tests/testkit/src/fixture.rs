@@ -234,9 +234,9 @@ impl TestCluster {
     /// for tests that write as an arbitrary operator (upstream's rights are
     /// wider than the reference operator's) to exercise the admission policy.
     ///
-    /// [`operator_cluster_role`]: camelk_reconciler::handoff::rbac::operator_cluster_role
+    /// [`operator_cluster_role`]: camelk_reconciler::handoff::operator_cluster_role
     pub async fn grant_operators_in(&self, ns: &str) {
-        use camelk_reconciler::handoff::rbac::operator_cluster_role;
+        use camelk_reconciler::handoff::operator_cluster_role;
         let rules = operator_cluster_role("any").rules.unwrap_or_default();
         for user in ["operator-1", "operator-2", "operator-3"] {
             self.grant_in_namespace(ns, user, &format!("camelk-{user}-any"), rules.clone())

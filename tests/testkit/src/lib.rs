@@ -12,7 +12,9 @@
 //! Tests use [`fixture::shared`]: one control plane per test binary, a fresh
 //! namespace per test. Each crate keeps its end-to-end tests in one binary
 //! (`tests/e2e/main.rs`, a module per topic) so that they share one control
-//! plane; [`manifest`] builds the `OperatorAssignment` manifests they push.
+//! plane; [`manifest`] builds the `OperatorAssignment` manifests they push, and
+//! [`scenario`] the world a test starts from (namespace, resources, manifest,
+//! Git remote).
 //!
 //! ```no_run
 //! # async fn example() {
@@ -40,6 +42,7 @@ pub mod pki;
 pub mod pod;
 pub mod proxy;
 pub mod reconciler_rbac;
+pub mod scenario;
 pub mod upstream;
 pub mod watchdog;
 
@@ -47,6 +50,7 @@ use std::path::PathBuf;
 
 pub use audit::{AuditEvent, AuditLog};
 pub use fixture::{TestCluster, TestNamespace, shared};
+pub use scenario::{GitRemote, Scenario, World};
 pub use upstream::{UpstreamOperator, UpstreamOptions};
 
 /// Failures of starting, stopping or preparing a control plane.

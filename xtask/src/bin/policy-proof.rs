@@ -16,7 +16,7 @@
 //! 3. freezes operator-1 (SIGSTOP) once it has started on that work, with
 //!    the rest still queued and one reconcile typically mid-flight;
 //! 4. flips every Integration to operator-2 as the coordinator does: one
-//!    fenced JSON patch each (`handoff::owner_writes::flip`), as `reconciler`;
+//!    fenced JSON patch each (`handoff::flip`), as `reconciler`;
 //! 5. waits until operator-2 has written each one Running, and it is
 //!    Running and Ready under operator-2;
 //! 6. resumes operator-1 (SIGCONT), which acts on what it had cached, and
@@ -38,10 +38,10 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use camelk_reconciler::camel_k::status::{condition, phase};
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
+use camelk_reconciler::camel_k::{condition, phase};
 use camelk_reconciler::handoff::fence::FlipGuard;
-use camelk_reconciler::handoff::owner_writes::{FlipResult, flip};
+use camelk_reconciler::handoff::{FlipResult, flip};
 use camelk_testkit::audit::single_owner_violations;
 use camelk_testkit::upstream::{self, UpstreamOperator, UpstreamOptions};
 use camelk_testkit::{AuditEvent, TestCluster};

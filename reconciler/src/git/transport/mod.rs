@@ -36,12 +36,12 @@ use credential_values::{DEFAULT_TOKEN_USERNAME, GitCredentials};
 use known_hosts::HostKeyError;
 
 /// How long connecting to a Git host may take.
-pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+pub(crate) const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// How long a connected Git host may stay silent before a fetch or push
 /// gives up: a host that accepts the connection and never answers would
 /// otherwise hold the sync (or the plugin) forever.
-pub const SERVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const SERVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Sets libgit2's network timeouts ([`CONNECT_TIMEOUT`], [`SERVER_TIMEOUT`]).
 /// libgit2 keeps them process-wide: call this first thing in `main`, before

@@ -159,7 +159,7 @@ impl fmt::Display for Verdict {
 
 /// The verdict for a resource that `live` describes (`None`: not in the
 /// cluster), `keys_guarded` when the owner-keys policy is in force.
-pub fn verdict(live: Option<&LiveKeys>, keys_guarded: bool) -> Verdict {
+pub(crate) fn verdict(live: Option<&LiveKeys>, keys_guarded: bool) -> Verdict {
     let Some(live) = live else {
         return Verdict::NotInCluster;
     };

@@ -13,21 +13,12 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::Client;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, WatchEvent,
-    WatchParams,
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use serde_json::json;
 
 fn integrations(client: Client, ns: &str) -> Api<DynamicObject> {
-    let kind = CamelKind::Integration;
-    let resource = ApiResource {
-        group: camelk_reconciler::camel_k::GROUP.into(),
-        version: kind.version().into(),
-        api_version: kind.api_version(),
-        kind: kind.kind().into(),
-        plural: kind.plural().into(),
-    };
-    Api::namespaced_with(client, ns, &resource)
+    camelk_testkit::scenario::camel_api(client, CamelKind::Integration, ns)
 }
 
 async fn create_integration(

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant, SystemTime};
 
-use camelk_reconciler::handoff::rbac::{coordinator_cluster_role, operator_cluster_role};
+use camelk_reconciler::handoff::{coordinator_cluster_role, operator_cluster_role};
 use camelk_testkit::workspace_binary;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,

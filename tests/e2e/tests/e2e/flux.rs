@@ -21,7 +21,7 @@ use camelk_testkit::apps_repo::{AppsRepo, BRANCH, GIT_PASSWORD, GIT_USER};
 use camelk_testkit::flux::{
     self, FluxKind, FluxOptions, GitRepositorySpec, KUSTOMIZE_CONTROLLER, KustomizationSpec,
 };
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, DynamicObject};
 use kube::{Client, ResourceExt};
 
 /// Flux's objects in the test namespace, all named after the folder they apply.
@@ -32,15 +32,7 @@ const VERSION_LABEL: &str = "app.kubernetes.io/version";
 const INTERVAL: Duration = Duration::from_secs(3600);
 
 fn integrations(client: Client, ns: &str) -> Api<DynamicObject> {
-    let kind = CamelKind::Integration;
-    let resource = ApiResource {
-        group: camelk_reconciler::camel_k::GROUP.into(),
-        version: kind.version().into(),
-        api_version: kind.api_version(),
-        kind: kind.kind().into(),
-        plural: kind.plural().into(),
-    };
-    Api::namespaced_with(client, ns, &resource)
+    camelk_testkit::scenario::camel_api(client, CamelKind::Integration, ns)
 }
 
 /// The Integration as a user commits it: owned by operator-1, with a

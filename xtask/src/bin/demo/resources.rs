@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use camelk_reconciler::camel_k::status::{condition, phase};
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
+use camelk_reconciler::camel_k::{condition, phase};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use camelk_reconciler::api::{OperatorAssignment, OperatorAssignmentStatus};
 use camelk_reconciler::camel_k::CamelKind;
-use camelk_reconciler::inventory::metadata_list;
+use camelk_reconciler::inventory;
 use camelk_reconciler::manifest::Manifest;
 use camelk_reconciler::plan::{self, Actual};
 use kube::Client;
@@ -33,7 +33,7 @@ pub(crate) async fn planned_moves(
         head.to_string(),
     )?;
     let kinds = [CamelKind::Integration, CamelKind::Pipe];
-    let inventory = metadata_list::read(admin, &kinds, None).await?.inventory;
+    let inventory = inventory::read(admin, &kinds, None).await?.inventory;
     let planned = plan::plan(
         &head.assignment.spec,
         Actual::Manifest(&base.assignment.spec),
