@@ -46,15 +46,16 @@ binaries=("$@")
 if [[ -n ${IMAGE_BIN_DIR:-} ]]; then
     bin_dir=$IMAGE_BIN_DIR
 else
-    packages=()
+    # One build a package: built together, Cargo would unify features and link the
+    # reconciler's server and reference operator into the plugin (as scripts/dist/package.sh).
     for b in "${binaries[@]}"; do
         case $b in
-            reconciler) packages+=(-p camelk-reconciler --bin reconciler) ;;
-            kubectl-camelk) packages+=(-p kubectl-camelk --bin kubectl-camelk) ;;
+            reconciler) package=camelk-reconciler ;;
+            kubectl-camelk) package=kubectl-camelk ;;
             *) die "no binary '$b' (reconciler or kubectl-camelk)" ;;
         esac
+        cargo build --release --locked -p "$package" --bin "$b" >&2
     done
-    cargo build --release --locked "${packages[@]}" >&2
     bin_dir=${CARGO_TARGET_DIR:-target}/release
 fi
 
