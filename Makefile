@@ -49,6 +49,9 @@ lint:
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	# The library as the plugin links it: without the sync's server or the reference operator.
 	cargo clippy -p camelk-reconciler --no-default-features --all-targets --locked -- -D warnings
+	# The API docs, whose links must resolve to items the reader can see.
+	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+	RUSTDOCFLAGS="-D warnings" cargo doc -p camelk-reconciler --no-default-features --no-deps --locked --quiet
 	# The Helm chart, strictly (values.schema.json included): each source, and the
 	# OpenShift example values. Helm comes from the cache (`make helm`, tests/helm/build.sh).
 	helm=$$(bash tests/helm/build.sh)/helm && chart=charts/camelk-reconciler && \

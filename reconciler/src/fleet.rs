@@ -182,7 +182,7 @@ pub(crate) fn version_of(id: &str, namespace: &str, clues: &VersionClues) -> Ope
     OperatorVersion::Unknown(format!("{deployment}, and {platform}"))
 }
 
-/// The version of each operator (id, lock namespace): [`version_of`], from
+/// The version of each operator (id, lock namespace): `version_of`, from
 /// the Deployments of its lock namespace and its IntegrationPlatform there.
 /// What may not be read (403) or is not there (404) counts as not found.
 pub async fn operator_versions(

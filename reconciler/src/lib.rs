@@ -33,7 +33,7 @@
 //! [`api`] (the `OperatorAssignment` kept in Git), [`manifest`] (reading,
 //! checking and editing it, and the desired owner of each resource) and
 //! [`plan`] (what a manifest change does to the cluster). [`handoff`] moves
-//! resources; [`sync`] is the GitOps loop on top of everything.
+//! resources; `sync` is the GitOps loop on top of everything.
 //!
 //! # The public surface
 //!
@@ -49,7 +49,7 @@
 //! `reconciler/public-api.txt` lists the surface and `tests/public_api.rs`
 //! fails when it changes: a new `pub` item is a decision taken in review.
 //!
-//! Features, both default: `server` (the [`sync`] loop and its HTTP
+//! Features, both default: `server` (the `sync` loop and its HTTP
 //! endpoints) and `reference-operator` (`operator`, the scoped operator loops
 //! of `reconciler operator`: a test double of an operator that takes part in
 //! handoffs, not what users run). The plugin enables neither.

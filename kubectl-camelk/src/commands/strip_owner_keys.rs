@@ -4,7 +4,7 @@
 //! so that the tool applying them applies once more and drops its claim
 //! ([`camelk_reconciler::manifest::owner_keys`]), shows for each resource
 //! whether it keeps its owner once they are gone (read from the cluster,
-//! [`owner_keys::strip_verdict`]), and commits on a new branch as `assign` does
+//! [`owner_keys::read_live_owners`]), and commits on a new branch as `assign` does
 //! ([`super::record`]).
 //!
 //! Order, as for the other edits: everything that can fail without side

@@ -13,7 +13,7 @@
 //!   scope takes its Pipe's desired owner instead (see [`crate::plan`]).
 //! - The types accept what parses; whether a manifest makes sense (known
 //!   operator ids, unique pins, steps that grow) is
-//!   [`crate::manifest::validate`]'s job.
+//!   `crate::manifest::validate`'s job.
 //! - The status is defined here but filled by the reconciler, never by the
 //!   plugin.
 

@@ -5,7 +5,7 @@
 //! also sets a label with the same key and value so operators can filter their
 //! watches on the server. The two are always written together, and read
 //! through one rule, [`owner_of`]: the label, else the annotation, and the
-//! annotation when they disagree. [`appliers`] says which other tools
+//! annotation when they disagree. `appliers` says which other tools
 //! write them.
 
 pub(crate) mod appliers;

@@ -7,7 +7,7 @@
 //! 1. The coordinator (`kubectl camelk move`, or the GitOps sync) checks that
 //!    B is alive (its lock Lease is seen renewing) and writes one handoff
 //!    request: a Lease in the resources' namespace, owned by all of them
-//!    ([`request`]).
+//!    (`request`).
 //! 2. A sees the request in its filtered watch. It finishes the work in
 //!    flight on each resource, starts none, and when `crate::camel_k::release::owner_may_release`
 //!    allows, flips owner label and annotation to B in one fenced write
@@ -15,14 +15,14 @@
 //! 3. The resource leaves A's filtered watch and enters B's; B reconciles it
 //!    (its first act may be a rebuild, as upstream does).
 //! 4. When every resource of the request is flipped or gone, the coordinator
-//!    deletes the Lease ([`coordinator`]).
+//!    deletes the Lease (`coordinator`).
 //!
 //! # Guarantees
 //! - Every write an operator makes to a resource it owns is a JSON patch
 //!   whose first op tests the owner label (`fence::fenced`); once the label
 //!   names B, the API server refuses every write of A, however late.
 //! - A change of owner is one write, label and annotation together.
-//! - Owner keys are sent only by [`owner_writes`], whoever decides the
+//! - Owner keys are sent only by `owner_writes`, whoever decides the
 //!   write: a releasing operator, the coordinator or the sync.
 //! - Nothing but the two owner keys (and status, by its owner) is ever
 //!   written to a user's resource; nothing deletes one.

@@ -72,7 +72,7 @@ fn api(client: &Client, kind: CamelKind, namespace: Option<&str>) -> Api<Dynamic
 const PAGE: u32 = 500;
 
 /// Lists `kinds` in `namespace` (all namespaces when `None`), and whether
-/// the owner-keys policy is in force ([`super::guard`]).
+/// the owner-keys policy is in force (`super::guard`).
 /// Lists are paged (`PAGE` objects per response).
 pub async fn read(
     client: &Client,

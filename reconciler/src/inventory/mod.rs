@@ -1,6 +1,6 @@
 //! Actual state: the Camel K resources that exist, with their owner keys,
-//! labels and phase, read from an inventory file ([`file`](mod@file)) or the live
-//! cluster ([`metadata_list`]); [`watch`] keeps what watches deliver (the caches
+//! labels and phase, read from an inventory file (`file`) or the live
+//! cluster (`metadata_list`); [`watch`] keeps what watches deliver (the caches
 //! of the operator loops, the handoff's progress and the sync).
 //!
 //! Contract: an [`Inventory`] is plain data; readers fill it, the plan engine
@@ -66,7 +66,7 @@ pub struct Resource {
 }
 
 /// Who, besides this project, manages a resource's owner keys
-/// ([`crate::camel_k::appliers`]).
+/// (`crate::camel_k::appliers`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KeyManagers {
     /// The tool that applies the owner label from its manifests, if one

@@ -6,15 +6,15 @@
 //! 0. the size ([`api::MAX_MANIFEST_BYTES`]; [`Manifest::read`] checks it
 //!    before reading the file) and UTF-8 ([`Manifest::from_bytes`]);
 //! 1. YAML syntax (`tree`), one document, within the tree's limits of
-//!    nesting and alias expansion ([`tree::MAX_DEPTH`],
-//!    [`tree::MAX_ALIAS_NODES`]);
+//!    nesting and alias expansion (`tree::MAX_DEPTH`,
+//!    `tree::MAX_ALIAS_NODES`);
 //! 2. `apiVersion` and `kind`;
 //! 3. unknown fields against the generated CRD schema (`fields`), each with
 //!    a "did you mean";
 //! 4. typed deserialization (wrong types, invalid operator ids, bad steps),
-//!    from the tree of stage 1 when that is unambiguous ([`typed`]), else
+//!    from the tree of stage 1 when that is unambiguous (`typed`), else
 //!    from the text by `serde-saphyr`, which words every error;
-//! 5. the checks of [`validate`] (unknown operators, duplicate pins, scope, ...).
+//! 5. the checks of `validate` (unknown operators, duplicate pins, scope, ...).
 //!
 //! Guarantees: every error names `file:line:column`; parsing never writes
 //! anything; a [`Manifest`] exists only when there is no error (warnings are

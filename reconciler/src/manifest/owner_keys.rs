@@ -1,7 +1,7 @@
 //! Removing the owner keys from the manifests a GitOps tool applies: the
 //! label and annotation `camel.apache.org/operator.id` of every Camel K
-//! resource in a file ([`strip`]); whether that moves anything in the
-//! cluster ([`strip_verdict`]). The commit of the files it changed is
+//! resource in a file (`strip`); whether that moves anything in the
+//! cluster (`strip_verdict`). The commit of the files it changed is
 //! [`crate::git::Checkout::commit_files_on_new_branch`].
 //!
 //! Why: a tool (Flux, Argo CD) that applies a Camel K resource from a
@@ -21,7 +21,7 @@
 //! tool must apply once, which drops its claim; it also tells people why
 //! the keys are gone.
 //!
-//! Contract of [`strip`]:
+//! Contract of `strip`:
 //! - Input: one file's text, any number of YAML documents (`---`). In each
 //!   document whose `apiVersion` is in the group `camel.apache.org` (and
 //!   each such item of a `kind: List`):
@@ -149,7 +149,7 @@ impl StrippedResource {
     }
 }
 
-/// [`strip`] of a file's bytes: they must be UTF-8 (the error names the
+/// `strip` of a file's bytes: they must be UTF-8 (the error names the
 /// line and column of the first byte that is not).
 pub fn strip_bytes(file: &str, bytes: &[u8]) -> Result<Stripped, Diagnostic> {
     match std::str::from_utf8(bytes) {

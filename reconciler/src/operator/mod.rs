@@ -11,7 +11,7 @@
 //!    what it may (`crate::camel_k::release::owner_may_release`; up to
 //!    [`FLIPS_IN_FLIGHT`](crate::handoff::FLIPS_IN_FLIGHT) fenced flips at once, each of another
 //!    resource), then moves each owned resource one step along the
-//!    reference lifecycle ([`lifecycle`]), through fenced writes ([`writer`]).
+//!    reference lifecycle (`lifecycle`), through fenced writes (`writer`).
 //!
 //! # Guarantees
 //! - Only the leading replica writes, and only while its last renewal is

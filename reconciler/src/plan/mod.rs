@@ -17,7 +17,7 @@
 //!    ([`crate::inventory::KeyManagers::applier`]) unless the inventory says
 //!    the owner-keys policy keeps them ([`Inventory::keys_guarded`]);
 //! 5. the other moves are grouped by their rollout (a staged move's own steps,
-//!    or `spec.rollout.steps`) and split into batches ([`batch`]);
+//!    or `spec.rollout.steps`) and split into batches (`batch`);
 //! 6. an Integration created by a Pipe in scope ([`Resource::created_by`])
 //!    is decided as its Pipe is (upstream copies the Pipe's owner onto it),
 //!    moves in its Pipe's batch (in the first one when only it is off), and

@@ -9,7 +9,7 @@
 //!   the reconciler; the remote's head is the truth, so a branch that was
 //!   rewound or force-pushed is followed, and reported as such
 //!   (`Revision::rewound`). Its credentials are read at every fetch
-//!   ([`credential_config`]).
+//!   (`credential_config`).
 //! - [`assignment_object::ClusterSource`] is the `OperatorAssignment` object in the
 //!   cluster itself, as Argo CD or Flux applied it: the revision is its
 //!   `metadata.generation`, and the sync must not apply it
@@ -46,7 +46,7 @@ pub struct Revision {
     /// Who wrote the commit and why; `None` for the object source.
     pub commit: Option<Commit>,
     /// For the object source: the Git revision the GitOps tool that applied
-    /// the object reports ([`origin`]).
+    /// the object reports (`origin`).
     pub origin: Option<origin::Origin>,
 }
 

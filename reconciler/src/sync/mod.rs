@@ -25,7 +25,7 @@
 //! 3. **apply object**: the manifest's object server-side (spec only), so
 //!    the object in the cluster carries what Git says and the status below;
 //!    a suspended object ends the round here.
-//! 4. **first assignments**: read live ownership ([`crate::inventory::metadata_list`],
+//! 4. **first assignments**: read live ownership (`crate::inventory::metadata_list`,
 //!    metadata only), give unowned resources their owner (fenced first
 //!    assignment, `crate::handoff::fence::assign`), adopt those the
 //!    annotation names alone or against the label (the label set, fenced on
@@ -58,7 +58,7 @@
 //!   repeats nor skips a step.
 //!
 //! # Steady state
-//! Live ownership is watched ([`owner_watch`], metadata only): a round decides from
+//! Live ownership is watched (`owner_watch`, metadata only): a round decides from
 //! the watch cache whether it has anything to do and lists (metadata only)
 //! only when it acts after having written owner keys itself, so a cluster in
 //! sync costs one GET of the object per interval and no LIST. Ownership

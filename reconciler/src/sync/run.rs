@@ -38,7 +38,7 @@ use super::{LOCK_ID, SyncConfig, Syncer, owner_watch, server};
 use crate::lock::OperatorLock;
 use crate::source::Source;
 
-/// The HTTP endpoints of a sync ([`server`]) and what they need.
+/// The HTTP endpoints of a sync (`server`) and what they need.
 pub struct Serving {
     /// Where the endpoints are served.
     pub listener: tokio::net::TcpListener,

@@ -43,7 +43,7 @@ pub(crate) const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::fro
 /// otherwise hold the sync (or the plugin) forever.
 pub(crate) const SERVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Sets libgit2's network timeouts ([`CONNECT_TIMEOUT`], [`SERVER_TIMEOUT`]).
+/// Sets libgit2's network timeouts (`CONNECT_TIMEOUT`, `SERVER_TIMEOUT`).
 /// libgit2 keeps them process-wide: call this first thing in `main`, before
 /// any thread uses Git.
 #[allow(unsafe_code)]

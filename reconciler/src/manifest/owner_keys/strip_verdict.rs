@@ -188,7 +188,7 @@ pub struct LiveOwners {
 }
 
 impl LiveOwners {
-    /// The verdict for `id` ([`verdict`]); not checked when it was not asked for.
+    /// The verdict for `id` (`verdict`); not checked when it was not asked for.
     pub fn verdict(&self, id: &ResourceRef) -> Verdict {
         match self.resources.get(id) {
             Some(live) => verdict(live.as_ref(), self.keys_guarded),
