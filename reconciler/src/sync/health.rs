@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::gate_cache::GateCache;
 use crate::api::OperatorId;
-use crate::camel_k::status::{condition, condition_cause, kit_name, phase};
+use crate::camel_k::status::{condition, condition_cause, condition_field, kit_name, phase};
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id, owner_of_meta};
 use crate::inventory::ResourceRef;
 
@@ -154,15 +154,7 @@ pub(crate) fn judge(
 
 /// When the `Ready` condition last changed, as the object's owner wrote it.
 fn ready_since(object: &DynamicObject) -> Option<Timestamp> {
-    object
-        .data
-        .get("status")?
-        .get("conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready"))?
-        .get("lastTransitionTime")?
-        .as_str()?
+    condition_field(object, "Ready", "lastTransitionTime")?
         .parse()
         .ok()
 }

@@ -149,6 +149,9 @@ pub async fn run(
             }
         }
         let started = Instant::now();
+        // The round starts: a pending retry is spent, whatever woke the loop
+        // (also after a spell of standing by).
+        retry.started();
         let fetch = fetch_asked || tokio::time::Instant::now() >= next_fetch;
         if fetch {
             next_fetch = tokio::time::Instant::now() + syncer.cfg.interval;
@@ -206,8 +209,6 @@ pub async fn run(
                 _ = cluster_changed.notified() => false,
             },
         };
-        // Whatever woke the loop, the next round is the retry.
-        retry.started();
     }
     let _ = lock_task.await;
     tracing::info!("sync stopped");
