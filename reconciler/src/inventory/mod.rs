@@ -65,6 +65,33 @@ pub struct Resource {
     pub key_managers: KeyManagers,
 }
 
+#[cfg(test)]
+impl Resource {
+    /// An Integration `namespace/name` whose owner keys (label and
+    /// annotation) both name `owner`, or that has none; for unit tests.
+    pub(crate) fn integration(namespace: &str, name: &str, owner: Option<&str>) -> Resource {
+        Resource {
+            id: ResourceRef {
+                kind: crate::camel_k::CamelKind::Integration,
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            },
+            labels: owner
+                .map(|o| {
+                    [(crate::camel_k::OPERATOR_ID_KEY.to_string(), o.to_string())]
+                        .into_iter()
+                        .collect()
+                })
+                .unwrap_or_default(),
+            owner_annotation: owner.map(str::to_string),
+            phase: None,
+            in_flight: None,
+            created_by: None,
+            key_managers: KeyManagers::default(),
+        }
+    }
+}
+
 /// Who, besides this project, manages a resource's owner keys
 /// (`crate::camel_k::appliers`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -432,23 +432,8 @@ mod tests {
             resources: owners
                 .iter()
                 .map(|(ns, name, owner)| Resource {
-                    id: ResourceRef {
-                        kind: CamelKind::Integration,
-                        namespace: ns.to_string(),
-                        name: name.to_string(),
-                    },
-                    labels: owner
-                        .map(|o| {
-                            [(OPERATOR_ID_KEY.to_string(), o.to_string())]
-                                .into_iter()
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                    owner_annotation: owner.map(str::to_string),
                     phase: Some("Building Kit".into()),
-                    in_flight: None,
-                    created_by: None,
-                    key_managers: Default::default(),
+                    ..Resource::integration(ns, name, *owner)
                 })
                 .collect(),
         }

@@ -13,13 +13,15 @@
 //!   metrics; each resource moved gets a `Moved` Event.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 
-use super::{LOCK_ID, SyncError, Syncer};
+use super::report::Events;
+use super::{LOCK_ID, SyncError, server};
 use crate::api::{
     self, ForcePolicy as ManifestForce, OperatorAssignmentSpec, OperatorId, Protocol,
     parse_duration,
@@ -29,8 +31,11 @@ use crate::handoff::coordinator::HandoffError;
 use crate::handoff::fence::FlipGuard;
 use crate::handoff::owner_writes::{self, FlipResult};
 use crate::handoff::request::{FROM_LABEL, HandoffRequest, TO_LABEL};
-use crate::handoff::{ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode};
+use crate::handoff::{
+    Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,
+};
 use crate::inventory::Inventory;
+use crate::lock::LockTiming;
 use crate::plan::rollout::{self, Handover, LiveOwners};
 use crate::plan::{self, Batch};
 
@@ -180,7 +185,54 @@ pub(super) async fn assign_one(
     }
 }
 
-impl Syncer {
+/// What hands a step over: the only part of the sync that writes owner
+/// keys.
+pub(super) struct OwnerWrites {
+    client: Client,
+    coordinator: Coordinator,
+    /// What every handoff request of this sync shares.
+    defaults: HandoffDefaults,
+    events: Events,
+    telemetry: Arc<server::Telemetry>,
+    /// Whether this process has written owner keys (then the watch cache
+    /// may lag its own writes).
+    wrote: bool,
+}
+
+/// What every handoff request of this sync shares, whatever the manifest.
+pub(super) struct HandoffDefaults {
+    /// This replica, as the requests' coordinator.
+    pub(super) identity: String,
+    /// Lease timing of the operators' locks, to judge them alive or dead.
+    pub(super) lock_timing: LockTiming,
+    /// Namespace of an operator's lock the manifest does not name.
+    pub(super) lock_namespace: String,
+    /// How often a handoff is polled.
+    pub(super) poll: Duration,
+}
+
+impl OwnerWrites {
+    pub(super) fn new(
+        client: Client,
+        defaults: HandoffDefaults,
+        events: Events,
+        telemetry: Arc<server::Telemetry>,
+    ) -> OwnerWrites {
+        OwnerWrites {
+            coordinator: Coordinator::new(client.clone()),
+            client,
+            defaults,
+            events,
+            telemetry,
+            wrote: false,
+        }
+    }
+
+    /// Whether this process has written owner keys.
+    pub(super) fn wrote_any(&self) -> bool {
+        self.wrote
+    }
+
     /// Fenced first assignments and adoptions ([`assign_one`]); returns how
     /// many were written.
     pub(super) async fn assign(
@@ -192,7 +244,7 @@ impl Syncer {
         let firsts = planned.first_assignments.iter().map(|a| (a, false));
         let adoptions = planned.adoptions.iter().map(|a| (a, true));
         for (a, adopt) in firsts.chain(adoptions) {
-            self.wrote_owners = true;
+            self.wrote = true;
             if assign_one(&self.client, head, a, adopt).await? {
                 written += 1;
             }
@@ -254,21 +306,21 @@ impl Syncer {
             }
         };
         HandoffOptions {
-            coordinator: format!("{LOCK_ID}/{}", self.cfg.identity),
+            coordinator: format!("{LOCK_ID}/{}", self.defaults.identity),
             mode: match protocol {
                 Protocol::Handoff => ReleaseMode::Protocol,
                 Protocol::Upstream => ReleaseMode::Upstream,
             },
             drain_timeout,
             force,
-            lock_timing: self.cfg.operator_lock_timing,
+            lock_timing: self.defaults.lock_timing,
             lock_namespaces: spec
                 .operators
                 .iter()
                 .map(|o| (o.id.to_string(), o.namespace.clone()))
                 .collect(),
-            default_lock_namespace: self.cfg.lock_namespace.clone(),
-            poll: self.cfg.poll,
+            default_lock_namespace: self.defaults.lock_namespace.clone(),
+            poll: self.defaults.poll,
         }
     }
 
@@ -296,7 +348,7 @@ impl Syncer {
                     continue;
                 };
                 tracing::info!(request = %request.name, "resuming a handoff request left by an earlier run");
-                self.wrote_owners = true;
+                self.wrote = true;
                 let group = MoveBatch {
                     namespace: namespace.clone(),
                     from: from.clone(),
@@ -349,7 +401,7 @@ impl Syncer {
         mut group: MoveBatch,
         step: &str,
     ) -> Result<StepOutcome, SyncError> {
-        self.wrote_owners = true;
+        self.wrote = true;
         let opts = self.options(spec, &group.from);
         self.telemetry.handoffs_in_progress.inc();
         let started = Instant::now();
@@ -388,7 +440,7 @@ impl Syncer {
             .handoff_duration
             .observe(started.elapsed().as_secs_f64());
         let outcome = outcome_of(&group, outcome)?;
-        self.moved_events(&group, outcome.moved(), step).await;
+        self.events.moved(&group, outcome.moved(), step).await;
         Ok(match outcome {
             StepOutcome::Moved(moved) if !left_out.is_empty() => StepOutcome::Stalled {
                 moved,

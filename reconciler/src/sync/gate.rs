@@ -12,9 +12,11 @@
 
 use std::time::Duration;
 
+use kube::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::report::{Pause, handled};
+use super::status_writer::{Checkpoint, StatusWriter};
 use super::{SyncError, Syncer, health, status};
 use crate::api::{
     GateFailure, OperatorAssignment, OperatorAssignmentSpec, OperatorAssignmentStatus,
@@ -31,47 +33,103 @@ pub(super) struct Gate<'a> {
     pub(crate) steps: &'a [Batch],
 }
 
-impl Syncer {
-    /// This round's share of the health gate (see the module doc). `true`:
-    /// healthy, the round goes on. Otherwise the round ends here: waiting,
-    /// or, once the deadline has passed, paused or rolled back.
-    pub(super) async fn gate_passes(
+/// What a gate's check found.
+pub(super) enum Verdict {
+    /// Every moved resource is healthy: the rollout goes on.
+    Healthy,
+    /// Not yet, and the deadline has not passed: a later round checks again.
+    Waiting,
+    /// The deadline has passed with these resources not healthy.
+    Failed {
+        failing: Vec<String>,
+        timeout: Duration,
+    },
+}
+
+/// Checks the health of moved resources; keeps what it watches across
+/// rounds while the same step is judged.
+pub(super) struct HealthGate {
+    client: Client,
+    /// The most a round waits for the gate.
+    interval: Duration,
+    /// How often a resource without a watch is read again.
+    poll: Duration,
+    memory: health::GateMemory,
+}
+
+impl HealthGate {
+    pub(super) fn new(client: Client, interval: Duration, poll: Duration) -> HealthGate {
+        HealthGate {
+            client,
+            interval,
+            poll,
+            memory: health::GateMemory::default(),
+        }
+    }
+
+    /// This round's share of the gate (see the module doc): it waits at
+    /// most an interval, and at most until the deadline.
+    pub(super) async fn check(
         &mut self,
-        gate: Gate<'_>,
-        status: &OperatorAssignmentStatus,
+        gate: &Gate<'_>,
         ro: &RolloutStatus,
         cancel: &CancellationToken,
-    ) -> Result<bool, SyncError> {
+    ) -> Result<Verdict, SyncError> {
         let rules = &gate.head.rollout.health_gate;
         let timeout = parse_duration(&rules.timeout).unwrap_or(Duration::from_secs(600));
         let left =
             timeout.saturating_sub(status::elapsed_since(ro.health_check_started_at.as_deref()));
-        let budget = left.min(self.cfg.interval);
+        let budget = left.min(self.interval);
         let failing = health::wait(
             &self.client,
             &watches(gate.steps, step_started(ro)),
             rules.require_ready,
             budget,
-            self.cfg.poll,
-            &mut self.gate,
+            self.poll,
+            &mut self.memory,
             cancel,
         )
         .await?;
-        if failing.is_empty() {
-            self.gate.cache = Default::default(); // its watches end with the gate
-            return Ok(true);
-        }
-        let mut status = status.clone();
-        if budget < left {
-            if handled(gate.object, &mut status) {
-                let name = gate.object.metadata.name.clone().unwrap_or_default();
-                self.write(&name, &status).await?;
-            }
+        Ok(if failing.is_empty() {
+            self.memory.cache = Default::default(); // its watches end with the gate
+            Verdict::Healthy
+        } else if budget < left {
+            Verdict::Waiting
         } else {
-            self.on_unhealthy(gate, status, ro.clone(), failing, timeout)
-                .await?;
+            Verdict::Failed { failing, timeout }
+        })
+    }
+}
+
+impl Syncer {
+    /// The gate of `gate`'s steps, and what its verdict does. `true`:
+    /// healthy, the round goes on. Otherwise the round ends here: waiting,
+    /// or, once the deadline has passed, paused or rolled back.
+    pub(super) async fn gate_passes(
+        &mut self,
+        gate: Gate<'_>,
+        writer: &mut StatusWriter,
+        status: &OperatorAssignmentStatus,
+        ro: &RolloutStatus,
+        cancel: &CancellationToken,
+    ) -> Result<bool, SyncError> {
+        match self.gate.check(&gate, ro, cancel).await? {
+            Verdict::Healthy => Ok(true),
+            Verdict::Waiting => {
+                // A sync request is answered even while the gate waits.
+                let mut status = status.clone();
+                if handled(gate.object, &mut status) {
+                    writer.write(&status, Checkpoint::WaitingForHealth).await?;
+                }
+                Ok(false)
+            }
+            Verdict::Failed { failing, timeout } => {
+                let status = status.clone();
+                self.on_unhealthy(gate, writer, status, ro.clone(), failing, timeout)
+                    .await?;
+                Ok(false)
+            }
         }
-        Ok(false)
     }
 
     /// A failed health gate: pauses the rollout, or first hands the moves of
@@ -80,6 +138,7 @@ impl Syncer {
     async fn on_unhealthy(
         &mut self,
         gate: Gate<'_>,
+        writer: &mut StatusWriter,
         status: OperatorAssignmentStatus,
         mut ro: RolloutStatus,
         failing: Vec<String>,
@@ -93,40 +152,52 @@ impl Syncer {
         );
         let listed = failing.join("; ");
         ro.failing = failing;
-        if gate.head.rollout.health_gate.on_failure == GateFailure::Pause {
+        let pause = if gate.head.rollout.health_gate.on_failure == GateFailure::Pause {
             let summary = format!("{unhealthy}; rollout paused");
-            let pause = Pause {
+            Pause {
                 message: format!("{summary}: {listed}"),
                 summary,
                 reason: "HealthCheckFailed",
                 state: RolloutState::Paused,
                 target_not_alive: None,
-            };
-            return self.pause(gate.object, status, ro, pause).await;
-        }
+            }
+        } else {
+            self.roll_back(&gate, &ro, &unhealthy, &listed).await?
+        };
+        self.report
+            .stop(writer, gate.object, status, ro, pause)
+            .await
+    }
+
+    /// Hands the moves of the gate's steps back; how the rollout then stops.
+    async fn roll_back(
+        &mut self,
+        gate: &Gate<'_>,
+        ro: &RolloutStatus,
+        unhealthy: &str,
+        listed: &str,
+    ) -> Result<Pause, SyncError> {
         let back = rollout::reversal(gate.steps, ro.current_step as usize);
-        let reach = super::Reach::of(gate.head, None);
-        let live = LiveOwners::new(&self.read(&reach).await?);
+        let reach = super::reads::Reach::of(gate.head, None);
+        let live = LiveOwners::new(&self.reads.read(&reach).await?);
         let label = format!("rollback of step {} of {}", ro.current_step, ro.total_steps);
         tracing::warn!(%unhealthy, moves = back.moves.len(), "health gate failed; rolling the step back");
-        let outcome = self.execute(gate.head, &back, &live, &label).await?;
+        let outcome = self.owners.execute(gate.head, &back, &live, &label).await?;
         if let Some(stall) = outcome.stalled() {
             let summary = format!("{unhealthy}; the rollback stalled: {}", stall.message);
-            let pause = Pause::stalled(summary.clone(), summary, stall);
-            return self.pause(gate.object, status, ro, pause).await;
+            return Ok(Pause::stalled(summary.clone(), summary, stall));
         }
         let summary = format!(
             "{unhealthy}; {} resources handed back; the rollout waits for a new revision",
             back.moves.len()
         );
-        let pause = Pause {
+        Ok(Pause {
             message: format!("{summary}: {listed}"),
             summary,
             reason: "RolledBack",
             state: RolloutState::RolledBack,
             target_not_alive: None,
-        };
-        self.pause(gate.object, status, ro, pause).await
+        })
     }
 }
 

@@ -11,8 +11,13 @@
 //! - `newcomers.rs`: first owners of resources that appear without owner
 //!   keys, from the watch event, between rounds.
 //! - `gate.rs`: the health gate and what a failed one does.
-//! - `report.rs`: the status writes and Events; `progress.rs` decides,
-//!   without I/O, what the status says.
+//! - `reads.rs`: what a round reads of live ownership (the watch cache, or
+//!   a metadata list of what the manifests govern).
+//! - `status_writer.rs`: the one writer of the status: at the round's end,
+//!   and before it only at checkpoints people watch (a step started,
+//!   waiting for health, pausing, healthy, stopped).
+//! - `report.rs`: the object, the ends of rounds, Events and metrics;
+//!   `progress.rs` decides, without I/O, what the status says.
 //! - The moves themselves are decided by the plan engine
 //!   (`crate::plan::rollout`).
 //!
@@ -37,7 +42,7 @@
 //!    to their end requests an earlier process left, find the first step not
 //!    done (`crate::plan::rollout::position`) and the drift.
 //! 6. **steps**, one by one: hand the step's pending moves over through
-//!    [`Coordinator`] (one request per namespace,
+//!    [`Coordinator`](crate::handoff::Coordinator) (one request per namespace,
 //!    source and target), then the health gate (`health`), then the
 //!    manifest's `pause`. A gate that fails, a stalled handoff or a dead
 //!    target pauses the rollout with the reason; the next round retries from
@@ -78,23 +83,20 @@ mod newcomers;
 pub(crate) mod owner_watch;
 mod plan_endpoint;
 mod progress;
+mod reads;
 mod report;
 mod round;
 mod run;
 pub(crate) mod server;
 pub(crate) mod status;
+mod status_writer;
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
 
 use crate::api::OperatorAssignmentSpec;
-use crate::camel_k::CamelKind;
-use crate::handoff::Coordinator;
 use crate::handoff::coordinator::HandoffError;
 use crate::inventory::ResourceRef;
 use crate::inventory::metadata_list::ClusterReadError;
@@ -107,10 +109,6 @@ pub use run::{Serving, run};
 pub use server::{SignatureError, verify_signature};
 
 use crate::api::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, is_suspended};
-
-/// How long a round waits for the watch cache's initial lists before it
-/// lists for itself.
-const CACHE_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Operator id of the reconciler's own lock: its Lease is `camelk-reconciler-lock`.
 pub(crate) const LOCK_ID: &str = crate::lock::RECONCILER_ID;
@@ -204,26 +202,23 @@ impl SyncError {
 }
 
 /// One sync loop's working parts; it keeps no rollout state between rounds.
+///
+/// Each stage of a round (`round.rs`) works through the one part it needs:
+/// what it reads ([`reads::LiveReads`]), writes to owner keys
+/// ([`execute::OwnerWrites`]), judges ([`gate::HealthGate`]) or tells
+/// ([`report::Report`]); the status goes through a round's
+/// [`status_writer::StatusWriter`].
 pub(crate) struct Syncer {
-    client: Client,
-    source: Source,
     cfg: SyncConfig,
-    coordinator: Coordinator,
-    recorder: Recorder,
-    /// Name of the object of the last valid revision, to report an invalid one.
-    last_name: Option<String>,
-    telemetry: Arc<server::Telemetry>,
-    /// Whether this round wrote the status already (then it writes its end too).
-    wrote: AtomicBool,
-    /// Watched live ownership; without it every round lists.
-    live: Option<owner_watch::LiveCache>,
+    source: Source,
     /// The revision fetched last, planned again when the cluster changes.
     last_fetched: Option<Revision>,
-    /// Whether this process has written owner keys (then the watch cache
-    /// may lag its own writes).
-    wrote_owners: bool,
-    /// What the health gate of the current step keeps across rounds.
-    gate: health::GateMemory,
+    /// Name of the object of the last valid revision, to report an invalid one.
+    last_name: Option<String>,
+    reads: reads::LiveReads,
+    owners: execute::OwnerWrites,
+    gate: gate::HealthGate,
+    report: report::Report,
     /// Gives resources that appear without owner keys their owner at once.
     newcomers: Option<newcomers::Newcomers>,
 }
@@ -235,26 +230,27 @@ impl Syncer {
         cfg: SyncConfig,
         telemetry: Arc<server::Telemetry>,
     ) -> Syncer {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: LOCK_ID.into(),
-                instance: Some(cfg.identity.clone()),
-            },
-        );
+        let events = report::Events::new(client.clone(), &cfg.identity);
+        let defaults = execute::HandoffDefaults {
+            identity: cfg.identity.clone(),
+            lock_timing: cfg.operator_lock_timing,
+            lock_namespace: cfg.lock_namespace.clone(),
+            poll: cfg.poll,
+        };
         Syncer {
-            coordinator: Coordinator::new(client.clone()),
-            client,
+            reads: reads::LiveReads::new(client.clone()),
+            owners: execute::OwnerWrites::new(
+                client.clone(),
+                defaults,
+                events.clone(),
+                telemetry.clone(),
+            ),
+            gate: gate::HealthGate::new(client.clone(), cfg.interval, cfg.poll),
+            report: report::Report::new(client, cfg.namespace.clone(), events, telemetry),
             source,
             cfg,
-            recorder,
-            last_name: None,
-            telemetry,
-            wrote: AtomicBool::new(false),
-            live: None,
             last_fetched: None,
-            wrote_owners: false,
-            gate: health::GateMemory::default(),
+            last_name: None,
             newcomers: None,
         }
     }
@@ -262,7 +258,7 @@ impl Syncer {
     /// Decides from `cache` whether a round has anything to do, so that a
     /// round in steady state lists nothing.
     pub(crate) fn with_live_cache(mut self, cache: owner_watch::LiveCache) -> Syncer {
-        self.live = Some(cache);
+        self.reads.with_cache(cache);
         self
     }
 
@@ -279,39 +275,9 @@ impl Syncer {
             newcomers.follow(spec);
         }
     }
-}
 
-/// The kinds and namespaces the head and base manifests govern: what the
-/// round reads.
-struct Reach {
-    kinds: Vec<CamelKind>,
-    /// `None`: every namespace.
-    namespaces: Option<Vec<String>>,
-}
-
-impl Reach {
-    fn covers_namespace(&self, namespace: &str) -> bool {
-        self.namespaces
-            .as_ref()
-            .is_none_or(|all| all.iter().any(|n| n == namespace))
-    }
-
-    fn of(head: &OperatorAssignmentSpec, base: Option<&OperatorAssignmentSpec>) -> Reach {
-        let specs: Vec<&OperatorAssignmentSpec> = std::iter::once(head).chain(base).collect();
-        let kinds = CamelKind::ALL
-            .into_iter()
-            .filter(|k| specs.iter().any(|s| s.scope.covers_kind(*k)))
-            .collect();
-        let namespaces = specs
-            .iter()
-            .all(|s| !s.scope.namespaces.is_empty())
-            .then(|| {
-                let set: BTreeSet<String> = specs
-                    .iter()
-                    .flat_map(|s| s.scope.namespaces.iter().cloned())
-                    .collect();
-                set.into_iter().collect()
-            });
-        Reach { kinds, namespaces }
+    /// A round that failed: an Event on the object (see [`report::Report::failure`]).
+    pub(crate) async fn report_failure(&self, error: &SyncError) {
+        self.report.failure(error, self.last_name.as_deref()).await;
     }
 }

@@ -44,7 +44,7 @@ use kube::{Client, ResourceExt};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::Reach;
+use super::reads::Reach;
 use crate::api::OperatorAssignment;
 use crate::camel_k::CamelKind;
 use crate::inventory::watch::{Scope, WatchCache, key, map_event};

@@ -33,8 +33,9 @@ use kube::Client;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use super::owner_watch::LiveCache;
+use super::reads::{CACHE_PATIENCE, Reach};
 use super::server::STANDBY_RETRY_AFTER_SECS;
-use super::{CACHE_PATIENCE, Reach, owner_watch::LiveCache};
 use crate::lock::Leadership;
 use crate::manifest::Manifest;
 use crate::plan::Actual;

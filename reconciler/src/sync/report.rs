@@ -1,36 +1,36 @@
-//! What a round tells people: the status of the `OperatorAssignment` object
-//! and Events.
+//! What a round tells people besides the status's progress: the ends of
+//! rounds, Events and metrics.
 //!
 //! Contract:
-//! - The status is written only through [`Syncer::write`] (whole status,
-//!   server-side apply, [`status::write`]) and [`Syncer::write_if_changed`];
-//!   what it says is decided by [`super::progress`]. A round writes when a
-//!   step starts, waits or ends, so `kubectl camelk status` follows it, and
-//!   otherwise only what changed.
-//! - Events go through [`Syncer::event`] (on the object) and
-//!   [`Syncer::publish`] (on anything); a failed Event is only logged.
-//! - The ends that stop a rollout ([`Syncer::pause`]) and the ends of rounds
+//! - The status is written only through a [`StatusWriter`]; what it says is
+//!   decided by [`super::progress`].
+//! - Events go through [`Events`] (on the object, or `Moved` on a resource);
+//!   a failed Event is only logged.
+//! - The ends that stop a rollout ([`Report::stop`]) and the ends of rounds
 //!   that act on nothing (an invalid revision, an unreadable source, a
 //!   suspended object, a failed round) are written here, each in one place.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::Resource;
-use kube::api::Api;
-use kube::runtime::events::{Event, EventType};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource};
+use serde_json::json;
 
 use super::execute::Stall;
-use super::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, SyncError, Syncer, is_suspended};
-use super::{progress, server, status};
+use super::status::FIELD_MANAGER;
+use super::status_writer::{Checkpoint, StatusWriter};
+use super::{LOCK_ID, RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, SyncError, is_suspended};
+use super::{progress, server};
 use crate::api::{
     self, MigrationResult, OperatorAssignment, OperatorAssignmentStatus, OperatorId, RolloutState,
     RolloutStatus,
 };
 use crate::camel_k::OPERATOR_ID_KEY;
 use crate::handoff::MoveBatch;
-use crate::manifest::{FieldPath, ManifestError, Tree, tree};
+use crate::manifest::{FieldPath, Manifest, ManifestError, Tree, tree};
 use crate::plan::{BlockReason, Plan};
 use crate::source::{Revision, SourceError};
 
@@ -117,46 +117,47 @@ impl Pause {
 /// another tool applies.
 pub(crate) const KEYS_APPLIED: &str = "OwnerKeysApplied";
 
-impl Syncer {
-    /// Writes `status` whole.
-    pub(super) async fn write(
-        &self,
-        name: &str,
-        status: &OperatorAssignmentStatus,
-    ) -> Result<(), SyncError> {
-        self.wrote.store(true, Ordering::Relaxed);
-        status::write(&self.client, &self.cfg.namespace, name, &stamped(status))
-            .await
-            .map_err(|source| SyncError::Status {
-                name: name.to_string(),
-                source,
-            })
+/// The `OperatorAssignment` object as the sync sees it: read, applied (its
+/// spec, as Git says), and what a round tells people through it besides
+/// the progress: the ends of rounds, Events and metrics.
+pub(super) struct Report {
+    client: Client,
+    namespace: String,
+    pub(super) events: Events,
+    telemetry: Arc<server::Telemetry>,
+}
+
+impl Report {
+    pub(super) fn new(
+        client: Client,
+        namespace: String,
+        events: Events,
+        telemetry: Arc<server::Telemetry>,
+    ) -> Report {
+        Report {
+            client,
+            namespace,
+            events,
+            telemetry,
+        }
     }
 
-    /// Writes `status` when it differs from `before` (what the round read).
-    pub(super) async fn write_if_changed(
-        &self,
-        name: &str,
-        before: Option<&OperatorAssignmentStatus>,
-        status: &OperatorAssignmentStatus,
-    ) -> Result<(), SyncError> {
-        if before == Some(&stamped(status)) {
-            return Ok(());
-        }
-        self.write(name, status).await
+    /// The writer of `object`'s status.
+    pub(super) fn writer(&self, object: &OperatorAssignment) -> StatusWriter {
+        StatusWriter::new(&self.client, object)
     }
 
     /// Stops the rollout: `pause.state` with `pause.summary` on the rollout
     /// and its history row, Ready and Reconciling false and Stalled true
     /// with the reason and message, and a warning Event.
-    pub(super) async fn pause(
+    pub(super) async fn stop(
         &self,
+        writer: &mut StatusWriter,
         object: &OperatorAssignment,
         mut status: OperatorAssignmentStatus,
         mut ro: RolloutStatus,
         pause: Pause,
     ) -> Result<(), SyncError> {
-        let name = object.metadata.name.clone().unwrap_or_default();
         let generation = object.metadata.generation;
         handled(object, &mut status);
         // The migration's history row says how it stands until it goes on.
@@ -171,10 +172,10 @@ impl Syncer {
         status.rollout = Some(ro);
         progress::stalled(&mut status, pause.reason, &pause.message, generation);
         // A paused rollout checks again every round; most find it as it was.
-        self.write_if_changed(&name, object.status.as_ref(), &status)
-            .await?;
+        writer.write(&status, Checkpoint::Stopped).await?;
         tracing::warn!(message = %pause.message, reason = pause.reason, "rollout paused");
-        self.event(object, EventType::Warning, pause.reason, pause.message)
+        self.events
+            .on(object, EventType::Warning, pause.reason, pause.message)
             .await;
         Ok(())
     }
@@ -182,31 +183,34 @@ impl Syncer {
     /// Whether the object carries [`SUSPEND_ANNOTATION`]` = "true"`; if so,
     /// records `Suspended=True` (once) and nothing else happens this round.
     pub(super) async fn suspended(&self, object: &OperatorAssignment) -> Result<bool, SyncError> {
-        let name = object.metadata.name.as_deref().unwrap_or_default();
         if !is_suspended(object) {
             return Ok(false);
         }
         let mut status = object.status.clone().unwrap_or_default();
-        let answered = handled(object, &mut status);
+        handled(object, &mut status);
         let message = format!(
             "{SUSPEND_ANNOTATION} is true: no fetch result is acted on until it is removed"
         );
-        if progress::suspend(&mut status, &message, object.metadata.generation) {
-            self.write(name, &status).await?;
+        let newly = progress::suspend(&mut status, &message, object.metadata.generation);
+        self.writer(object)
+            .write(&status, Checkpoint::RoundEnd)
+            .await?;
+        if newly {
             tracing::info!("suspended");
-            self.event(object, EventType::Normal, "Suspended", message)
+            self.events
+                .on(object, EventType::Normal, "Suspended", message)
                 .await;
-        } else if answered {
-            self.write(name, &status).await?;
         }
         Ok(true)
     }
 
-    /// An invalid revision: status and an Event, nothing else.
-    pub(super) async fn report_invalid(
-        &mut self,
+    /// An invalid revision: status and an Event on its object (named by the
+    /// revision, else `last_name`), nothing else.
+    pub(super) async fn invalid(
+        &self,
         rev: &Revision,
         error: &ManifestError,
+        last_name: Option<&str>,
     ) -> Result<(), SyncError> {
         let message = format!(
             "revision {} is invalid; nothing was changed:\n{error}",
@@ -219,7 +223,7 @@ impl Syncer {
                 _ => None,
             }
         });
-        let Some(name) = named.or_else(|| self.last_name.clone()) else {
+        let Some(name) = named.or_else(|| last_name.map(str::to_string)) else {
             return Ok(());
         };
         let Some(object) = self.current(&name).await? else {
@@ -239,47 +243,57 @@ impl Syncer {
             &message,
             object.metadata.generation,
         );
-        self.write(&name, &status).await?;
-        self.event(&object, EventType::Warning, "ValidationFailed", message)
+        self.writer(&object)
+            .write(&status, Checkpoint::RoundEnd)
+            .await?;
+        self.events
+            .on(&object, EventType::Warning, "ValidationFailed", message)
             .await;
         Ok(())
     }
 
-    /// The source could not be read: the last good state stays, the condition says why.
-    pub(super) async fn report_unavailable(&self, error: &SourceError) {
-        let Some(name) = self.last_name.clone() else {
+    /// The source could not be read: the last good state stays, the
+    /// condition of object `last_name` says why.
+    pub(super) async fn unavailable(&self, error: &SourceError, last_name: Option<&str>) {
+        let Some(name) = last_name else {
             return;
         };
-        let Ok(Some(object)) = self.current(&name).await else {
+        let Ok(Some(object)) = self.current(name).await else {
             return;
         };
         let mut status = object.status.clone().unwrap_or_default();
         handled(&object, &mut status);
         let message = format!("{error}; keeping the last applied revision");
         progress::fetch_failed(&mut status, &message, object.metadata.generation);
-        if let Err(e) = self.write(&name, &status).await {
+        let written = self
+            .writer(&object)
+            .write(&status, Checkpoint::RoundEnd)
+            .await;
+        if let Err(e) = written {
             tracing::warn!(error = %e, "could not report the fetch failure");
         }
     }
 
-    /// A round that failed: a `SyncFailed` Event on the object (the condition
-    /// stays as the last finished round left it; the next round retries).
-    pub(super) async fn report_failure(&self, error: &SyncError) {
+    /// A round that failed: a `SyncFailed` Event on object `last_name` (the
+    /// condition stays as the last finished round left it; the next round
+    /// retries).
+    pub(super) async fn failure(&self, error: &SyncError, last_name: Option<&str>) {
         if matches!(error, SyncError::Cancelled | SyncError::NotLeading) {
             return;
         }
-        let Some(name) = &self.last_name else {
+        let Some(name) = last_name else {
             return;
         };
         let api_version = format!("{}/{}", api::GROUP, api::VERSION);
-        let regarding = reference(&api_version, api::KIND, &self.cfg.namespace, name);
+        let regarding = reference(&api_version, api::KIND, &self.namespace, name);
         let note = format!("{}: {error}", error.kind());
-        self.publish(regarding, EventType::Warning, "SyncFailed", "Sync", note)
+        self.events
+            .publish(regarding, EventType::Warning, "SyncFailed", "Sync", note)
             .await;
     }
 
     /// Resources per owner, in the metrics.
-    pub(super) fn publish_counts(&self, counts: &BTreeMap<String, u64>) {
+    pub(super) fn counts(&self, counts: &BTreeMap<String, u64>) {
         self.telemetry.resources.clear();
         for (operator, n) in counts {
             self.telemetry
@@ -291,8 +305,65 @@ impl Syncer {
         }
     }
 
+    /// Server-side apply of the manifest's object (spec only).
+    pub(super) async fn apply(
+        &self,
+        name: &str,
+        manifest: &Manifest,
+    ) -> Result<OperatorAssignment, SyncError> {
+        let api: Api<OperatorAssignment> = Api::namespaced(self.client.clone(), &self.namespace);
+        let meta = &manifest.assignment.metadata;
+        let body = json!({
+            "apiVersion": format!("{}/{}", api::GROUP, api::VERSION),
+            "kind": api::KIND,
+            "metadata": { "name": name, "labels": meta.labels, "annotations": meta.annotations },
+            "spec": manifest.assignment.spec,
+        });
+        api.patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .map_err(|source| SyncError::Apply {
+            name: name.to_string(),
+            source,
+        })
+    }
+
+    /// The object in the cluster, if any.
+    pub(super) async fn current(
+        &self,
+        name: &str,
+    ) -> Result<Option<OperatorAssignment>, SyncError> {
+        let api: Api<OperatorAssignment> = Api::namespaced(self.client.clone(), &self.namespace);
+        api.get_opt(name).await.map_err(|source| SyncError::Status {
+            name: name.to_string(),
+            source,
+        })
+    }
+}
+
+/// Records Events as the sync; a failed Event is only logged.
+#[derive(Clone)]
+pub(super) struct Events {
+    recorder: Recorder,
+}
+
+impl Events {
+    /// Events reported by `identity`, this replica.
+    pub(super) fn new(client: Client, identity: &str) -> Events {
+        let reporter = Reporter {
+            controller: LOCK_ID.into(),
+            instance: Some(identity.to_string()),
+        };
+        Events {
+            recorder: Recorder::new(client, reporter),
+        }
+    }
+
     /// One `Moved` Event on each resource of `group` that `moved` holds.
-    pub(super) async fn moved_events(
+    pub(super) async fn moved(
         &self,
         group: &MoveBatch,
         moved: &BTreeSet<(String, String)>,
@@ -310,7 +381,7 @@ impl Syncer {
     }
 
     /// An Event on the object.
-    pub(super) async fn event(
+    pub(super) async fn on(
         &self,
         object: &OperatorAssignment,
         type_: EventType,
@@ -341,19 +412,6 @@ impl Syncer {
             tracing::debug!(error = %e, reason, "event not recorded");
         }
     }
-
-    /// The object in the cluster, if any.
-    pub(super) async fn current(
-        &self,
-        name: &str,
-    ) -> Result<Option<OperatorAssignment>, SyncError> {
-        let api: Api<OperatorAssignment> =
-            Api::namespaced(self.client.clone(), &self.cfg.namespace);
-        api.get_opt(name).await.map_err(|source| SyncError::Status {
-            name: name.to_string(),
-            source,
-        })
-    }
 }
 
 /// A reference to an object by API version, kind, namespace and name.
@@ -380,14 +438,6 @@ pub(super) fn handled(object: &OperatorAssignment, status: &mut OperatorAssignme
     }
     status.last_handled_reconcile_at = requested.cloned();
     true
-}
-
-/// `status` as this reconciler writes it: with its own version.
-fn stamped(status: &OperatorAssignmentStatus) -> OperatorAssignmentStatus {
-    OperatorAssignmentStatus {
-        reconciler_version: Some(env!("CARGO_PKG_VERSION").to_string()),
-        ..status.clone()
-    }
 }
 
 #[cfg(test)]

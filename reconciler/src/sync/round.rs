@@ -9,20 +9,18 @@
 //! [`super::progress`] (status); stages only read, write and wait.
 
 use std::ops::ControlFlow::{self, Break, Continue};
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::gate::Gate;
+use super::reads::Reach;
 use super::report::{Pause, handled};
-use super::status::FIELD_MANAGER;
-use super::{CACHE_PATIENCE, Reach, SyncError, Syncer, progress, status};
+use super::status_writer::{Checkpoint, StatusWriter};
+use super::{SyncError, Syncer, progress, status};
 use crate::api::{
-    self, DriftPolicy, MigrationResult, OperatorAssignment, OperatorAssignmentSpec,
+    DriftPolicy, MigrationResult, OperatorAssignment, OperatorAssignmentSpec,
     OperatorAssignmentStatus, RolloutState, RolloutStatus, parse_duration,
 };
 use crate::inventory::Inventory;
@@ -36,12 +34,11 @@ use crate::source::{Revision, short_sha};
 struct Round {
     rev: Revision,
     head: OperatorAssignmentSpec,
-    name: String,
     object: OperatorAssignment,
-    /// The status as the round found it: the end is written only if it
-    /// differs (or the round wrote before).
-    before: Option<OperatorAssignmentStatus>,
+    /// The status the round carries, written by `writer` at checkpoints
+    /// and at the end.
     status: OperatorAssignmentStatus,
+    writer: StatusWriter,
     base: Option<OperatorAssignmentSpec>,
     reach: Reach,
     inventory: Inventory,
@@ -115,7 +112,7 @@ impl Syncer {
             _ => match self.source.fetch().await {
                 Ok(rev) => rev,
                 Err(e) => {
-                    self.report_unavailable(&e).await;
+                    self.report.unavailable(&e, self.last_name.as_deref()).await;
                     return Err(e.into());
                 }
             },
@@ -129,7 +126,9 @@ impl Syncer {
         match Manifest::parse(&rev.file, rev.text.clone()) {
             Ok(manifest) => Ok(Continue(manifest)),
             Err(e) => {
-                self.report_invalid(rev, &e).await?;
+                self.report
+                    .invalid(rev, &e, self.last_name.as_deref())
+                    .await?;
                 Ok(Break(()))
             }
         }
@@ -150,9 +149,9 @@ impl Syncer {
             .clone()
             .unwrap_or_default();
         self.last_name = Some(name.clone());
-        let current = self.current(&name).await?;
+        let current = self.report.current(&name).await?;
         if let Some(object) = &current
-            && self.suspended(object).await?
+            && self.report.suspended(object).await?
         {
             self.follow(None);
             return Ok(Break(()));
@@ -160,7 +159,7 @@ impl Syncer {
         Ok(Continue(match current {
             Some(object) if self.source.is_the_object() || carries(&object, manifest) => object,
             None if self.source.is_the_object() => return Ok(Break(())),
-            _ => self.apply(&name, manifest).await?,
+            _ => self.report.apply(&name, manifest).await?,
         }))
     }
 
@@ -172,15 +171,15 @@ impl Syncer {
         manifest: Manifest,
         object: OperatorAssignment,
     ) -> Result<Round, SyncError> {
-        let before = object.status.clone();
-        self.wrote.store(false, Ordering::Relaxed);
         if rev.rewound {
             tracing::warn!(revision = %rev.short(), "branch rewound or force-pushed; its new head is the truth");
             let note = format!(
                 "the branch was rewound or force-pushed; following its new head {}",
                 rev.short()
             );
-            self.event(&object, EventType::Warning, "BranchRewound", note)
+            self.report
+                .events
+                .on(&object, EventType::Warning, "BranchRewound", note)
                 .await;
         }
         let mut status = object.status.clone().unwrap_or_default();
@@ -189,13 +188,16 @@ impl Syncer {
         let head = manifest.assignment.spec;
         let base = self.base(&status, &rev).await;
         let reach = Reach::of(&head, base.as_ref());
-        let inventory = self.ownership(&head, &status, &rev.sha, &reach).await?;
+        let wrote_owners = self.owners.wrote_any();
+        let inventory = self
+            .reads
+            .ownership(&head, &status, &rev.sha, &reach, wrote_owners)
+            .await?;
         Ok(Round {
-            name: object.metadata.name.clone().unwrap_or_default(),
+            writer: self.report.writer(&object),
             rev,
             head,
             object,
-            before,
             status,
             base,
             reach,
@@ -204,39 +206,14 @@ impl Syncer {
         })
     }
 
-    /// Live ownership: the watch cache, unless the round is about to act
-    /// after this process wrote owner keys (the cache may lag those writes).
-    async fn ownership(
-        &self,
-        head: &OperatorAssignmentSpec,
-        status: &OperatorAssignmentStatus,
-        sha: &str,
-        reach: &Reach,
-    ) -> Result<Inventory, SyncError> {
-        let cached = match &self.live {
-            Some(live) => live.synced_snapshot(reach, CACHE_PATIENCE).await,
-            None => None,
-        };
-        match cached {
-            Some(cached) if self.wrote_owners && !idle(head, status, sha, &cached) => {
-                self.read(reach).await
-            }
-            Some(mut cached) => {
-                crate::inventory::metadata_list::mark_guarded(&self.client, &mut cached).await?;
-                Ok(cached)
-            }
-            None => self.read(reach).await,
-        }
-    }
-
     /// Stage 4, first assignments: unowned resources get their owner, those
     /// the annotation alone names (or names against the label) are adopted,
     /// and owner keys another tool applies are co-owned.
     async fn first_assignments(&mut self, r: &mut Round) -> Result<(), SyncError> {
         self.follow(Some(&r.head));
         let planned = plan::plan(&r.head, Actual::OwnerKeys, &r.inventory);
-        self.co_own(&r.inventory).await?;
-        r.assigned = self.assign(&r.head, &planned).await?;
+        self.owners.co_own(&r.inventory).await?;
+        r.assigned = self.owners.assign(&r.head, &planned).await?;
         if r.assigned > 0 {
             let note = format!(
                 "gave {} resources their operator's label ({} unowned, {} named by annotation only or against the label)",
@@ -244,9 +221,11 @@ impl Syncer {
                 planned.first_assignments.len(),
                 planned.adoptions.len()
             );
-            self.event(&r.object, EventType::Normal, "Assigned", note)
+            self.report
+                .events
+                .on(&r.object, EventType::Normal, "Assigned", note)
                 .await;
-            r.inventory = self.read(&r.reach).await?;
+            r.inventory = self.reads.read(&r.reach).await?;
         }
         // Keys that disagree are never silent: each round that finds them
         // says so, set right (an adoption above) or left to the tool that
@@ -264,7 +243,9 @@ impl Syncer {
                 shown.join("; ")
             );
             tracing::warn!(%note, "owner keys disagree");
-            self.event(&r.object, EventType::Warning, "OwnerKeysDisagree", note)
+            self.report
+                .events
+                .on(&r.object, EventType::Warning, "OwnerKeysDisagree", note)
                 .await;
         }
         Ok(())
@@ -280,20 +261,22 @@ impl Syncer {
                 .as_ref()
                 .is_none_or(|ro| ro.state != RolloutState::Complete);
         if unfinished && plan.move_count() > 0 {
-            let left = self.resume_left_requests(&r.head, &plan).await?;
+            let left = self.owners.resume_left_requests(&r.head, &plan).await?;
             if let Some(stall) = left.stalled() {
                 let ro = r.status.rollout.clone().unwrap_or_default();
                 let pause = Pause::handoff(&ro, stall);
-                self.pause(&r.object, r.status.clone(), ro, pause).await?;
+                self.report
+                    .stop(&mut r.writer, &r.object, r.status.clone(), ro, pause)
+                    .await?;
                 return Ok(Break(()));
             }
-            r.inventory = self.read(&r.reach).await?;
+            r.inventory = self.reads.read(&r.reach).await?;
             plan = rollout::plan(&r.head, r.base.as_ref(), &r.inventory);
         }
         let live = LiveOwners::new(&r.inventory);
         let mut position = rollout::position(&plan, &live);
         r.status.counts = live.counts(&r.head);
-        self.publish_counts(&r.status.counts);
+        self.report.counts(&r.status.counts);
         let generation = r.generation();
         progress::resumed(&mut r.status, generation);
 
@@ -314,7 +297,9 @@ impl Syncer {
             let message = progress::drift_message(&drift, r.rev.short(), report_only);
             tracing::warn!(%message, "drift detected");
             progress::drift_detected(&mut r.status, &message, generation);
-            self.event(&r.object, EventType::Warning, "DriftDetected", message)
+            self.report
+                .events
+                .on(&r.object, EventType::Warning, "DriftDetected", message)
                 .await;
         }
         let opened = progress::open_rollout(&mut r.status, &r.rev.sha, &plan, r.assigned, steady);
@@ -330,7 +315,9 @@ impl Syncer {
             let (moves, steps) = (plan.move_count(), plan.batches.len());
             tracing::info!(revision = %r.rev.short(), moves, steps, "new rollout");
             let note = format!("revision {}: {moves} moves in {steps} steps", r.rev.short());
-            self.event(&r.object, EventType::Normal, "RolloutStarted", note)
+            self.report
+                .events
+                .on(&r.object, EventType::Normal, "RolloutStarted", note)
                 .await;
         }
         let rollout = Rollout {
@@ -346,8 +333,7 @@ impl Syncer {
         if rollout.ro.state == RolloutState::RolledBack && !steady {
             r.status.rollout = Some(rollout.ro);
             handled(&r.object, &mut r.status);
-            self.write_if_changed(&r.name, r.before.as_ref(), &r.status)
-                .await?;
+            r.writer.write(&r.status, Checkpoint::RoundEnd).await?;
             return Ok(Break(()));
         }
         Ok(Continue(rollout))
@@ -411,14 +397,18 @@ impl Syncer {
         }
         ro.health_check_started_at.get_or_insert_with(status::now);
         r.status.rollout = Some(ro.clone());
-        self.write_if_changed(&r.name, r.before.as_ref(), &r.status)
+        r.writer
+            .write(&r.status, Checkpoint::WaitingForHealth)
             .await?;
         let gate = Gate {
             object: &r.object,
             head: &r.head,
             steps,
         };
-        if !self.gate_passes(gate, &r.status, ro, cancel).await? {
+        if !self
+            .gate_passes(gate, &mut r.writer, &r.status, ro, cancel)
+            .await?
+        {
             return Ok(Break(()));
         }
         progress::step_healthy(ro, done);
@@ -442,7 +432,7 @@ impl Syncer {
         ro.state = RolloutState::Pausing;
         ro.message = format!("pause of {} before step {}", r.head.rollout.pause, i + 1);
         r.status.rollout = Some(ro.clone());
-        self.write(&r.name, &r.status).await?;
+        r.writer.write(&r.status, Checkpoint::Pausing).await?;
         tokio::select! {
             _ = cancel.cancelled() => Err(SyncError::Cancelled),
             _ = tokio::time::sleep(rest) => Ok(()),
@@ -458,7 +448,7 @@ impl Syncer {
         step: Step<'_>,
     ) -> Result<ControlFlow<()>, SyncError> {
         let (n, total, moves) = (step.index + 1, step.total, step.batch.moves.len());
-        let live = LiveOwners::new(&self.read(&r.reach).await?);
+        let live = LiveOwners::new(&self.reads.read(&r.reach).await?);
         // A retried step keeps the time it first started: what an
         // earlier attempt moved is judged against that time too.
         ro.step_started_at.get_or_insert_with(status::now);
@@ -470,14 +460,19 @@ impl Syncer {
         r.status.rollout = Some(ro.clone());
         let generation = r.generation();
         progress::progressing(&mut r.status, &ro.message, generation);
-        self.write(&r.name, &r.status).await?;
+        r.writer.write(&r.status, Checkpoint::StepStarted).await?;
         tracing::info!(revision = %r.rev.short(), step = n, of = total, moves, "step started");
 
         let label = format!("revision {} step {n} of {total}", r.rev.short());
-        let outcome = self.execute(&r.head, step.batch, &live, &label).await?;
+        let outcome = self
+            .owners
+            .execute(&r.head, step.batch, &live, &label)
+            .await?;
         if let Some(stall) = outcome.stalled() {
             let pause = Pause::handoff(ro, stall);
-            self.pause(&r.object, r.status.clone(), ro.clone(), pause)
+            let status = r.status.clone();
+            self.report
+                .stop(&mut r.writer, &r.object, status, ro.clone(), pause)
                 .await?;
             return Ok(Break(()));
         }
@@ -485,27 +480,34 @@ impl Syncer {
             "step {n} of {total}: {} resources handed over",
             outcome.moved().len()
         );
-        self.event(&r.object, EventType::Normal, "StepMoved", note)
+        self.report
+            .events
+            .on(&r.object, EventType::Normal, "StepMoved", note)
             .await;
         ro.state = RolloutState::WaitingForHealth;
         ro.message =
             format!("step {n} of {total}: waiting for {moves} moved resources to be healthy");
         ro.health_check_started_at = Some(status::now());
         r.status.rollout = Some(ro.clone());
-        self.write(&r.name, &r.status).await?;
+        r.writer
+            .write(&r.status, Checkpoint::WaitingForHealth)
+            .await?;
         let gate = Gate {
             object: &r.object,
             head: &r.head,
             steps: std::slice::from_ref(step.batch),
         };
-        if !self.gate_passes(gate, &r.status, ro, cancel).await? {
+        if !self
+            .gate_passes(gate, &mut r.writer, &r.status, ro, cancel)
+            .await?
+        {
             return Ok(Break(()));
         }
         progress::step_healthy(ro, n);
-        r.status.counts = LiveOwners::new(&self.read(&r.reach).await?).counts(&r.head);
-        self.publish_counts(&r.status.counts);
+        r.status.counts = LiveOwners::new(&self.reads.read(&r.reach).await?).counts(&r.head);
+        self.report.counts(&r.status.counts);
         r.status.rollout = Some(ro.clone());
-        self.write(&r.name, &r.status).await?;
+        r.writer.write(&r.status, Checkpoint::StepHealthy).await?;
         tracing::info!(revision = %r.rev.short(), step = n, "step done and healthy");
         Ok(Continue(()))
     }
@@ -525,7 +527,10 @@ impl Syncer {
             ..
         } = rollout;
         if let Some(pause) = Pause::keys_applied(&plan) {
-            return self.pause(&r.object, r.status, ro, pause).await;
+            return self
+                .report
+                .stop(&mut r.writer, &r.object, r.status, ro, pause)
+                .await;
         }
         let newly_applied = !r.applied();
         let generation = r.generation();
@@ -535,15 +540,12 @@ impl Syncer {
         let message = format!("applied revision {}", r.rev.short());
         progress::succeeded(&mut r.status, &message, generation);
         handled(&r.object, &mut r.status);
-        if self.wrote.load(Ordering::Relaxed) {
-            self.write(&r.name, &r.status).await?;
-        } else {
-            self.write_if_changed(&r.name, r.before.as_ref(), &r.status)
-                .await?;
-        }
+        r.writer.write(&r.status, Checkpoint::RoundEnd).await?;
         if newly_applied {
             tracing::info!(revision = %r.rev.short(), "revision applied");
-            self.event(&r.object, EventType::Normal, progress::SUCCEEDED, message)
+            self.report
+                .events
+                .on(&r.object, EventType::Normal, progress::SUCCEEDED, message)
                 .await;
         }
         Ok(())
@@ -570,44 +572,6 @@ impl Syncer {
             .ok()
             .map(|m| m.assignment.spec)
     }
-
-    /// Live resources of the kinds and namespaces `reach` covers (metadata only).
-    pub(super) async fn read(&self, reach: &Reach) -> Result<Inventory, SyncError> {
-        Ok(crate::inventory::metadata_list::read_in(
-            &self.client,
-            &reach.kinds,
-            reach.namespaces.as_deref(),
-        )
-        .await?
-        .inventory)
-    }
-
-    /// Server-side apply of the manifest's object (spec only).
-    async fn apply(
-        &self,
-        name: &str,
-        manifest: &Manifest,
-    ) -> Result<OperatorAssignment, SyncError> {
-        let api: Api<OperatorAssignment> =
-            Api::namespaced(self.client.clone(), &self.cfg.namespace);
-        let meta = &manifest.assignment.metadata;
-        let body = json!({
-            "apiVersion": format!("{}/{}", api::GROUP, api::VERSION),
-            "kind": api::KIND,
-            "metadata": { "name": name, "labels": meta.labels, "annotations": meta.annotations },
-            "spec": manifest.assignment.spec,
-        });
-        api.patch(
-            name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(body),
-        )
-        .await
-        .map_err(|source| SyncError::Apply {
-            name: name.to_string(),
-            source,
-        })
-    }
 }
 
 /// One step of the plan, for [`Syncer::step`].
@@ -617,23 +581,6 @@ struct Step<'a> {
     /// Steps in the plan.
     total: usize,
     batch: &'a Batch,
-}
-
-/// Whether a round at revision `sha` has nothing to do on `inventory`: the
-/// revision is applied and complete, and every resource is where it says
-/// ([`rollout::settled`]).
-fn idle(
-    head: &OperatorAssignmentSpec,
-    status: &OperatorAssignmentStatus,
-    sha: &str,
-    inventory: &Inventory,
-) -> bool {
-    let applied = status.last_applied_revision.as_deref() == Some(sha)
-        && status
-            .rollout
-            .as_ref()
-            .is_some_and(|r| r.state == RolloutState::Complete);
-    applied && rollout::settled(head, inventory)
 }
 
 /// Whether `object` already carries the manifest's spec, labels and annotations.
@@ -653,38 +600,11 @@ fn carries(object: &OperatorAssignment, manifest: &Manifest) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::camel_k::{CamelKind, OPERATOR_ID_KEY};
-    use crate::inventory::{Resource, ResourceRef};
 
     const TEXT: &str = "apiVersion: camelk.dev/v1alpha1\nkind: OperatorAssignment\nmetadata:\n  name: a\n  labels: {team: x}\nspec:\n  operators: [{id: operator-1, namespace: x}, {id: operator-2, namespace: x}]\n  defaultOperator: operator-1\n";
 
     fn manifest() -> Manifest {
         Manifest::parse("a.yaml", TEXT.to_string()).unwrap()
-    }
-
-    fn owned(owner: Option<&str>) -> Inventory {
-        Inventory {
-            keys_guarded: false,
-            resources: vec![Resource {
-                id: ResourceRef {
-                    kind: CamelKind::Integration,
-                    namespace: "a".into(),
-                    name: "x".into(),
-                },
-                labels: owner
-                    .map(|o| {
-                        [(OPERATOR_ID_KEY.to_string(), o.to_string())]
-                            .into_iter()
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                owner_annotation: owner.map(str::to_string),
-                phase: None,
-                in_flight: None,
-                created_by: None,
-                key_managers: Default::default(),
-            }],
-        }
     }
 
     #[test]
@@ -704,47 +624,5 @@ mod tests {
         let mut object = m.assignment.clone();
         object.spec.default_operator = crate::api::OperatorId::new("operator-2").unwrap();
         assert!(!carries(&object, &m));
-    }
-
-    #[test]
-    fn a_round_is_idle_only_when_applied_complete_and_settled() {
-        let head = manifest().assignment.spec;
-        let complete = OperatorAssignmentStatus {
-            last_applied_revision: Some("r1".into()),
-            rollout: Some(RolloutStatus {
-                revision: "r1".into(),
-                state: RolloutState::Complete,
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let synced = owned(Some("operator-1"));
-        assert!(idle(&head, &complete, "r1", &synced));
-        // Another revision, a rollout not complete, or work left: not idle.
-        assert!(!idle(&head, &complete, "r2", &synced));
-        let mut paused = complete.clone();
-        paused.rollout.as_mut().unwrap().state = RolloutState::Paused;
-        assert!(!idle(&head, &paused, "r1", &synced));
-        assert!(!idle(&head, &complete, "r1", &owned(None)));
-    }
-
-    #[test]
-    fn the_round_reads_what_head_and_base_govern() {
-        let head = manifest().assignment.spec;
-        let everywhere = Reach::of(&head, None);
-        assert!(everywhere.namespaces.is_none());
-        assert!(everywhere.covers_namespace("any"));
-        assert!(everywhere.kinds.contains(&CamelKind::Integration));
-        let mut narrow = head.clone();
-        narrow.scope.namespaces = vec!["b".into(), "a".into()];
-        let mut base = head.clone();
-        base.scope.namespaces = vec!["c".into(), "a".into()];
-        let both = Reach::of(&narrow, Some(&base));
-        assert_eq!(
-            both.namespaces,
-            Some(vec!["a".to_string(), "b".to_string(), "c".to_string()])
-        );
-        // A base that governs every namespace widens the read to all.
-        assert!(Reach::of(&narrow, Some(&head)).namespaces.is_none());
     }
 }
