@@ -130,11 +130,7 @@ fn main() {
             .env("NO_COLOR", "1")
             .output()
             .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        camelk_testkit::assert_success(&output, &format!("kubectl-camelk {args:?}"));
     };
     let empty = dir.path().join("empty.json");
     std::fs::write(&empty, "{\"items\":[]}").unwrap();
@@ -227,11 +223,7 @@ fn main() {
             .output()
             .unwrap();
         assign_samples.push(start.elapsed());
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        camelk_testkit::assert_success(&output, "kubectl-camelk assign");
 
         git(&repo, &["checkout", "-q", "main"]);
         git(&repo, &["checkout", "-q", "-b", &format!("git-{run}")]);

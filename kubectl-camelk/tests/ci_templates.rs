@@ -356,12 +356,8 @@ fn the_release_workflow_packs_every_platform_with_the_dist_script() {
     assert!(!text.contains("cargo build") && !text.contains("tar -c"));
 
     // Images of both Linux platforms, from the image script, joined into one tag.
-    let arches: Vec<&str> = jobs["images"]["strategy"]["matrix"]["include"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["arch"].as_str().unwrap())
-        .collect();
+    let arches: Vec<&str> =
+        camelk_testkit::str_fields(&jobs["images"]["strategy"]["matrix"]["include"], "arch");
     assert_eq!(arches, ["amd64", "arm64"]);
     step_running(&jobs["images"], "bash scripts/image/build.sh");
     let index = run_of(step_running(&jobs["image-index"], "imagetools create"));
@@ -415,11 +411,7 @@ fn git(dir: &Path, args: &[&str]) {
         .args(args)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(&out, &format!("git {args:?}"));
 }
 
 fn rev_parse(dir: &Path, rev: &str) -> String {
@@ -436,11 +428,7 @@ fn plan_comment(dir: &Path, base: &str, head: &str) -> Output {
     let plugin_dir = Path::new(env!("CARGO_BIN_EXE_kubectl-camelk"))
         .parent()
         .unwrap();
-    let path = format!(
-        "{}:{}",
-        plugin_dir.display(),
-        std::env::var("PATH").unwrap()
-    );
+    let path = camelk_testkit::path_with(&[plugin_dir]);
     Command::new("bash")
         .arg(repo_root().join("ci/plan-comment.sh"))
         .current_dir(dir)

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{ASSIGN_ORDERS, MANIFEST, SHOP, camelk, git, repo_with, state};
+use common::{ASSIGN_ORDERS, MANIFEST, SHOP, camelk, git, repo_with, state, words};
 use predicates::prelude::*;
 
 fn inventory() -> String {
@@ -53,15 +53,9 @@ fn init_writes_a_valid_commented_manifest_on_a_branch() {
     git(dir.path(), &["config", "user.name", "Test User"]);
     git(dir.path(), &["config", "user.email", "test@example.com"]);
     camelk(dir.path())
-        .args([
-            "init",
-            "--name",
-            "shop",
-            "--operator",
-            "operator-1=camel-k",
-            "--operator",
-            "operator-2=camel-k-next",
-        ])
+        .args(words(
+            "init --name shop --operator operator-1=camel-k --operator operator-2=camel-k-next",
+        ))
         .assert()
         .success();
     let text = std::fs::read_to_string(dir.path().join(MANIFEST)).unwrap();
@@ -169,17 +163,9 @@ fn unassign_and_rollout_commit_what_they_say() {
     );
 
     camelk(dir)
-        .args([
-            "rollout",
-            "--from",
-            "operator-1",
-            "--to",
-            "operator-2",
-            "--steps",
-            "10%,50%,100%",
-            "-l",
-            "tier=gold",
-        ])
+        .args(words(
+            "rollout --from operator-1 --to operator-2 --steps 10%,50%,100% -l tier=gold",
+        ))
         .assert()
         .success();
     let message = git(dir, &["log", "-1", "--format=%B"]);
@@ -202,11 +188,7 @@ fn an_edit_without_a_cluster_says_what_its_plan_could_not_see() {
         .args(["--steps", "50%", "--dry-run"])
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    camelk_testkit::assert_success(&output, "rollout --dry-run");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("\nPlan: 0 moves in 0 batches"), "{stdout}");
     assert!(
@@ -246,16 +228,9 @@ fn dry_run_writes_nothing() {
     let repo = repo_with(SHOP);
     let before = state(repo.path());
     camelk(repo.path())
-        .args([
-            "assign",
-            "pipe/events",
-            "--to",
-            "operator-2",
-            "-n",
-            "shop",
-            "--dry-run",
-            "--push",
-        ])
+        .args(words(
+            "assign pipe/events --to operator-2 -n shop --dry-run --push",
+        ))
         .assert()
         .success()
         .stdout(predicate::str::contains("+    - kind: Pipe"))
@@ -297,14 +272,7 @@ fn a_dirty_work_tree_is_refused_unless_allowed() {
     std::fs::write(dir.join(MANIFEST), text.replace("50%", "25%")).unwrap();
     let before = state(dir);
     camelk(dir)
-        .args([
-            "assign",
-            "integration/refunds",
-            "--to",
-            "operator-2",
-            "-n",
-            "shop",
-        ])
+        .args(words("assign integration/refunds --to operator-2 -n shop"))
         .args(["--allow-dirty"])
         .assert()
         .code(1)
@@ -397,28 +365,14 @@ fn assigning_to_an_unknown_operator_suggests_the_closest() {
     let repo = repo_with(SHOP);
     let before = state(repo.path());
     camelk(repo.path())
-        .args([
-            "assign",
-            "integration/orders",
-            "--to",
-            "operater-2",
-            "-n",
-            "shop",
-        ])
+        .args(words("assign integration/orders --to operater-2 -n shop"))
         .assert()
         .code(1)
         .stderr(predicate::str::contains(
             "unknown operator `operater-2`; did you mean `operator-2`?",
         ));
     camelk(repo.path())
-        .args([
-            "assign",
-            "integraton/orders",
-            "--to",
-            "operator-2",
-            "-n",
-            "shop",
-        ])
+        .args(words("assign integraton/orders --to operator-2 -n shop"))
         .assert()
         .code(1)
         .stderr(predicate::str::contains("did you mean `Integration`?"));
@@ -520,16 +474,9 @@ fn plan_between_two_revisions() {
     let repo = repo_with(SHOP);
     let dir = repo.path();
     camelk(dir)
-        .args([
-            "assign",
-            "integration/payments",
-            "--to",
-            "operator-2",
-            "-n",
-            "shop",
-            "--branch",
-            "pr",
-        ])
+        .args(words(
+            "assign integration/payments --to operator-2 -n shop --branch pr",
+        ))
         .assert()
         .success();
     let assert = camelk(dir)

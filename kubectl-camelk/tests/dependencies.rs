@@ -23,11 +23,7 @@ fn plugin_tree(edges: &str) -> String {
         .args(["--prefix", "none"])
         .output()
         .expect("run cargo tree");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(&out, "cargo tree");
     String::from_utf8(out.stdout).unwrap()
 }
 

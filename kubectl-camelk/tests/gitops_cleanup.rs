@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 use camelk_reconciler::api::{OperatorAssignment, OperatorAssignmentStatus};
 use camelk_reconciler::camel_k::phase;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
-use camelk_testkit::apps_repo::{AppsRepo, BRANCH};
-use camelk_testkit::flux::{self, FluxKind, FluxOptions, KUSTOMIZE_CONTROLLER};
+use camelk_testkit::apps_repo::AppsRepo;
+use camelk_testkit::flux::{self, FluxKind, KUSTOMIZE_CONTROLLER};
 use camelk_testkit::scenario::ready_under;
 use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use common::{git, install_crd, live_camelk, live_camelk_as, repo_with, start_sync};
+use common::{admin_with_crd, git, live_camelk, live_camelk_as, repo_with, start_sync};
 
 const NAME: &str = "fleet";
 const OPERATORS: [&str; 2] = ["operator-1", "operator-2"];
@@ -56,11 +56,7 @@ fn assignment(ns: &str, operator: &str) -> String {
 }
 
 fn json_out(out: &std::process::Output) -> Value {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(out, "the plugin");
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -71,21 +67,15 @@ async fn wait_until(
     timeout: Duration,
     check: impl Fn(&DynamicObject) -> bool,
 ) -> DynamicObject {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let obj = api.get(name).await.unwrap();
-        if check(&obj) {
-            return obj;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name}: not {what}; metadata {:?}; managed fields {}; phase {:?}",
+    common::poll_until(api, name, what, timeout, check, |obj| {
+        format!(
+            "metadata {:?}; managed fields {}; phase {:?}",
             (&obj.metadata.labels, &obj.metadata.annotations),
             serde_json::to_string(&obj.metadata.managed_fields).unwrap_or_default(),
-            phase(&obj)
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+            phase(obj)
+        )
+    })
+    .await
 }
 
 async fn status_until(
@@ -109,9 +99,7 @@ async fn status_until(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_apps_repository_is_cleaned_of_owner_keys_with_no_resource_ever_unowned() {
     let cluster = camelk_testkit::shared();
-    cluster.grant_camelk_roles().await;
-    let admin = cluster.admin().await;
-    install_crd(&admin).await;
+    let admin = admin_with_crd(cluster).await;
     let _operators =
         camelk_testkit::scenario::ready_upstream_operators(cluster, &["operator-1", "operator-2"])
             .await;
@@ -120,37 +108,23 @@ async fn an_apps_repository_is_cleaned_of_owner_keys_with_no_resource_ever_unown
     camelk_testkit::admission::enforce_in(&admin, &ns.name, &["reconciler"], &OPERATORS)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
-    let integrations: Api<DynamicObject> = Api::namespaced_with(
-        admin.clone(),
-        &ns.name,
-        &CamelKind::Integration.api_resource(),
-    );
+    let integrations: Api<DynamicObject> =
+        camelk_testkit::scenario::camel_api(admin.clone(), CamelKind::Integration, &ns.name);
 
     // Flux deploys Integrations whose manifests name operator-1.
-    let flux = flux::start(cluster.dir(), &FluxOptions::watching(&ns.name))
-        .await
-        .unwrap_or_else(|e| panic!("starting Flux: {e}"));
+    let flux = flux::start_watching(cluster.dir(), &ns.name).await;
     let apps = AppsRepo::new();
     let files: Vec<(String, String)> = NAMES
         .iter()
         .map(|n| (format!("apps/{n}.yaml"), kamel_manifest(n)))
         .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    let first = apps.commit(&refs, "two Integrations for operator-1");
+    let first = apps.commit(&files, "two Integrations for operator-1");
     flux.deploy(&ns.name, "apps", &apps.url(), "./apps", FLUX_INTERVAL)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    flux.wait_kustomization_ready(
-        &ns.name,
-        "apps",
-        &flux::git_revision(BRANCH, &first),
-        Duration::from_secs(120),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", flux.log_tail(30)));
+    flux.wait_commit_applied(&ns.name, "apps", &first, Duration::from_secs(120))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", flux.log_tail(30)));
     for name in NAMES {
         wait_until(
             &integrations,
@@ -283,14 +257,9 @@ async fn an_apps_repository_is_cleaned_of_owner_keys_with_no_resource_ever_unown
     flux.request_reconcile(FluxKind::GitRepository, &ns.name, "apps")
         .await
         .unwrap();
-    flux.wait_kustomization_ready(
-        &ns.name,
-        "apps",
-        &flux::git_revision(BRANCH, &cleaned),
-        Duration::from_secs(120),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", flux.log_tail(30)));
+    flux.wait_commit_applied(&ns.name, "apps", &cleaned, Duration::from_secs(120))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", flux.log_tail(30)));
 
     // Flux no longer applies the keys, the co-owner kept them, and the move
     // the assignment wanted now goes through, and stays through Flux's

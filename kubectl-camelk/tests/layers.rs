@@ -4,17 +4,9 @@
 
 use std::path::Path;
 
-use camelk_testkit::layers::{check, declared_layers};
+use camelk_testkit::layers::assert_layers_kept;
 
 #[test]
 fn modules_import_only_lower_layers() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let layers = declared_layers(&src.join("main.rs")).expect("layer order in main.rs");
-    let violations = check(&src, &layers).expect("read the sources");
-    let report: Vec<String> = violations.iter().map(|v| format!("  src/{v}")).collect();
-    assert!(
-        violations.is_empty(),
-        "imports against the layer order of src/main.rs:\n{}",
-        report.join("\n")
-    );
+    assert_layers_kept(Path::new(env!("CARGO_MANIFEST_DIR")), "main.rs");
 }

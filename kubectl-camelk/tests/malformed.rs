@@ -54,37 +54,14 @@ fn no_command_writes_anything_on_a_malformed_manifest() {
     for (file, text, expected) in corpus() {
         let repo = repo_with(&text);
         let before = state(repo.path());
-        for args in [
-            &[
-                "assign",
-                "integration/x",
-                "--to",
-                "operator-1",
-                "-n",
-                "shop",
-            ][..],
-            &["unassign", "integration/orders", "-n", "shop"][..],
-            &[
-                "rollout",
-                "--from",
-                "operator-1",
-                "--to",
-                "operator-2",
-                "--steps",
-                "50%",
-            ][..],
-            &[
-                "assign",
-                "integration/x",
-                "--to",
-                "operator-1",
-                "-n",
-                "shop",
-                "--allow-dirty",
-                "--push",
-            ][..],
+        for command in [
+            "assign integration/x --to operator-1 -n shop",
+            "unassign integration/orders -n shop",
+            "rollout --from operator-1 --to operator-2 --steps 50%",
+            "assign integration/x --to operator-1 -n shop --allow-dirty --push",
         ] {
-            let output = camelk(repo.path()).args(args).output().unwrap();
+            let args = common::words(command);
+            let output = camelk(repo.path()).args(&args).output().unwrap();
             let stderr = String::from_utf8_lossy(&output.stderr);
             assert_eq!(output.status.code(), Some(1), "{file} {args:?}: {stderr}");
             assert!(stderr.contains(&expected), "{file} {args:?}: {stderr}");

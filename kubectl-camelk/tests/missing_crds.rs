@@ -175,6 +175,13 @@ fn plugin(dir: &Path, context: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Runs `kubectl camelk ARGS -n NS` as `developer`.
+fn developer_in(dir: &Path, ns: &str, args: &[&str]) -> Output {
+    let mut full = args.to_vec();
+    full.extend(["-n", ns]);
+    plugin(dir, "developer", &full)
+}
+
 /// Runs `reconciler ARGS` as `context`, waiting (up to 60 s) for it to exit.
 fn reconciler(context: &str, args: &[&str]) -> Output {
     let mut child = Command::new(&plane().reconciler)
@@ -294,9 +301,7 @@ async fn without_camel_k_crds_every_cluster_command_names_integrations_and_write
     for args in commands {
         let what = format!("kubectl camelk {}", args.join(" "));
         let mark = mark();
-        let mut full = args.to_vec();
-        full.extend(["-n", &ns.name]);
-        let out = plugin(repo.path(), "developer", &full);
+        let out = developer_in(repo.path(), &ns.name, args);
         // `diff` says errors with 2, every other command with 1.
         let code = if args[0] == "diff" { 2 } else { 1 };
         let assignments = ["status", "sync", "suspend", "resume"].contains(&args[0]);
@@ -394,9 +399,7 @@ async fn without_the_operator_assignment_crd_commands_name_it_and_write_nothing(
     for args in commands {
         let what = format!("kubectl camelk {}", args.join(" "));
         let mark = mark();
-        let mut full = args.to_vec();
-        full.extend(["-n", &ns.name]);
-        let out = plugin(repo.path(), "developer", &full);
+        let out = developer_in(repo.path(), &ns.name, args);
         assert_refused(&what, &out, 1, &[OURS], &[OUR_FIX]);
         assert!(!stderr(&out).contains(INTEGRATIONS), "{}", stderr(&out));
         assert_only_discovery(mark, "developer", &what);

@@ -46,11 +46,7 @@ fn kubectl_plugin_list_finds_the_binary_and_runs_it() {
     );
 
     let version = kubectl(&path, dir.path(), &["camelk", "version", "--client"]);
-    assert!(
-        version.status.success(),
-        "{}",
-        String::from_utf8_lossy(&version.stderr)
-    );
+    camelk_testkit::assert_success(&version, "kubectl camelk version --client");
     assert_eq!(
         String::from_utf8_lossy(&version.stdout),
         format!(
@@ -65,27 +61,18 @@ fn kubectl_completes_the_plugin_through_the_completer_link() {
     let dir = tempfile::tempdir().unwrap();
     let (_, path) = links_on_path(dir.path(), &["kubectl-camelk", "kubectl_complete-camelk"]);
     // What the shell asks kubectl when the user types `kubectl camelk ro<TAB>`.
-    let out = kubectl(&path, dir.path(), &["__complete", "camelk", "ro"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.starts_with("rollout\n:4\n"), "{stdout}");
-    let out = kubectl(
-        &path,
-        dir.path(),
-        &["__complete", "camelk", "plan", "-o", ""],
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.starts_with("table\nmarkdown\njson\nyaml\n:4\n"),
-        "{stdout}"
-    );
-    let out = kubectl(
-        &path,
-        dir.path(),
-        &["__complete", "camelk", "get", "-o", ""],
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.starts_with("table\nmarkdown\njson\nyaml\nname\nwide\n:4\n"),
-        "{stdout}"
-    );
+    // Then the values of `-o`, which differ by command.
+    for (typed, completions) in [
+        (&["ro"][..], "rollout\n:4\n"),
+        (&["plan", "-o", ""], "table\nmarkdown\njson\nyaml\n:4\n"),
+        (
+            &["get", "-o", ""],
+            "table\nmarkdown\njson\nyaml\nname\nwide\n:4\n",
+        ),
+    ] {
+        let args = [&["__complete", "camelk"][..], typed].concat();
+        let out = kubectl(&path, dir.path(), &args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.starts_with(completions), "{stdout}");
+    }
 }

@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use common::{ASSIGN_ORDERS, SHOP, camelk, free_port, git, repo_with, wait_for_port};
+use common::{ASSIGN_ORDERS, SHOP, camelk, free_port, git, repo_with, wait_for_port, words};
 use predicates::prelude::*;
 
 /// A `git daemon` serving `root` on a free loopback port; stopped on drop.
@@ -91,15 +91,9 @@ fn push_over_git_daemon_on_loopback() {
         &["remote", "add", "upstream", &daemon.url("gitops.git")],
     );
     camelk(repo.path())
-        .args([
-            "rollout",
-            "--from",
-            "operator-1",
-            "--to",
-            "operator-2",
-            "--steps",
-            "10%,100%",
-        ])
+        .args(words(
+            "rollout --from operator-1 --to operator-2 --steps 10%,100%",
+        ))
         .args(["--branch", "rollout-2", "--push", "--remote", "upstream"])
         .assert()
         .success();

@@ -23,11 +23,7 @@ fn run(program: &str, args: &[&str], env: &[(&str, &Path)]) -> String {
     let output = command
         .output()
         .unwrap_or_else(|e| panic!("running {program}: {e}"));
-    assert!(
-        output.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    camelk_testkit::assert_success(&output, &format!("{program} {args:?}"));
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 

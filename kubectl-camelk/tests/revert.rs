@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{ASSIGN_ORDERS, MANIFEST, SHOP, camelk, git, repo_with, state};
+use common::{ASSIGN_ORDERS, MANIFEST, SHOP, camelk, git, repo_with, state, words};
 use predicates::prelude::*;
 
 fn inventory() -> String {
@@ -18,11 +18,7 @@ const ORDERS_ON_2: &str = "      operator: operator-2   # keep during the sale\n
 /// Runs the plugin in `dir` with `args`, which must succeed: its stdout.
 fn run(dir: &Path, args: &[&str]) -> String {
     let output = camelk(dir).args(args).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    camelk_testkit::assert_success(&output, &format!("{args:?}"));
     String::from_utf8(output.stdout).unwrap()
 }
 
@@ -50,6 +46,12 @@ fn moves(plan: &str) -> Vec<(String, String, String)> {
     moves
 }
 
+/// `assign` of shop/orders to operator-2 on branch `assign`: its commit id.
+fn assign_on_a_branch(dir: &Path) -> String {
+    run(dir, &[&ASSIGN_ORDERS[..], &["--branch", "assign"]].concat());
+    head(dir)
+}
+
 /// `assign` (its commit id and its plan as JSON), then an unrelated
 /// `rollout` on top.
 fn assign_then_rollout(dir: &Path) -> (String, String) {
@@ -71,17 +73,7 @@ fn assign_then_rollout(dir: &Path) -> (String, String) {
     let assigned = head(dir);
     run(
         dir,
-        &[
-            "rollout",
-            "--from",
-            "operator-1",
-            "--to",
-            "operator-2",
-            "--steps",
-            "10%,100%",
-            "--branch",
-            "rollout",
-        ],
+        &words("rollout --from operator-1 --to operator-2 --steps 10%,100% --branch rollout"),
     );
     (assigned, plan)
 }
@@ -211,8 +203,7 @@ fn revert_pushes_its_branch_with_push() {
 fn a_later_change_of_the_same_lines_is_a_conflict_that_names_them_and_writes_nothing() {
     let repo = repo_with(SHOP);
     let dir = repo.path();
-    run(dir, &[&ASSIGN_ORDERS[..], &["--branch", "assign"]].concat());
-    let assigned = head(dir);
+    let assigned = assign_on_a_branch(dir);
     // Later, the same pin gets a new comment.
     let text = std::fs::read_to_string(dir.join(MANIFEST)).unwrap();
     std::fs::write(
@@ -318,8 +309,7 @@ fn a_commit_that_did_not_change_the_manifest_or_does_not_exist_is_refused() {
 fn a_revert_whose_result_would_be_invalid_writes_nothing() {
     let repo = repo_with(SHOP);
     let dir = repo.path();
-    run(dir, &[&ASSIGN_ORDERS[..], &["--branch", "assign"]].concat());
-    let assigned = head(dir);
+    let assigned = assign_on_a_branch(dir);
     // Later, operator-1 is retired: nothing may name it any more.
     let text = std::fs::read_to_string(dir.join(MANIFEST)).unwrap();
     let retired = text

@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{camelk, git};
+use common::{camelk, git, words};
 use predicates::prelude::*;
 use tempfile::TempDir;
 
@@ -100,6 +100,17 @@ fn snapshot(dir: &Path) -> (String, String, String, Vec<(String, Vec<u8>)>) {
         git(dir, &["status", "--porcelain", "--untracked-files=all"]),
         files,
     )
+}
+
+/// Runs `kubectl camelk ARGS` in `dir`, which must fail (exit 1) saying each
+/// of `said` on stderr, and leave the repository as it was.
+fn refused(dir: &Path, args: &[&str], said: &[&str]) {
+    let before = snapshot(dir);
+    let mut assert = camelk(dir).args(args).assert().code(1);
+    for expected in said {
+        assert = assert.stderr(predicate::str::contains(*expected));
+    }
+    assert_eq!(snapshot(dir), before);
 }
 
 fn stdout(output: &std::process::Output) -> String {
@@ -198,21 +209,17 @@ metadata:
 ";
     let repo = apps_repo(&[("apps/tick.yaml", tick)]);
     let dir = repo.path();
-    let before = snapshot(dir);
-    camelk(dir)
-        .args(["strip-owner-keys", "apps", "--no-cluster"])
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains(
+    refused(
+        dir,
+        &["strip-owner-keys", "apps", "--no-cluster"],
+        &[
             "apps/tick.yaml:6:5: error: camel.apache.org/operator.id is only a label of this \
              resource, and it has no `metadata.annotations` to put the marker in: add the \
              annotation by hand (`annotations:` with `camelk.dev/owner-keys: reconciler`), then \
              run again",
-        ))
-        .stderr(predicate::str::contains(
             "error: 1 file could not be edited; nothing written",
-        ));
-    assert_eq!(snapshot(dir), before);
+        ],
+    );
 
     // Added by hand: the label goes, the marker stays as it is.
     std::fs::write(
@@ -222,13 +229,7 @@ metadata:
     .unwrap();
     git(dir, &["commit", "-q", "-am", "marker"]);
     camelk(dir)
-        .args([
-            "strip-owner-keys",
-            "apps",
-            "--no-cluster",
-            "--branch",
-            "strip",
-        ])
+        .args(words("strip-owner-keys apps --no-cluster --branch strip"))
         .assert()
         .success()
         .stdout(predicate::str::contains("1 key removed from 1 file;"));
@@ -245,12 +246,9 @@ fn dry_run_prints_the_diff_and_writes_nothing() {
     let dir = repo.path();
     let before = snapshot(dir);
     camelk(dir)
-        .args([
-            "strip-owner-keys",
-            "apps/feed.yaml",
-            "--dry-run",
-            "--no-cluster",
-        ])
+        .args(words(
+            "strip-owner-keys apps/feed.yaml --dry-run --no-cluster",
+        ))
         .assert()
         .success()
         .stdout(predicate::str::contains(
@@ -265,16 +263,9 @@ fn dry_run_prints_the_diff_and_writes_nothing() {
 
     // And as JSON.
     let output = camelk(dir)
-        .args([
-            "strip-owner-keys",
-            ".",
-            "--dry-run",
-            "--no-cluster",
-            "-n",
-            "shop",
-            "-o",
-            "json",
-        ])
+        .args(words(
+            "strip-owner-keys . --dry-run --no-cluster -n shop -o json",
+        ))
         .output()
         .unwrap();
     assert!(output.status.success());
@@ -309,29 +300,23 @@ fn a_dirty_work_tree_is_refused_and_the_edited_files_always_are() {
     let repo = shop();
     let dir = repo.path();
     std::fs::write(dir.join("notes.txt"), "todo\n").unwrap();
-    let before = snapshot(dir);
-    camelk(dir)
-        .args(["strip-owner-keys", "apps", "--no-cluster"])
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains(
+    refused(
+        dir,
+        &["strip-owner-keys", "apps", "--no-cluster"],
+        &[
             "the work tree has uncommitted changes (notes.txt); commit or stash them, or pass --allow-dirty",
-        ));
-    assert_eq!(snapshot(dir), before);
+        ],
+    );
 
     // An edited file's own uncommitted lines: --allow-dirty does not cover them.
     let mut orders = std::fs::read_to_string(dir.join("apps/orders.yaml")).unwrap();
     orders.push_str("# draft\n");
     std::fs::write(dir.join("apps/orders.yaml"), &orders).unwrap();
-    let before = snapshot(dir);
-    camelk(dir)
-        .args(["strip-owner-keys", "apps", "--no-cluster", "--allow-dirty"])
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains(
-            "apps/orders.yaml has uncommitted changes, which this commit would include",
-        ));
-    assert_eq!(snapshot(dir), before);
+    refused(
+        dir,
+        &["strip-owner-keys", "apps", "--no-cluster", "--allow-dirty"],
+        &["apps/orders.yaml has uncommitted changes, which this commit would include"],
+    );
 
     // Other files only: --allow-dirty commits without them.
     git(dir, &["checkout", "-q", "--", "apps/orders.yaml"]);
@@ -354,19 +339,15 @@ fn a_dirty_work_tree_is_refused_and_the_edited_files_always_are() {
 fn without_a_readable_cluster_nothing_is_written_unless_no_cluster() {
     let repo = shop();
     let dir = repo.path();
-    let before = snapshot(dir);
     // No kubeconfig at all.
-    camelk(dir)
-        .args(["strip-owner-keys", "apps", "-n", "shop"])
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains(
+    refused(
+        dir,
+        &["strip-owner-keys", "apps", "-n", "shop"],
+        &[
             "error: cannot read the owners in the cluster; nothing written",
-        ))
-        .stderr(predicate::str::contains(
             "--no-cluster removes the keys without checking",
-        ));
-    assert_eq!(snapshot(dir), before);
+        ],
+    );
 
     // A kubeconfig whose server does not answer.
     let kubeconfig = dir.join("unreachable.kubeconfig");
@@ -379,22 +360,18 @@ fn without_a_readable_cluster_nothing_is_written_unless_no_cluster() {
     .unwrap();
     git(dir, &["add", "unreachable.kubeconfig"]);
     git(dir, &["commit", "-q", "-m", "kubeconfig"]);
-    let before = snapshot(dir);
-    camelk(dir)
-        .args([
+    refused(
+        dir,
+        &[
             "strip-owner-keys",
             "apps",
             "--request-timeout",
             "5s",
             "--kubeconfig",
-        ])
-        .arg(&kubeconfig)
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains(
-            "error: cannot read the owners in the cluster; nothing written",
-        ));
-    assert_eq!(snapshot(dir), before);
+            kubeconfig.to_str().unwrap(),
+        ],
+        &["error: cannot read the owners in the cluster; nothing written"],
+    );
 
     // --force covers owners that would be lost, not owners left unread.
     camelk(dir)
@@ -433,21 +410,15 @@ fn a_file_that_is_not_yaml_is_named_at_its_line_and_column_and_nothing_is_writte
     let dir = repo.path();
     std::fs::create_dir_all(dir.join("build")).unwrap();
     std::fs::write(dir.join("build/out.yaml"), FEED).unwrap();
-    let before = snapshot(dir);
-    camelk(dir)
-        .args(["strip-owner-keys", ".", "--no-cluster"])
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains(
+    refused(
+        dir,
+        &["strip-owner-keys", ".", "--no-cluster"],
+        &[
             "apps/broken.yaml:5:14: error: YAML syntax error: ",
-        ))
-        .stderr(predicate::str::contains(
             "note: charts/shop/templates: the templates of a Helm chart are not plain YAML: skipped",
-        ))
-        .stderr(predicate::str::contains(
             "error: 1 file could not be edited; nothing written",
-        ));
-    assert_eq!(snapshot(dir), before);
+        ],
+    );
 
     // Without the broken file: the rest goes, the chart and build/ untouched.
     std::fs::remove_file(dir.join("apps/broken.yaml")).unwrap();

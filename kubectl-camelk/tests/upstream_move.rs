@@ -7,7 +7,7 @@
 mod common;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use camelk_reconciler::camel_k::phase;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
@@ -37,27 +37,15 @@ async fn wait_until(
     what: &str,
     check: impl Fn(&DynamicObject) -> bool,
 ) -> DynamicObject {
-    let deadline = Instant::now() + Duration::from_secs(240);
-    loop {
-        let obj = api.get(name).await.unwrap();
-        if check(&obj) {
-            return obj;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name}: not {what}; status {}",
-            obj.data["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    let timeout = Duration::from_secs(240);
+    common::poll_until(api, name, what, timeout, check, |obj| {
+        format!("status {}", obj.data["status"])
+    })
+    .await
 }
 
 fn json_out(out: &std::process::Output) -> Value {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(out, "the plugin");
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -73,11 +61,8 @@ async fn move_upstream_hands_a_kamel_created_integration_to_a_real_operator() {
     camelk_testkit::admission::enforce_in(&admin, &ns.name, &["reconciler"], &OPERATORS)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        admin.clone(),
-        &ns.name,
-        &CamelKind::Integration.api_resource(),
-    );
+    let api: Api<DynamicObject> =
+        camelk_testkit::scenario::camel_api(admin.clone(), CamelKind::Integration, &ns.name);
     kamel_run(
         &api,
         "moving",
@@ -202,17 +187,9 @@ async fn move_upstream_hands_a_kamel_created_integration_to_a_real_operator() {
     let out = live_camelk(
         &kubeconfig,
         &ns.name,
-        &[
-            "move",
-            "integration/moving",
-            "integration/built",
-            "--to",
-            "operator-2",
-            "--upstream",
-            "--wait",
-            "-o",
-            "json",
-        ],
+        &common::words(
+            "move integration/moving integration/built --to operator-2 --upstream --wait -o json",
+        ),
     );
     let result = json_out(&out);
     assert_eq!(result["result"], "Completed", "{result}");

@@ -52,7 +52,7 @@ use camelk_testkit::audit::{AuditEvent, owner_flips, quantile, unowned_windows};
 use common::{env_usize, stats};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -306,11 +306,8 @@ async fn measure_round(
         to: OperatorId::new("operator-2").unwrap(),
         resources: (0..n).map(|i| (CamelKind::Integration, name(i))).collect(),
     };
-    let api = Api::<DynamicObject>::namespaced_with(
-        admin.clone(),
-        &plain_ns.name,
-        &CamelKind::Integration.api_resource(),
-    );
+    let api =
+        camelk_testkit::scenario::camel_api(admin.clone(), CamelKind::Integration, &plain_ns.name);
     let relabel = |i: usize, to: &'static str| {
         let api = api.clone();
         async move {
@@ -404,11 +401,7 @@ async fn watch_arrivals(
     owner: &str,
     stop: &CancellationToken,
 ) -> Arc<Mutex<BTreeMap<String, Timestamp>>> {
-    let api = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        ns,
-        &CamelKind::Integration.api_resource(),
-    );
+    let api = camelk_testkit::scenario::camel_api(client.clone(), CamelKind::Integration, ns);
     let config = watcher::Config::default().labels(&format!("{OPERATOR_ID_KEY}={owner}"));
     let arrivals = Arc::new(Mutex::new(BTreeMap::new()));
     let (listed, on_listed) = tokio::sync::oneshot::channel();
@@ -520,11 +513,7 @@ async fn create_settled(
     count: usize,
     owner: impl Fn(usize) -> &'static str,
 ) {
-    let api = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        ns,
-        &CamelKind::Integration.api_resource(),
-    );
+    let api = camelk_testkit::scenario::camel_api(client.clone(), CamelKind::Integration, ns);
     let owner = &owner;
     futures::stream::iter(0..count)
         .map(|i| {
@@ -576,11 +565,7 @@ fn cache_child(kubeconfig: &str, ns: &str, selector: Option<String>) {
         .await
         .unwrap();
         let client = kube::Client::try_from(config).unwrap();
-        let api = Api::<DynamicObject>::namespaced_with(
-            client,
-            ns,
-            &CamelKind::Integration.api_resource(),
-        );
+        let api = camelk_testkit::scenario::camel_api(client, CamelKind::Integration, ns);
         let mut cfg = watcher::Config::default();
         if let Some(s) = &selector {
             cfg = cfg.labels(s);

@@ -341,11 +341,7 @@ async fn first_owners(
     patience: Duration,
 ) -> (Vec<f64>, usize) {
     use std::sync::{Arc, Mutex};
-    let api = Api::<DynamicObject>::namespaced_with(
-        admin.clone(),
-        ns,
-        &CamelKind::Integration.api_resource(),
-    );
+    let api = camelk_testkit::scenario::camel_api(admin.clone(), CamelKind::Integration, ns);
     let owned: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let watch = {
@@ -535,11 +531,7 @@ async fn latency(cluster: &TestCluster, reps: usize, poll: Duration, webhook: bo
     let sync = spawn_sync(cluster, &git, &ns, &format!("bench-{mode}"), &extra);
     wait_applied(&admin, &ns, &rev0, Duration::from_secs(120), &sync).await;
 
-    let api = Api::<DynamicObject>::namespaced_with(
-        admin.clone(),
-        &ns,
-        &CamelKind::Integration.api_resource(),
-    );
+    let api = camelk_testkit::scenario::camel_api(admin.clone(), CamelKind::Integration, &ns);
     let mut result = Latency {
         first_move: Vec::new(),
         applied: Vec::new(),
@@ -644,11 +636,7 @@ fn owner(o: &DynamicObject) -> Option<String> {
 }
 
 async fn wait_running_under(client: &Client, ns: &str, name: &str, id: &str) {
-    let api = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        ns,
-        &CamelKind::Integration.api_resource(),
-    );
+    let api = camelk_testkit::scenario::camel_api(client.clone(), CamelKind::Integration, ns);
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         if let Some(o) = api.get_opt(name).await.unwrap()
@@ -1094,40 +1082,16 @@ async fn create_integration(client: &Client, ns: &str, name: &str, owner: &str, 
             "- from:\n    uri: timer:tick-{i}\n    parameters: {{period: 5000}}\n    steps:\n      - setBody:\n          constant: hello from {name}\n      - log: ${{body}}\n") }] }
     }))
     .unwrap();
-    Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        ns,
-        &CamelKind::Integration.api_resource(),
-    )
-    .create(&PostParams::default(), &obj)
-    .await
-    .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"));
+    camelk_testkit::scenario::camel_api(client.clone(), CamelKind::Integration, ns)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"));
 }
 
 /// Installs the `OperatorAssignment` CRD and waits until it is served.
 async fn install_assignment_crd(cluster: &TestCluster) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Patch, PatchParams};
     let admin = cluster.admin().await;
-    let crd = camelk_reconciler::api::crd();
-    let name = crd.metadata.name.clone().unwrap();
-    Api::<CustomResourceDefinition>::all(admin.clone())
-        .patch(
-            &name,
-            &PatchParams::apply("camelk-bench").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .expect("applying the OperatorAssignment CRD");
-    let api: Api<OperatorAssignment> = Api::all(admin);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while api.list(&Default::default()).await.is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "OperatorAssignment CRD not served"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    camelk_testkit::crds::install_assignment_crd(&admin, "camelk-bench").await;
 }
 
 /// Waits until the `OperatorAssignment` in `ns` has applied `sha` completely.

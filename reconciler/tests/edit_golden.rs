@@ -25,6 +25,23 @@ fn resource(kind: CamelKind, ns: &str, name: &str) -> ResourceRef {
     }
 }
 
+/// [`edit::assign`] of the one resource `kind ns/name` to `to`.
+fn assign_one(
+    m: &Manifest,
+    kind: CamelKind,
+    ns: &str,
+    name: &str,
+    to: &str,
+) -> Result<edit::Edited, edit::EditError> {
+    edit::assign(m, &[resource(kind, ns, name)], &id(to))
+}
+
+/// [`edit::assign`] of shop/orders to operator-2 in manifest `text`.
+fn assign_orders_to_operator_2(text: &str) -> edit::Edited {
+    let m = Manifest::parse("x.yaml", text.to_string()).unwrap();
+    assign_one(&m, CamelKind::Integration, "shop", "orders", "operator-2").unwrap()
+}
+
 /// The unified diff, without headers; only changed lines and their context.
 fn diff(old: &str, new: &str) -> String {
     similar::TextDiff::from_lines(old, new)
@@ -50,12 +67,7 @@ fn changed_lines(old: &str, new: &str) -> (Vec<String>, Vec<String>) {
 #[test]
 fn reassigning_a_pin_changes_one_line_and_keeps_its_quotes() {
     let m = manifest();
-    let edited = edit::assign(
-        &m,
-        &[resource(CamelKind::Integration, "shop", "orders")],
-        &id("operator-2"),
-    )
-    .unwrap();
+    let edited = assign_one(&m, CamelKind::Integration, "shop", "orders", "operator-2").unwrap();
     let (removed, added) = changed_lines(COMMENTED, &edited.text);
     assert_eq!(
         removed,
@@ -74,10 +86,12 @@ fn reassigning_a_pin_changes_one_line_and_keeps_its_quotes() {
 #[test]
 fn a_new_pin_is_appended_after_the_last_one() {
     let m = manifest();
-    let edited = edit::assign(
+    let edited = assign_one(
         &m,
-        &[resource(CamelKind::Integration, "billing", "ledger")],
-        &id("operator-2"),
+        CamelKind::Integration,
+        "billing",
+        "ledger",
+        "operator-2",
     )
     .unwrap();
     let (removed, _) = changed_lines(COMMENTED, &edited.text);
@@ -104,12 +118,7 @@ fn assigning_several_resources_at_once() {
 #[test]
 fn assigning_to_the_current_pin_changes_nothing() {
     let m = manifest();
-    let edited = edit::assign(
-        &m,
-        &[resource(CamelKind::Integration, "shop", "orders")],
-        &id("operator-1"),
-    )
-    .unwrap();
+    let edited = assign_one(&m, CamelKind::Integration, "shop", "orders", "operator-1").unwrap();
     assert_eq!(edited.text, COMMENTED);
     assert!(edited.changes.is_empty());
 }
@@ -175,12 +184,7 @@ fn rollout_with_a_selector() {
 #[test]
 fn edits_refuse_unknown_operators_with_a_suggestion() {
     let m = manifest();
-    let error = edit::assign(
-        &m,
-        &[resource(CamelKind::Integration, "shop", "orders")],
-        &id("operater-2"),
-    )
-    .unwrap_err();
+    let error = assign_one(&m, CamelKind::Integration, "shop", "orders", "operater-2").unwrap_err();
     assert_eq!(
         error.to_string(),
         "unknown operator `operater-2`; did you mean `operator-2`?; declared operators: operator-1, operator-2"
@@ -190,12 +194,7 @@ fn edits_refuse_unknown_operators_with_a_suggestion() {
 #[test]
 fn a_pin_outside_the_scope_is_refused() {
     let m = manifest();
-    let error = edit::assign(
-        &m,
-        &[resource(CamelKind::Build, "shop", "b1")],
-        &id("operator-2"),
-    )
-    .unwrap_err();
+    let error = assign_one(&m, CamelKind::Build, "shop", "b1", "operator-2").unwrap_err();
     assert!(error.to_string().contains("outside the scope"), "{error}");
 }
 
@@ -205,13 +204,7 @@ fn an_empty_flow_list_becomes_a_block_list() {
         "  pins:\n    # Orders must stay put during the sale.\n    - kind: Integration\n      namespace: shop\n      name: orders\n      operator: 'operator-1'   # single-quoted on purpose\n\n    - {kind: Pipe, namespace: shop, name: events, operator: operator-2}\n",
         "  pins: []\n",
     );
-    let m = Manifest::parse("x.yaml", text.clone()).unwrap();
-    let edited = edit::assign(
-        &m,
-        &[resource(CamelKind::Integration, "shop", "orders")],
-        &id("operator-2"),
-    )
-    .unwrap();
+    let edited = assign_orders_to_operator_2(&text);
     insta::assert_snapshot!(diff(&text, &edited.text));
 }
 
@@ -221,13 +214,7 @@ fn a_missing_list_is_created() {
         "  # ---- pins: single resources ------------------------------------------\n  pins:\n    # Orders must stay put during the sale.\n    - kind: Integration\n      namespace: shop\n      name: orders\n      operator: 'operator-1'   # single-quoted on purpose\n\n    - {kind: Pipe, namespace: shop, name: events, operator: operator-2}\n  # end of pins\n",
         "",
     );
-    let m = Manifest::parse("x.yaml", text.clone()).unwrap();
-    let edited = edit::assign(
-        &m,
-        &[resource(CamelKind::Integration, "shop", "orders")],
-        &id("operator-2"),
-    )
-    .unwrap();
+    let edited = assign_orders_to_operator_2(&text);
     let again = Manifest::parse("x.yaml", edited.text.clone()).unwrap();
     assert_eq!(again.assignment.spec.pins.len(), 1);
     insta::assert_snapshot!(diff(&text, &edited.text));

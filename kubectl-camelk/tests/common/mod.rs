@@ -8,15 +8,14 @@ use std::process::Command;
 
 use std::time::{Duration, Instant};
 
-use camelk_reconciler::api::{OperatorAssignment, OperatorId};
+use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::OPERATOR_ID_KEY;
 use camelk_reconciler::camel_k::phase;
 use camelk_reconciler::lock::LockTiming;
 use camelk_reconciler::operator::{self, OperatorConfig};
 use camelk_reconciler::source::GitSource;
 use camelk_reconciler::sync::{self, SyncConfig};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use tempfile::TempDir;
 use tokio_util::sync::CancellationToken;
 
@@ -31,6 +30,12 @@ pub const ASSIGN_ORDERS: [&str; 6] = [
     "-n",
     "shop",
 ];
+
+/// The words of `line`, for `args`: a test writes a command as its user
+/// types it.
+pub fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
 
 /// The plugin, isolated from the developer's kubeconfig and colour settings.
 pub fn camelk(dir: &Path) -> assert_cmd::Command {
@@ -72,12 +77,49 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .env("HOME", dir)
         .output()
         .expect("running git");
-    assert!(
-        output.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    camelk_testkit::assert_success(&output, &format!("git {args:?} failed"));
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Creates Integration `name` through `api`, owned by `owner` (label and
+/// annotation), with an empty spec.
+pub async fn create_owned_integration(api: &Api<DynamicObject>, name: &str, owner: &str) {
+    let obj: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": camelk_reconciler::camel_k::CamelKind::Integration.api_version(),
+        "kind": "Integration",
+        "metadata": { "name": name, "labels": { OPERATOR_ID_KEY: owner }, "annotations": { OPERATOR_ID_KEY: owner } },
+        "spec": {}
+    }))
+    .unwrap();
+    api.create(&kube::api::PostParams::default(), &obj)
+        .await
+        .unwrap();
+}
+
+/// Reads `name` through `api` every 300 ms until `check` holds, and returns
+/// it; after `timeout`, panics saying it is not `what`, with what `seen`
+/// tells of the last copy.
+pub async fn poll_until(
+    api: &Api<DynamicObject>,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    check: impl Fn(&DynamicObject) -> bool,
+    seen: impl Fn(&DynamicObject) -> String,
+) -> DynamicObject {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let obj = api.get(name).await.unwrap();
+        if check(&obj) {
+            return obj;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}: not {what}; {}",
+            seen(&obj)
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }
 
 /// A work tree on branch `main` whose first commit holds `manifest`.
@@ -255,23 +297,30 @@ pub fn wait_for_line(
     }
 }
 
+/// The cluster admin's client, once the camelk roles are granted and the
+/// OperatorAssignment CRD is served: where a test of the reconciler starts.
+pub async fn admin_with_crd(cluster: &camelk_testkit::TestCluster) -> kube::Client {
+    cluster.grant_camelk_roles().await;
+    let admin = cluster.admin().await;
+    install_crd(&admin).await;
+    admin
+}
+
+/// [`admin_with_crd`], then a fresh namespace named after `prefix` where a
+/// sync may run (`grant_sync_namespace`).
+pub async fn admin_and_sync_namespace(
+    cluster: &camelk_testkit::TestCluster,
+    prefix: &str,
+) -> (kube::Client, camelk_testkit::TestNamespace) {
+    let admin = admin_with_crd(cluster).await;
+    let ns = cluster.namespace(prefix).await;
+    cluster.grant_sync_namespace(&ns.name).await;
+    (admin, ns)
+}
+
 /// Installs the OperatorAssignment CRD and waits until it is served.
 pub async fn install_crd(admin: &kube::Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    let crd = camelk_reconciler::api::crd();
-    crds.patch(
-        crd.metadata.name.as_deref().unwrap(),
-        &PatchParams::apply("camelk-e2e").force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .unwrap();
-    let api: Api<OperatorAssignment> = Api::all(admin.clone());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while api.list(&Default::default()).await.is_err() {
-        assert!(Instant::now() < deadline, "CRD not served");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    camelk_testkit::crds::install_assignment_crd(admin, "camelk-e2e").await;
 }
 
 /// Runs a `reconciler sync` loop as `reconciler` until `stop`, its object and

@@ -12,8 +12,8 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{git, repo_with, start_operator};
-use crate::live_sync::{install_crd, manifest, start_sync, wait_applied};
+use crate::common::{admin_and_sync_namespace, git, repo_with, start_operator};
+use crate::live_sync::{manifest, start_sync, wait_applied};
 
 fn check(kubeconfig: &Path, ns: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kubectl-camelk"))
@@ -29,11 +29,7 @@ fn check(kubeconfig: &Path, ns: &str, args: &[&str]) -> Output {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_is_green_on_a_whole_installation_and_names_each_broken_part() {
     let cluster = camelk_testkit::shared();
-    cluster.grant_camelk_roles().await;
-    let admin = cluster.admin().await;
-    install_crd(&admin).await;
-    let ns = cluster.namespace("plugin-check").await;
-    cluster.grant_sync_namespace(&ns.name).await;
+    let (admin, ns) = admin_and_sync_namespace(cluster, "plugin-check").await;
     let operators = ["operator-1", "operator-2"];
     camelk_testkit::admission::enforce_in(&admin, &ns.name, &["reconciler"], &operators)
         .await

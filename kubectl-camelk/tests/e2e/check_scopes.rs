@@ -60,14 +60,10 @@ async fn create_integration(admin: &Client, ns: &str, name: &str, owner: Option<
         "metadata": meta, "spec": {},
     }))
     .unwrap();
-    Api::<DynamicObject>::namespaced_with(
-        admin.clone(),
-        ns,
-        &CamelKind::Integration.api_resource(),
-    )
-    .create(&PostParams::default(), &obj)
-    .await
-    .unwrap_or_else(|e| panic!("creating Integration {ns}/{name}: {e}"));
+    camelk_testkit::scenario::camel_api(admin.clone(), CamelKind::Integration, ns)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("creating Integration {ns}/{name}: {e}"));
 }
 
 /// The overlaps the report gives between Deployments of `namespaces` only
@@ -96,35 +92,20 @@ async fn check_warns_about_operators_that_both_handle_unowned_resources() {
     let home_c = cluster.namespace("scopes-c").await;
     let home_d = cluster.namespace("scopes-d").await;
     let v2_10 = "docker.io/apache/camel-k:2.10.1";
-    // Two local operators watching apps: under v2.10 both take what has no
-    // owner key there.
-    create_deployment(
-        &admin,
-        &home_a.name,
-        &operator_deployment("team-a", Some(&apps.name), v2_10, 1),
-    )
-    .await;
-    create_deployment(
-        &admin,
-        &home_b.name,
-        &operator_deployment("team-b", Some(&apps.name), v2_10, 1),
-    )
-    .await;
-    // A global operator with an id of its own: none of it under v2.10, all
-    // of it under 2.11.
-    create_deployment(
-        &admin,
-        &home_c.name,
-        &operator_deployment("team-c", None, v2_10, 1),
-    )
-    .await;
-    // Scaled to zero: it runs nothing, so it overlaps with nobody.
-    create_deployment(
-        &admin,
-        &home_d.name,
-        &operator_deployment("team-d", Some(&apps.name), v2_10, 0),
-    )
-    .await;
+    for (home, id, watch, replicas) in [
+        // Two local operators watching apps: under v2.10 both take what has
+        // no owner key there.
+        (&home_a, "team-a", Some(&apps.name), 1),
+        (&home_b, "team-b", Some(&apps.name), 1),
+        // A global operator with an id of its own: none of it under v2.10,
+        // all of it under 2.11.
+        (&home_c, "team-c", None, 1),
+        // Scaled to zero: it runs nothing, so it overlaps with nobody.
+        (&home_d, "team-d", Some(&apps.name), 0),
+    ] {
+        let deployment = operator_deployment(id, watch.map(String::as_str), v2_10, replicas);
+        create_deployment(&admin, &home.name, &deployment).await;
+    }
     for i in 0..7 {
         create_integration(&admin, &apps.name, &format!("orphan-{i}"), None).await;
     }
@@ -196,12 +177,7 @@ async fn check_warns_about_operators_that_both_handle_unowned_resources() {
         .find(|o| o["when"] == "now")
         .expect("the pair of today");
     assert_eq!(now["rules"], json!(["v2.10", "v2.10"]));
-    let named: Vec<&str> = now["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
+    let named: Vec<&str> = camelk_testkit::str_fields(&now["resources"], "name");
     assert_eq!(named.len(), 5, "the list is capped: {named:?}");
     assert!(named.iter().all(|n| n.starts_with("orphan-")), "{named:?}");
 

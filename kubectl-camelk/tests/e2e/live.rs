@@ -163,51 +163,30 @@ async fn plan_reads_owners_and_phases_from_the_cluster() {
     let cluster = camelk_testkit::shared();
     let ns = cluster.namespace("plan").await;
     let client = cluster.admin().await;
-    create(
-        &client,
-        &ns.name,
-        CamelKind::Integration,
-        "orders",
-        Some("operator-1"),
-        Some("Running"),
-    )
-    .await;
-    create(
-        &client,
-        &ns.name,
-        CamelKind::Integration,
-        "canary-a",
-        Some("operator-1"),
-        Some("Running"),
-    )
-    .await;
-    create(
-        &client,
-        &ns.name,
-        CamelKind::Integration,
-        "canary-b",
-        Some("operator-1"),
-        Some("Building Kit"),
-    )
-    .await;
-    create(
-        &client,
-        &ns.name,
-        CamelKind::Integration,
-        "fresh",
-        None,
-        None,
-    )
-    .await;
-    create(
-        &client,
-        &ns.name,
-        CamelKind::Pipe,
-        "events",
-        Some("operator-2"),
-        Some("Ready"),
-    )
-    .await;
+    for (kind, name, owner, phase) in [
+        (
+            CamelKind::Integration,
+            "orders",
+            Some("operator-1"),
+            Some("Running"),
+        ),
+        (
+            CamelKind::Integration,
+            "canary-a",
+            Some("operator-1"),
+            Some("Running"),
+        ),
+        (
+            CamelKind::Integration,
+            "canary-b",
+            Some("operator-1"),
+            Some("Building Kit"),
+        ),
+        (CamelKind::Integration, "fresh", None, None),
+        (CamelKind::Pipe, "events", Some("operator-2"), Some("Ready")),
+    ] {
+        create(&client, &ns.name, kind, name, owner, phase).await;
+    }
     // Running, but its kit's Build has not finished: blocked. Its twin's
     // kit was built already: it moves.
     kit_with_build(&client, &ns.name, "kit-c", "Running").await;
@@ -254,26 +233,10 @@ async fn plan_reads_owners_and_phases_from_the_cluster() {
         ])
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    camelk_testkit::assert_success(&output, "plan -o json");
     let plan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
 
-    let moves: Vec<(String, String, String)> = plan["batches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|b| b["moves"].as_array().unwrap().clone())
-        .map(|m| {
-            (
-                m["resource"]["name"].as_str().unwrap().to_string(),
-                m["from"].as_str().unwrap().to_string(),
-                m["to"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let moves = moves_of(&plan);
     assert_eq!(
         moves,
         vec![
@@ -329,7 +292,7 @@ async fn plan_reads_owners_and_phases_from_the_cluster() {
 }
 
 /// Every move of a plan printed as JSON: (name, from, to), in order.
-fn moves_of(plan: &serde_json::Value) -> Vec<(String, String, String)> {
+pub(crate) fn moves_of(plan: &serde_json::Value) -> Vec<(String, String, String)> {
     plan["batches"]
         .as_array()
         .unwrap_or_else(|| panic!("a plan: {plan:#}"))
@@ -402,17 +365,9 @@ async fn edits_plan_against_the_live_cluster_or_say_what_they_could_not_see() {
         .map(|n| (n.to_string(), "operator-1".into(), "operator-2".into()))
         .collect();
 
-    let (rollout, stderr) = edit(&[
-        "rollout",
-        "--from",
-        "operator-1",
-        "--to",
-        "operator-2",
-        "--steps",
-        "50%,100%",
-        "--branch",
-        "rollout",
-    ]);
+    let (rollout, stderr) = edit(&crate::common::words(
+        "rollout --from operator-1 --to operator-2 --steps 50%,100% --branch rollout",
+    ));
     let mut moved = moves_of(&rollout);
     moved.sort();
     assert_eq!(moved, everything, "{rollout:#}");
@@ -491,11 +446,7 @@ async fn edits_plan_against_the_live_cluster_or_say_what_they_could_not_see() {
         .unwrap();
     let took = started.elapsed();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    camelk_testkit::assert_success(&output, "assign --dry-run");
     let note = "- the cluster was not read: the API server https://127.0.0.1:1/ did not answer";
     assert!(stdout.contains(note), "{stdout}");
     for said in [
@@ -747,15 +698,16 @@ async fn the_generated_crd_is_accepted_and_serves_manifests() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = cluster.kubeconfig();
     let kubeconfig = kubeconfig.to_str().unwrap();
-    let out = camelk(dir.path())
-        .args(["--kubeconfig", kubeconfig, "-n", &ns.name, "status", &name])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // `kubectl camelk status ARGS` in the test's namespace.
+    let status = |args: &[&str]| {
+        camelk(dir.path())
+            .args(["--kubeconfig", kubeconfig, "-n", &ns.name, "status"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = status(&[name.as_str()]);
+    camelk_testkit::assert_success(&out, "status");
     let text = String::from_utf8_lossy(&out.stdout);
     for expected in [
         "Applied revision:  0123456789ab",
@@ -766,32 +718,10 @@ async fn the_generated_crd_is_accepted_and_serves_manifests() {
     ] {
         assert!(text.contains(expected), "missing `{expected}` in:\n{text}");
     }
-    let out = camelk(dir.path())
-        .args([
-            "--kubeconfig",
-            kubeconfig,
-            "-n",
-            &ns.name,
-            "status",
-            "-o",
-            "json",
-        ])
-        .output()
-        .unwrap();
+    let out = status(&["-o", "json"]);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["items"][0]["status"]["rollout"]["currentStep"], 2);
-    let out = camelk(dir.path())
-        .args([
-            "--kubeconfig",
-            kubeconfig,
-            "-n",
-            &ns.name,
-            "status",
-            "-o",
-            "name",
-        ])
-        .output()
-        .unwrap();
+    let out = status(&["-o", "name"]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         format!("operatorassignment.camelk.dev/{name}\n")
@@ -804,11 +734,7 @@ async fn the_generated_crd_is_accepted_and_serves_manifests() {
         .output()
         .expect("kubectl (installed by .ci/run)");
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(&out, "kubectl get operatorassignments");
     let rows: Vec<Vec<&str>> = table
         .lines()
         .map(|l| {
@@ -843,17 +769,7 @@ async fn the_generated_crd_is_accepted_and_serves_manifests() {
         json["items"][0]["status"]["conditions"][0]["reason"],
         "HealthCheckFailed"
     );
-    let out = camelk(dir.path())
-        .args([
-            "--kubeconfig",
-            kubeconfig,
-            "-n",
-            &ns.name,
-            "status",
-            "missing",
-        ])
-        .output()
-        .unwrap();
+    let out = status(&["missing"]);
     assert_eq!(out.status.code(), Some(1), "an unknown name is an error");
 
     // suspend / resume set and remove the annotation `reconciler sync` honours.

@@ -37,21 +37,9 @@ async fn move_get_and_operators_on_a_live_cluster() {
     let out = live_camelk(
         &kubeconfig,
         &ns.name,
-        &[
-            "move",
-            "integration/orders",
-            "--to",
-            "operator-2",
-            "--wait",
-            "-o",
-            "json",
-        ],
+        &crate::common::words("move integration/orders --to operator-2 --wait -o json"),
     );
-    assert!(
-        out.status.success(),
-        "move failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(&out, "move failed");
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["result"], "Completed");
     assert_eq!(result["moved"], json!(["Integration/orders"]));
@@ -62,11 +50,7 @@ async fn move_get_and_operators_on_a_live_cluster() {
     wait_running(&api, "orders", "operator-2").await;
 
     let out = live_camelk(&kubeconfig, &ns.name, &["get", "integration", "-o", "json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(&out, "get integration -o json");
     let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
     let owners: Vec<(String, String)> = listed["items"]
         .as_array()
@@ -139,11 +123,7 @@ async fn move_get_and_operators_on_a_live_cluster() {
         &ns.name,
         &["operators", "--observe", "2500ms", "-o", "json"],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(&out, "operators --observe");
     let ops: Value = serde_json::from_slice(&out.stdout).unwrap();
     for id in ["operator-1", "operator-2"] {
         let op = ops["items"]
@@ -270,11 +250,7 @@ async fn move_get_and_operators_on_a_live_cluster() {
         &ns.name,
         &["move", "it/billing", "--to", "operator-2", "-o", "json"],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(&out, "move it/billing without --wait");
     let requested: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(requested["result"], "Requested", "{requested}");
     assert_eq!(requested["resources"], json!(["Integration/billing"]));
@@ -295,47 +271,31 @@ async fn move_get_and_operators_on_a_live_cluster() {
         &ns.name,
         &["move", "it/billing", "--to", "operator-1"],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(&out, "move it/billing back");
     assert!(String::from_utf8_lossy(&out.stdout).contains("handoff requested"));
     wait_running(&api, "billing", "operator-1").await;
 
     // Bad input: a kind that is not Camel K's, and a move to an operator that runs nowhere.
-    let out = live_camelk(
-        &kubeconfig,
-        &ns.name,
-        &["move", "deployment/x", "--to", "operator-2"],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a Camel K kind"));
-    let out = live_camelk(
-        &kubeconfig,
-        &ns.name,
-        &["move", "integration/", "--to", "operator-2"],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("expected KIND/NAME"));
-    let out = live_camelk(
-        &kubeconfig,
-        &ns.name,
-        &["move", "integration/orders", "--to", "operator-7"],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("operator-7 has no lock"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    for (target, to, refusal) in [
+        ("deployment/x", "operator-2", "not a Camel K kind"),
+        ("integration/", "operator-2", "expected KIND/NAME"),
+        ("integration/orders", "operator-7", "operator-7 has no lock"),
+    ] {
+        let out = live_camelk(&kubeconfig, &ns.name, &["move", target, "--to", to]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(refusal),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 
     // An operator run by no Deployment (here, a loop of this process) writes
     // its version on the IntegrationPlatform named after it, as upstream does.
-    let platforms: Api<DynamicObject> = Api::namespaced_with(
+    let platforms: Api<DynamicObject> = camelk_testkit::scenario::camel_api(
         cluster.admin().await,
+        CamelKind::IntegrationPlatform,
         &ns.name,
-        &CamelKind::IntegrationPlatform.api_resource(),
     );
     let platform: DynamicObject = serde_json::from_value(json!({
         "apiVersion": CamelKind::IntegrationPlatform.api_version(), "kind": "IntegrationPlatform",

@@ -7,15 +7,15 @@ use std::time::{Duration, Instant};
 use camelk_reconciler::api::OperatorAssignment;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_testkit::manifest::Rollout;
-use kube::api::{Api, DynamicObject, PostParams};
-use serde_json::{Value, json};
+use kube::api::{Api, DynamicObject};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{
-    MANIFEST, follow, git, live_camelk, live_camelk_as, repo_with, start_operator, wait_for_line,
-    wait_running,
+    MANIFEST, admin_and_sync_namespace, follow, git, live_camelk, live_camelk_as, repo_with,
+    start_operator, wait_for_line, wait_running,
 };
-pub(crate) use crate::common::{install_crd, start_sync, start_sync_serving};
+pub(crate) use crate::common::{start_sync, start_sync_serving};
 
 pub(crate) const NAME: &str = "fleet";
 
@@ -46,32 +46,16 @@ pub(crate) async fn wait_applied(api: &Api<OperatorAssignment>, sha: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
     let cluster = camelk_testkit::shared();
-    cluster.grant_camelk_roles().await;
-    let admin = cluster.admin().await;
-    install_crd(&admin).await;
-    let ns = cluster.namespace("plugin-sync").await;
-    cluster.grant_sync_namespace(&ns.name).await;
+    let (admin, ns) = admin_and_sync_namespace(cluster, "plugin-sync").await;
     let stop = CancellationToken::new();
     for id in ["operator-1", "operator-2"] {
         start_operator(cluster, id, &ns.name, &stop).await;
     }
-    let integrations: Api<DynamicObject> = Api::namespaced_with(
-        admin.clone(),
-        &ns.name,
-        &CamelKind::Integration.api_resource(),
-    );
+    let integrations: Api<DynamicObject> =
+        camelk_testkit::scenario::camel_api(admin.clone(), CamelKind::Integration, &ns.name);
     let names = ["a", "b", "c", "d"];
     for name in names {
-        let obj: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": CamelKind::Integration.api_version(), "kind": "Integration",
-            "metadata": { "name": name, "labels": { OPERATOR_ID_KEY: "operator-1" }, "annotations": { OPERATOR_ID_KEY: "operator-1" } },
-            "spec": {}
-        }))
-        .unwrap();
-        integrations
-            .create(&PostParams::default(), &obj)
-            .await
-            .unwrap();
+        crate::common::create_owned_integration(&integrations, name, "operator-1").await;
         wait_running(&integrations, name, "operator-1").await;
     }
 
@@ -138,11 +122,7 @@ async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
         .output()
         .unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(&out, "events");
     assert!(table.starts_with("LAST SEEN"), "{table}");
     for name in names {
         assert!(
@@ -174,11 +154,7 @@ async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
     // The running reconciler's version, from the status it wrote, beside the server's.
     let out = live_camelk(&kubeconfig, &ns.name, &["version"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(&out, "version");
     let expected = format!(
         "Client Version: kubectl-camelk {v}\nServer Version: {server}\n\
          Reconciler Version: {v} ({ns}/{NAME})\n",

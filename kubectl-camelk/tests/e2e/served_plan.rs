@@ -7,22 +7,18 @@ use std::path::Path;
 use std::process::Command;
 
 use camelk_reconciler::api::OperatorAssignment;
-use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
-use kube::api::{Api, DynamicObject, PostParams};
-use serde_json::{Value, json};
+use camelk_reconciler::camel_k::CamelKind;
+use kube::api::{Api, DynamicObject};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{MANIFEST, camelk, git, live_camelk_as, repo_with};
-use crate::live_sync::{install_crd, manifest, start_sync_serving, wait_applied};
+use crate::live_sync::{manifest, start_sync_serving, wait_applied};
 
 const TOKEN: &str = "plan-token-0123456789";
 
 fn json_of(out: &std::process::Output, what: &str) -> Value {
-    assert!(
-        out.status.success(),
-        "{what}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(out, what);
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
@@ -60,33 +56,17 @@ struct PullRequest {
 
 impl PullRequest {
     async fn open(cluster: &camelk_testkit::TestCluster, prefix: &str, operators: bool) -> Self {
-        cluster.grant_camelk_roles().await;
-        let admin = cluster.admin().await;
-        install_crd(&admin).await;
-        let ns = cluster.namespace(prefix).await;
-        cluster.grant_sync_namespace(&ns.name).await;
+        let (admin, ns) = crate::common::admin_and_sync_namespace(cluster, prefix).await;
         let stop = CancellationToken::new();
         if operators {
             for id in ["operator-1", "operator-2"] {
                 crate::common::start_operator(cluster, id, &ns.name, &stop).await;
             }
         }
-        let integrations: Api<DynamicObject> = Api::namespaced_with(
-            admin.clone(),
-            &ns.name,
-            &CamelKind::Integration.api_resource(),
-        );
+        let integrations: Api<DynamicObject> =
+            camelk_testkit::scenario::camel_api(admin.clone(), CamelKind::Integration, &ns.name);
         for name in ["a", "b", "c", "d"] {
-            let obj: DynamicObject = serde_json::from_value(json!({
-                "apiVersion": CamelKind::Integration.api_version(), "kind": "Integration",
-                "metadata": { "name": name, "labels": { OPERATOR_ID_KEY: "operator-1" }, "annotations": { OPERATOR_ID_KEY: "operator-1" } },
-                "spec": {}
-            }))
-            .unwrap();
-            integrations
-                .create(&PostParams::default(), &obj)
-                .await
-                .unwrap();
+            crate::common::create_owned_integration(&integrations, name, "operator-1").await;
             if operators {
                 crate::common::wait_running(&integrations, name, "operator-1").await;
             }
@@ -191,11 +171,7 @@ async fn the_served_plan_equals_the_local_plan_and_needs_the_token() {
         .args(["--max-bytes", "500"])
         .output()
         .unwrap();
-    assert!(
-        from_file.status.success(),
-        "{}",
-        String::from_utf8_lossy(&from_file.stderr)
-    );
+    camelk_testkit::assert_success(&from_file, "plan --server -o markdown");
     let comment = String::from_utf8(from_file.stdout).unwrap();
     assert!(
         comment.contains(&format!(
@@ -239,19 +215,7 @@ async fn the_served_plan_equals_the_local_plan_and_needs_the_token() {
 
 /// Every move of a plan as JSON, as (name, from, to), sorted.
 fn plan_moves(plan: &Value) -> Vec<(String, String, String)> {
-    let mut moves: Vec<_> = plan["batches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|b| b["moves"].as_array().unwrap().iter())
-        .map(|m| {
-            (
-                m["resource"]["name"].as_str().unwrap().to_string(),
-                m["from"].as_str().unwrap().to_string(),
-                m["to"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let mut moves = crate::live::moves_of(plan);
     moves.sort();
     moves
 }
@@ -283,11 +247,7 @@ async fn a_pull_request_is_commented_executed_listed_and_reverted() {
     let plugin_dir = Path::new(env!("CARGO_BIN_EXE_kubectl-camelk"))
         .parent()
         .unwrap();
-    let path = format!(
-        "{}:{}",
-        plugin_dir.display(),
-        std::env::var("PATH").unwrap()
-    );
+    let path = camelk_testkit::path_with(&[plugin_dir]);
     let script = camelk_testkit::workspace_root().join("ci/plan-comment.sh");
     let ci = Command::new("bash")
         .arg(&script)
@@ -336,11 +296,7 @@ async fn a_pull_request_is_commented_executed_listed_and_reverted() {
         .args(["sync", crate::live_sync::NAME, "--wait", "--timeout", "3m"])
         .output()
         .unwrap();
-    assert!(
-        synced.status.success(),
-        "{}",
-        String::from_utf8_lossy(&synced.stderr)
-    );
+    camelk_testkit::assert_success(&synced, "sync --wait");
     wait_applied(&assignments, head_sha).await;
 
     // The history lists the migration; its moves are the commented ones (as
@@ -396,22 +352,12 @@ async fn a_pull_request_is_commented_executed_listed_and_reverted() {
         .args(["revert", head_sha, "--branch", "undo-move"])
         .output()
         .unwrap();
-    assert!(
-        reverted.status.success(),
-        "{}",
-        String::from_utf8_lossy(&reverted.stderr)
-    );
+    camelk_testkit::assert_success(&reverted, "revert");
     let back = live_camelk_as("reconciler", &kubeconfig, &ns.name)
         .current_dir(repo.path())
-        .args([
-            "plan",
-            "--base",
-            "main",
-            "--head",
-            "undo-move",
-            "-o",
-            "json",
-        ])
+        .args(crate::common::words(
+            "plan --base main --head undo-move -o json",
+        ))
         .output()
         .unwrap();
     let back = plan_moves(&json_of(&back, "plan of the revert"));

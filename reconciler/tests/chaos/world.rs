@@ -908,26 +908,33 @@ impl World {
     /// of the histories the judge reads, which is why the judge accepts a
     /// write whose own fence tested its writer as the owner.
     pub fn operator_writes_failed_by_server(&self) -> anyhow::Result<usize> {
-        Ok(self
-            .cluster
-            .audit_log()
-            .events_in(NS)?
-            .iter()
-            .filter(|e| {
-                e.stage == "ResponseComplete"
-                    && ["operator-1", "operator-2"].contains(&e.user.username.as_str())
-                    && ["create", "update", "patch"].contains(&e.verb.as_str())
-                    && e.object_ref
-                        .as_ref()
-                        .is_some_and(|o| o.api_group.as_deref() == Some("camel.apache.org"))
-                    && e.code().is_some_and(|c| c >= 500)
-            })
-            .count())
+        self.operator_answers_counted(|e| {
+            ["create", "update", "patch"].contains(&e.verb.as_str())
+                && e.object_ref
+                    .as_ref()
+                    .is_some_and(|o| o.api_group.as_deref() == Some("camel.apache.org"))
+                && e.code().is_some_and(|c| c >= 500)
+        })
     }
 
     /// Operator requests on Camel K resources of `apps` named one of `names`
     /// that the admission policy refused (403).
     pub fn operator_writes_refused(&self, names: &[&str]) -> anyhow::Result<usize> {
+        self.operator_answers_counted(|e| {
+            e.code() == Some(403)
+                && e.object_ref.as_ref().is_some_and(|o| {
+                    o.api_group.as_deref() == Some("camel.apache.org")
+                        && o.name.as_deref().is_some_and(|n| names.contains(&n))
+                })
+        })
+    }
+
+    /// How many requests of `apps` by an operator identity the audit log
+    /// records as answered (stage `ResponseComplete`) and `matching` holds for.
+    fn operator_answers_counted(
+        &self,
+        matching: impl Fn(&camelk_testkit::AuditEvent) -> bool,
+    ) -> anyhow::Result<usize> {
         Ok(self
             .cluster
             .audit_log()
@@ -936,11 +943,7 @@ impl World {
             .filter(|e| {
                 e.stage == "ResponseComplete"
                     && ["operator-1", "operator-2"].contains(&e.user.username.as_str())
-                    && e.code() == Some(403)
-                    && e.object_ref.as_ref().is_some_and(|o| {
-                        o.api_group.as_deref() == Some("camel.apache.org")
-                            && o.name.as_deref().is_some_and(|n| names.contains(&n))
-                    })
+                    && matching(e)
             })
             .count())
     }

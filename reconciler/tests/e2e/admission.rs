@@ -9,12 +9,8 @@
 use std::time::{Duration, Instant};
 
 use crate::support::*;
-use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
-use camelk_reconciler::handoff::{
-    Coordinator, ForcePolicy, HandoffOptions, HandoffOutcome, MoveBatch, ReleaseMode,
-};
-use camelk_reconciler::lock::LockTiming;
+use camelk_reconciler::handoff::{Coordinator, HandoffOutcome};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, Patch, PatchParams};
@@ -31,6 +27,42 @@ async fn enforce(cluster: &camelk_testkit::TestCluster, ns: &str) {
     )
     .await
     .expect("the policy is enforced");
+}
+
+/// A namespace of the test's own, with the reconciler's RBAC, where the
+/// operators' identities write directly, as any operator (upstream included)
+/// may.
+async fn operators_namespace(
+    cluster: &camelk_testkit::TestCluster,
+    name: &str,
+) -> camelk_testkit::TestNamespace {
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace(name).await;
+    cluster.grant_operators_in(&ns.name).await;
+    ns
+}
+
+/// Lets the user `developer` do `verbs` on the Integrations of `ns`, by the
+/// Role `role`.
+async fn grant_developer(
+    cluster: &camelk_testkit::TestCluster,
+    ns: &str,
+    role: &str,
+    verbs: &[&str],
+) {
+    cluster
+        .grant_in_namespace(
+            ns,
+            "developer",
+            role,
+            vec![PolicyRule {
+                api_groups: Some(vec!["camel.apache.org".into()]),
+                resources: Some(vec!["integrations".into()]),
+                verbs: verbs.iter().map(|v| v.to_string()).collect(),
+                ..Default::default()
+            }],
+        )
+        .await;
 }
 
 /// Sets the owner label and annotation of Integration `name` as `client`;
@@ -69,24 +101,9 @@ fn refused(result: Result<(), (u16, String)>, expected: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn only_a_coordinator_or_the_owner_handing_over_may_change_the_operator_id() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("admission").await;
+    let ns = operators_namespace(cluster, "admission").await;
     let ns = ns.name.as_str();
-    // Writes as an operator directly, as any operator (upstream included) may.
-    cluster.grant_operators_in(ns).await;
-    cluster
-        .grant_in_namespace(
-            ns,
-            "developer",
-            "edit-integrations",
-            vec![PolicyRule {
-                api_groups: Some(vec!["camel.apache.org".into()]),
-                resources: Some(vec!["integrations".into()]),
-                verbs: vec!["get".into(), "patch".into()],
-                ..Default::default()
-            }],
-        )
-        .await;
+    grant_developer(cluster, ns, "edit-integrations", &["get", "patch"]).await;
     let admin = cluster.admin().await;
     create_integration(&admin, ns, "orders", Some("operator-1")).await;
     enforce(cluster, ns).await;
@@ -188,26 +205,8 @@ async fn operators_and_the_handoff_work_under_the_policy() {
 
     // operator-1 releases each by flipping both keys: the policy lets it.
     let mut coordinator = Coordinator::new(cluster.client_as("reconciler").await);
-    let options = HandoffOptions {
-        coordinator: "admission-e2e".into(),
-        mode: ReleaseMode::Protocol,
-        drain_timeout: Duration::from_secs(60),
-        force: ForcePolicy::Never,
-        lock_timing: LockTiming::new(LEASE, Duration::from_secs(3), Duration::from_secs(1))
-            .unwrap(),
-        lock_namespaces: Default::default(),
-        default_lock_namespace: ns.into(),
-        poll: Duration::from_millis(300),
-    };
-    let batch = MoveBatch {
-        namespace: ns.into(),
-        from: OperatorId::new("operator-1").unwrap(),
-        to: OperatorId::new("operator-2").unwrap(),
-        resources: vec![
-            (CamelKind::Integration, "orders".into()),
-            (CamelKind::Integration, "billing".into()),
-        ],
-    };
+    let options = handoff_options("admission-e2e", ns, Duration::from_secs(60));
+    let batch = integration_batch(ns, "operator-1", "operator-2", &["orders", "billing"]);
     let outcome = coordinator
         .execute(&batch, &options, &mut |_| {})
         .await
@@ -287,16 +286,22 @@ fn answer<T>(result: Result<T, kube::Error>, what: &str) -> Result<(), (u16, Str
     })
 }
 
-/// Creates `object` of `kind` in `ns` as `client`.
+/// Creates the `kind` object `name` in `ns` as `client`, with the owner
+/// `label` and `annotation` given ([`camel_object`]).
 async fn create_as(
     client: &kube::Client,
     kind: CamelKind,
     ns: &str,
-    object: &kube::api::DynamicObject,
+    name: &str,
+    label: Option<&str>,
+    annotation: Option<&str>,
 ) -> Result<(), (u16, String)> {
     answer(
         camel_api(client.clone(), kind, ns)
-            .create(&kube::api::PostParams::default(), object)
+            .create(
+                &kube::api::PostParams::default(),
+                &camel_object(kind, name, label, annotation),
+            )
             .await,
         "creating",
     )
@@ -363,40 +368,22 @@ fn not_its_own(operator: &str, write: &str, owner: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_operator_writes_the_status_only_of_what_it_owns() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("admission-status").await;
+    let ns = operators_namespace(cluster, "admission-status").await;
     let ns = ns.name.as_str();
-    // Writes as an operator directly, as any operator (upstream included) may.
-    cluster.grant_operators_in(ns).await;
-    cluster
-        .grant_in_namespace(
-            ns,
-            "developer",
-            "edit-integrations",
-            vec![PolicyRule {
-                api_groups: Some(vec!["camel.apache.org".into()]),
-                resources: Some(vec!["integrations".into()]),
-                verbs: vec!["get".into(), "patch".into()],
-                ..Default::default()
-            }],
-        )
-        .await;
+    grant_developer(cluster, ns, "edit-integrations", &["get", "patch"]).await;
     let admin = cluster.admin().await;
     let it = CamelKind::Integration;
     // As `kamel` creates them: the annotation only.
+    create_as(&admin, it, ns, "by-annotation", None, Some("operator-1"))
+        .await
+        .unwrap();
     create_as(
         &admin,
         it,
         ns,
-        &camel_object(it, "by-annotation", None, Some("operator-1")),
-    )
-    .await
-    .unwrap();
-    create_as(
-        &admin,
-        it,
-        ns,
-        &camel_object(it, "by-label", Some("operator-1"), Some("operator-1")),
+        "by-label",
+        Some("operator-1"),
+        Some("operator-1"),
     )
     .await
     .unwrap();
@@ -405,11 +392,13 @@ async fn an_operator_writes_the_status_only_of_what_it_owns() {
         &admin,
         it,
         ns,
-        &camel_object(it, "disagreeing", Some("operator-2"), Some("operator-1")),
+        "disagreeing",
+        Some("operator-2"),
+        Some("operator-1"),
     )
     .await
     .unwrap();
-    create_as(&admin, it, ns, &camel_object(it, "unowned", None, None))
+    create_as(&admin, it, ns, "unowned", None, None)
         .await
         .unwrap();
     enforce(cluster, ns).await;
@@ -495,11 +484,8 @@ async fn an_operator_writes_the_status_only_of_what_it_owns() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_late_unfenced_write_after_a_flip_is_refused() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("admission-late").await;
+    let ns = operators_namespace(cluster, "admission-late").await;
     let ns = ns.name.as_str();
-    // Writes as an operator directly, as any operator (upstream included) may.
-    cluster.grant_operators_in(ns).await;
     let admin = cluster.admin().await;
     create_integration(&admin, ns, "orders", Some("operator-1")).await;
     enforce(cluster, ns).await;
@@ -549,14 +535,11 @@ async fn a_late_unfenced_write_after_a_flip_is_refused() {
 #[tokio::test(flavor = "multi_thread")]
 async fn only_the_unowned_handler_writes_unowned_resources() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("admission-unowned").await;
+    let ns = operators_namespace(cluster, "admission-unowned").await;
     let ns = ns.name.as_str();
-    // Writes as an operator directly, as any operator (upstream included) may.
-    cluster.grant_operators_in(ns).await;
     let admin = cluster.admin().await;
     let it = CamelKind::Integration;
-    create_as(&admin, it, ns, &camel_object(it, "unowned", None, None))
+    create_as(&admin, it, ns, "unowned", None, None)
         .await
         .unwrap();
     enforce_unowned(cluster, ns, Some("operator-1")).await;
@@ -573,22 +556,11 @@ async fn only_the_unowned_handler_writes_unowned_resources() {
     );
     // Creates follow the same rule: the handler creates unowned kits...
     let kit = CamelKind::IntegrationKit;
-    create_as(
-        &op1,
-        kit,
-        ns,
-        &camel_object(kit, "kit-unowned-1", None, None),
-    )
-    .await
-    .expect("the unowned handler creates an unowned kit");
+    create_as(&op1, kit, ns, "kit-unowned-1", None, None)
+        .await
+        .expect("the unowned handler creates an unowned kit");
     refused(
-        create_as(
-            &op2,
-            kit,
-            ns,
-            &camel_object(kit, "kit-unowned-2", None, None),
-        )
-        .await,
+        create_as(&op2, kit, ns, "kit-unowned-2", None, None).await,
         "operator operator-2 (operator-2) may not create integrationkits kit-unowned-2: \
          it has no owner",
     );
@@ -606,11 +578,8 @@ async fn only_the_unowned_handler_writes_unowned_resources() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_operator_creates_and_deletes_only_what_it_owns() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("admission-create").await;
+    let ns = operators_namespace(cluster, "admission-create").await;
     let ns = ns.name.as_str();
-    // Writes as an operator directly, as any operator (upstream included) may.
-    cluster.grant_operators_in(ns).await;
     // Upstream operators delete the kits and builds they own: grant the
     // delete the testkit's operator role lacks, and a developer's create.
     let delete = |resources: &[&str]| {
@@ -631,19 +600,7 @@ async fn an_operator_creates_and_deletes_only_what_it_owns() {
             )
             .await;
     }
-    cluster
-        .grant_in_namespace(
-            ns,
-            "developer",
-            "create-integrations",
-            vec![PolicyRule {
-                api_groups: Some(vec!["camel.apache.org".into()]),
-                resources: Some(vec!["integrations".into()]),
-                verbs: vec!["create".into()],
-                ..Default::default()
-            }],
-        )
-        .await;
+    grant_developer(cluster, ns, "create-integrations", &["create"]).await;
     enforce(cluster, ns).await;
     let op1 = cluster.client_as("operator-1").await;
     let op2 = cluster.client_as("operator-2").await;
@@ -656,62 +613,45 @@ async fn an_operator_creates_and_deletes_only_what_it_owns() {
 
     // As upstream operator-1 creates its kits, builds and catalogs: annotated
     // with its own id; and a Pipe's Integration with the Pipe's id, both keys.
-    create_as(
-        &op1,
-        kit,
-        ns,
-        &camel_object(kit, "kit-1", None, Some("operator-1")),
-    )
-    .await
-    .expect("operator-1 creates its kit");
-    create_as(
-        &op1,
-        build,
-        ns,
-        &camel_object(build, "build-1", None, Some("operator-1")),
-    )
-    .await
-    .expect("operator-1 creates its build");
-    create_as(
-        &op1,
-        catalog,
-        ns,
-        &camel_object(catalog, "catalog-1", None, Some("operator-1")),
-    )
-    .await
-    .expect("operator-1 creates its catalog");
+    create_as(&op1, kit, ns, "kit-1", None, Some("operator-1"))
+        .await
+        .expect("operator-1 creates its kit");
+    create_as(&op1, build, ns, "build-1", None, Some("operator-1"))
+        .await
+        .expect("operator-1 creates its build");
+    create_as(&op1, catalog, ns, "catalog-1", None, Some("operator-1"))
+        .await
+        .expect("operator-1 creates its catalog");
     create_as(
         &op1,
         it,
         ns,
-        &camel_object(it, "pipe-1", Some("operator-1"), Some("operator-1")),
+        "pipe-1",
+        Some("operator-1"),
+        Some("operator-1"),
     )
     .await
     .expect("operator-1 creates its Pipe's Integration");
     // Owned by another operator, or by nobody (no unownedHandler here): refused.
     refused(
-        create_as(
-            &op1,
-            kit,
-            ns,
-            &camel_object(kit, "kit-2", None, Some("operator-2")),
-        )
-        .await,
+        create_as(&op1, kit, ns, "kit-2", None, Some("operator-2")).await,
         &not_its_own("operator-1", "create integrationkits kit-2", "operator-2"),
     );
     refused(
+        // Disagreeing keys: the annotation, which upstream obeys, owns.
         create_as(
             &op1,
             it,
             ns,
-            // Disagreeing keys: the annotation, which upstream obeys, owns.
-            &camel_object(it, "pipe-2", Some("operator-1"), Some("operator-2")),
+            "pipe-2",
+            Some("operator-1"),
+            Some("operator-2"),
         )
         .await,
         &not_its_own("operator-1", "create integrations pipe-2", "operator-2"),
     );
     refused(
-        create_as(&op1, kit, ns, &camel_object(kit, "kit-none", None, None)).await,
+        create_as(&op1, kit, ns, "kit-none", None, None).await,
         "it has no owner, and only the unownedHandler (none configured) writes",
     );
     // A user still picks any owner when creating.
@@ -719,7 +659,9 @@ async fn an_operator_creates_and_deletes_only_what_it_owns() {
         &cluster.client_as("developer").await,
         it,
         ns,
-        &camel_object(it, "picked", Some("operator-2"), Some("operator-2")),
+        "picked",
+        Some("operator-2"),
+        Some("operator-2"),
     )
     .await
     .expect("a user creates a resource for operator-2");

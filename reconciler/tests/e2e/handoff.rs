@@ -3,11 +3,9 @@
 //! its own identity. Every test ends with the audit-log judge: no successful
 //! write to a Camel K resource by an operator that did not own it then.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
-use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::camel_k::phase;
 use camelk_reconciler::handoff::{
@@ -23,47 +21,29 @@ use serde_json::json;
 
 fn options(ns: &str, mode: ReleaseMode) -> HandoffOptions {
     HandoffOptions {
-        coordinator: "e2e-coordinator".into(),
         mode,
-        drain_timeout: Duration::from_secs(60),
-        force: ForcePolicy::Never,
-        lock_timing: LockTiming::new(LEASE, Duration::from_secs(3), Duration::from_secs(1))
-            .unwrap(),
-        lock_namespaces: BTreeMap::new(),
-        default_lock_namespace: ns.into(),
-        poll: Duration::from_millis(300),
+        ..handoff_options("e2e-coordinator", ns, Duration::from_secs(60))
     }
 }
 
 fn batch(ns: &str, from: &str, to: &str, names: &[&str]) -> MoveBatch {
-    MoveBatch {
-        namespace: ns.into(),
-        from: OperatorId::new(from).unwrap(),
-        to: OperatorId::new(to).unwrap(),
-        resources: names
-            .iter()
-            .map(|n| (CamelKind::Integration, n.to_string()))
-            .collect(),
-    }
+    integration_batch(ns, from, to, names)
 }
 
 /// A fresh namespace where operator-1 (whose builds take `build_time`) and
-/// operator-2 run, and Integration `orders` of operator-1 is in `Building Kit`.
-struct Scene {
-    ns: camelk_testkit::TestNamespace,
-    admin: kube::Client,
-    op1: OperatorProcess,
-    op2: OperatorProcess,
-}
-
+/// operator-2 run, and Integration `orders` of operator-1 is in `Building Kit`:
+/// the namespace, the admin's client, operator-1 and operator-2.
 async fn orders_building(
     cluster: &camelk_testkit::TestCluster,
     prefix: &str,
     build_time: &str,
-) -> Scene {
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace(prefix).await;
-    let admin = cluster.admin().await;
+) -> (
+    camelk_testkit::TestNamespace,
+    kube::Client,
+    OperatorProcess,
+    OperatorProcess,
+) {
+    let (ns, admin) = namespace_and_admin(cluster, prefix).await;
     let op1 = start_operator(cluster, "operator-1", &ns.name, "op1", build_time).await;
     let op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
     create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
@@ -78,12 +58,15 @@ async fn orders_building(
         building,
     )
     .await;
-    Scene {
-        ns,
-        admin,
-        op1,
-        op2,
-    }
+    (ns, admin, op1, op2)
+}
+
+/// Integration `orders` of `ns`, as it is now.
+async fn orders_of(admin: &kube::Client, ns: &str) -> kube::api::DynamicObject {
+    camel_api(admin.clone(), CamelKind::Integration, ns)
+        .get("orders")
+        .await
+        .unwrap()
 }
 
 /// operator-3 as a plain upstream operator: it holds its lock in `ns` (as
@@ -144,9 +127,7 @@ async fn hand_over(
 #[tokio::test]
 async fn operator_sees_and_reconciles_only_its_own_resources() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("scoped").await;
-    let admin = cluster.admin().await;
+    let (ns, admin) = namespace_and_admin(cluster, "scoped").await;
     create_integration(&admin, &ns.name, "mine", Some("operator-1")).await;
     create_integration(&admin, &ns.name, "theirs", Some("operator-2")).await;
     create_integration(&admin, &ns.name, "nobodys", None).await;
@@ -209,12 +190,7 @@ async fn operator_sees_and_reconciles_only_its_own_resources() {
 #[tokio::test]
 async fn handoff_waits_for_building_kit_then_moves() {
     let cluster = camelk_testkit::shared();
-    let Scene {
-        ns,
-        admin,
-        op1: _op1,
-        op2: _op2,
-    } = orders_building(cluster, "drain", "6s").await;
+    let (ns, admin, _op1, _op2) = orders_building(cluster, "drain", "6s").await;
 
     let mut coordinator = coordinator(cluster).await;
     let started = Instant::now();
@@ -261,9 +237,7 @@ async fn handoff_waits_for_building_kit_then_moves() {
 #[tokio::test]
 async fn killed_owner_is_taken_over_after_its_lease_expires() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("kill").await;
-    let admin = cluster.admin().await;
+    let (ns, admin) = namespace_and_admin(cluster, "kill").await;
     let op1 = start_operator(cluster, "operator-1", &ns.name, "op1", "1s").await;
     let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
     create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
@@ -304,18 +278,10 @@ async fn killed_owner_is_taken_over_after_its_lease_expires() {
 #[tokio::test]
 async fn paused_owner_cannot_write_after_it_resumes() {
     let cluster = camelk_testkit::shared();
-    let Scene {
-        ns,
-        admin,
-        op1,
-        op2: _op2,
-    } = orders_building(cluster, "pause", "3s").await;
+    let (ns, admin, op1, _op2) = orders_building(cluster, "pause", "3s").await;
 
     op1.signal(Signal::SIGSTOP);
-    let seen_by_op1 = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
-        .get("orders")
-        .await
-        .unwrap();
+    let seen_by_op1 = orders_of(&admin, &ns.name).await;
     let outcome = hand_over(cluster, &ns.name, &["orders"], &protocol(&ns.name))
         .await
         .unwrap();
@@ -328,10 +294,7 @@ async fn paused_owner_cannot_write_after_it_resumes() {
     op1.signal(Signal::SIGCONT);
     wait_running(&admin, &ns.name, "orders", "operator-2", 60).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let it = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
-        .get("orders")
-        .await
-        .unwrap();
+    let it = orders_of(&admin, &ns.name).await;
     assert!(
         running_under("operator-2")(&it),
         "operator-1 changed nothing after resuming:\n{}",
@@ -371,12 +334,7 @@ async fn paused_owner_cannot_write_after_it_resumes() {
 #[tokio::test]
 async fn live_owner_that_does_not_release_stalls_with_the_reason() {
     let cluster = camelk_testkit::shared();
-    let Scene {
-        ns,
-        admin,
-        op1: _op1,
-        op2: _op2,
-    } = orders_building(cluster, "stall", "120s").await;
+    let (ns, admin, _op1, _op2) = orders_building(cluster, "stall", "120s").await;
     let mut opts = options(&ns.name, ReleaseMode::Protocol);
     opts.drain_timeout = Duration::from_secs(3);
     let outcome = hand_over(cluster, &ns.name, &["orders"], &opts)
@@ -402,10 +360,7 @@ async fn live_owner_that_does_not_release_stalls_with_the_reason() {
         state.contains("Stalled") && state.contains("Building Kit"),
         "{state}"
     );
-    let it = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
-        .get("orders")
-        .await
-        .unwrap();
+    let it = orders_of(&admin, &ns.name).await;
     assert_eq!(
         owner(&it).as_deref(),
         Some("operator-1"),
@@ -427,12 +382,7 @@ async fn live_owner_that_does_not_release_stalls_with_the_reason() {
 #[tokio::test]
 async fn resource_deleted_while_its_handoff_is_pending() {
     let cluster = camelk_testkit::shared();
-    let Scene {
-        ns,
-        admin,
-        op1: _op1,
-        op2: _op2,
-    } = orders_building(cluster, "delete", "120s").await;
+    let (ns, admin, _op1, _op2) = orders_building(cluster, "delete", "120s").await;
 
     let api = camel_api(admin.clone(), CamelKind::Integration, &ns.name);
     let deleter = tokio::spawn(async move {
@@ -468,12 +418,7 @@ async fn resource_deleted_while_its_handoff_is_pending() {
 #[tokio::test]
 async fn target_dying_mid_handoff_withdraws_the_request() {
     let cluster = camelk_testkit::shared();
-    let Scene {
-        ns,
-        admin,
-        op1: _op1,
-        mut op2,
-    } = orders_building(cluster, "target", "120s").await;
+    let (ns, admin, _op1, mut op2) = orders_building(cluster, "target", "120s").await;
     let killer = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_secs(3)).await;
         op2.kill();
@@ -489,10 +434,7 @@ async fn target_dying_mid_handoff_withdraws_the_request() {
             remaining: vec!["Integration/orders".into()]
         }
     );
-    let it = camel_api(admin.clone(), CamelKind::Integration, &ns.name)
-        .get("orders")
-        .await
-        .unwrap();
+    let it = orders_of(&admin, &ns.name).await;
     assert_eq!(
         owner(&it).as_deref(),
         Some("operator-1"),
@@ -513,9 +455,7 @@ async fn target_dying_mid_handoff_withdraws_the_request() {
 #[tokio::test]
 async fn one_replica_leads_and_another_takes_over_when_it_dies() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("leader").await;
-    let admin = cluster.admin().await;
+    let (ns, admin) = namespace_and_admin(cluster, "leader").await;
     let mut a = start_operator(cluster, "operator-1", &ns.name, "replica-a", "1s").await;
     let mut b = start_operator(cluster, "operator-1", &ns.name, "replica-b", "1s").await;
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -573,9 +513,7 @@ async fn mark_running(api: &Api<kube::api::DynamicObject>, name: &str) {
 #[tokio::test]
 async fn upstream_owner_is_released_by_the_coordinator_in_a_stable_phase() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("upstream").await;
-    let admin = cluster.admin().await;
+    let (ns, admin) = namespace_and_admin(cluster, "upstream").await;
     let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
     // Its Integration is deploying.
     let upstream_lock = hold_upstream_lock(&admin, &ns.name);
@@ -646,9 +584,7 @@ async fn upstream_owner_is_released_by_the_coordinator_in_a_stable_phase() {
 #[tokio::test]
 async fn upstream_item_deleted_and_re_created_under_its_owner_is_left_to_it() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("recreated").await;
-    let admin = cluster.admin().await;
+    let (ns, admin) = namespace_and_admin(cluster, "recreated").await;
     let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
     let upstream_lock = hold_upstream_lock(&admin, &ns.name);
     let api = camel_api(admin.clone(), CamelKind::Integration, &ns.name);

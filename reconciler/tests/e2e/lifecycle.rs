@@ -28,9 +28,7 @@ async fn create(client: &kube::Client, ns: &str, kind: CamelKind, name: &str, ow
 #[tokio::test]
 async fn three_operators_each_run_only_their_own_work() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("three").await;
-    let admin = cluster.admin().await;
+    let (ns, admin) = namespace_and_admin(cluster, "three").await;
     let mut _ops = Vec::new();
     for id in OPERATORS {
         _ops.push(start_operator(cluster, id, &ns.name, id, "1s").await);
@@ -136,9 +134,7 @@ async fn three_operators_each_run_only_their_own_work() {
 #[tokio::test]
 async fn pipe_creates_its_integration_under_the_same_operator() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("pipe").await;
-    let admin = cluster.admin().await;
+    let (ns, admin) = namespace_and_admin(cluster, "pipe").await;
     let _op = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
     create(
         &admin,

@@ -4,18 +4,13 @@
 //! opened meanwhile. Every watch backs off, so the count is bounded by the
 //! backoff, not by how fast a process can retry.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::support::*;
-use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::handoff::FROM_LABEL;
-use camelk_reconciler::handoff::{
-    Coordinator, ForcePolicy, HandoffOptions, MoveBatch, ReleaseMode,
-};
-use camelk_reconciler::lock::LockTiming;
+use camelk_reconciler::handoff::{Coordinator, HandoffOptions};
 use camelk_testkit::proxy::{Mode, Proxy};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams};
@@ -104,23 +99,11 @@ async fn every_process_backs_off_while_the_api_server_is_cut() {
             .await
             .unwrap(),
     );
-    let batch = MoveBatch {
-        namespace: ns.name.clone(),
-        from: OperatorId::new("operator-1").unwrap(),
-        to: OperatorId::new("operator-2").unwrap(),
-        resources: vec![(CamelKind::Integration, "orders".into())],
-    };
+    let batch = integration_batch(&ns.name, "operator-1", "operator-2", &["orders"]);
     let options = HandoffOptions {
-        coordinator: "e2e-outage".into(),
-        mode: ReleaseMode::Protocol,
-        drain_timeout: Duration::from_secs(600),
-        force: ForcePolicy::Never,
-        lock_timing: LockTiming::new(LEASE, Duration::from_secs(3), Duration::from_secs(1))
-            .unwrap(),
-        lock_namespaces: BTreeMap::new(),
-        default_lock_namespace: ns.name.clone(),
         // The default of `reconciler sync --poll` and of the plugin.
         poll: Duration::from_millis(500),
+        ..handoff_options("e2e-outage", &ns.name, Duration::from_secs(600))
     };
     let drive_ended = AtomicBool::new(false);
     let drive = async {

@@ -74,6 +74,20 @@ async fn create_pipe(client: &kube::Client, ns: &str, name: &str, owner: &str) -
         .unwrap_or_else(|e| panic!("creating pipe {name}: {e}"))
 }
 
+/// Waits (a minute at most) until Pipe `name` is `Ready`.
+async fn wait_pipe_ready(admin: &kube::Client, ns: &str, name: &str) {
+    wait_for(
+        admin,
+        CamelKind::Pipe,
+        ns,
+        name,
+        MINUTE,
+        "ready",
+        in_phase("Ready"),
+    )
+    .await;
+}
+
 fn owner_uids(meta: &ObjectMeta) -> Vec<&str> {
     meta.owner_references
         .iter()
@@ -85,9 +99,7 @@ fn owner_uids(meta: &ObjectMeta) -> Vec<&str> {
 #[tokio::test]
 async fn re_created_resources_wait_for_their_namesakes_children_to_go() {
     let cluster = camelk_testkit::shared();
-    grant_rbac(cluster).await;
-    let ns = cluster.namespace("recreated").await;
-    let admin = cluster.admin().await;
+    let (ns, admin) = namespace_and_admin(cluster, "recreated").await;
     let op = start_operator(cluster, "operator-1", &ns.name, "op1", "1s").await;
     let integrations = camel_api(admin.clone(), CamelKind::Integration, &ns.name);
     let pipes = camel_api(admin.clone(), CamelKind::Pipe, &ns.name);
@@ -99,16 +111,7 @@ async fn re_created_resources_wait_for_their_namesakes_children_to_go() {
     create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
     create_pipe(&admin, &ns.name, "feed", "operator-1").await;
     wait_running(&admin, &ns.name, "orders", "operator-1", MINUTE.as_secs()).await;
-    wait_for(
-        &admin,
-        CamelKind::Pipe,
-        &ns.name,
-        "feed",
-        MINUTE,
-        "ready",
-        in_phase("Ready"),
-    )
-    .await;
+    wait_pipe_ready(&admin, &ns.name, "feed").await;
     set_finalizers(&kits, kit, json!([HOLD])).await;
     set_finalizers(&integrations, "feed", json!([HOLD])).await;
     delete_leaving(&integrations, "orders", &kits, kit).await;
@@ -162,16 +165,7 @@ async fn re_created_resources_wait_for_their_namesakes_children_to_go() {
         .await
         .unwrap();
     assert_eq!(owner_uids(&deployment.metadata), [orders_uid.as_str()]);
-    wait_for(
-        &admin,
-        CamelKind::Pipe,
-        &ns.name,
-        "feed",
-        MINUTE,
-        "ready",
-        in_phase("Ready"),
-    )
-    .await;
+    wait_pipe_ready(&admin, &ns.name, "feed").await;
     let feed_integration = integrations.get("feed").await.unwrap();
     assert_eq!(owner_uids(&feed_integration.metadata), [feed_uid.as_str()]);
     assert_eq!(phase(&feed_integration), Some("Running"));

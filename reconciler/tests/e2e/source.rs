@@ -261,17 +261,10 @@ async fn reconciler_sync_with_credentials_secret_reports_fetch_failed_then_recov
         &ns.name,
         "sync-secret",
         &[
-            "--repo",
-            &server.url("remote.git"),
-            "--branch",
-            "main",
-            "--path",
-            "operator-assignment.yaml",
-            "--cache-dir",
-            cache.to_str().unwrap(),
-            "--credentials-secret",
-            &secret_ref,
-        ],
+            &git_source_flags(&server.url("remote.git"), &cache)[..],
+            &["--credentials-secret", &secret_ref],
+        ]
+        .concat(),
         &[],
     );
     let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
@@ -357,17 +350,10 @@ async fn a_git_host_with_a_private_ca_is_followed_once_ssl_cert_file_names_that_
         &ns.name,
         "sync-tls",
         &[
-            "--repo",
-            &server.url("remote.git"),
-            "--branch",
-            "main",
-            "--path",
-            "operator-assignment.yaml",
-            "--cache-dir",
-            cache.to_str().unwrap(),
-            "--token-file",
-            token_file.to_str().unwrap(),
-        ],
+            &git_source_flags(&server.url("remote.git"), &cache)[..],
+            &["--token-file", token_file.to_str().unwrap()],
+        ]
+        .concat(),
         &[("SSL_CERT_FILE", ca.to_str().unwrap())],
     );
     let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
@@ -588,7 +574,7 @@ async fn the_cluster_source_keeps_earlier_specs_bounded_and_per_object() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_kustomization_waiting_on_the_assignment_it_applies_follows_its_migration() {
     use camelk_testkit::apps_repo::{AppsRepo, BRANCH};
-    use camelk_testkit::flux::{self, FluxKind, FluxOptions, KustomizationSpec};
+    use camelk_testkit::flux::{self, FluxKind, KustomizationSpec};
 
     let cluster = camelk_testkit::shared();
     let ns = cluster.namespace("source-flux").await;
@@ -615,9 +601,13 @@ async fn a_kustomization_waiting_on_the_assignment_it_applies_follows_its_migrat
 
     // The platform repository holds the assignment; Flux applies it and
     // waits for it to be ready.
-    let flux = flux::start(cluster.dir(), &FluxOptions::watching(&ns.name))
-        .await
-        .unwrap_or_else(|e| panic!("starting Flux: {e}"));
+    let flux = flux::start_watching(cluster.dir(), &ns.name).await;
+    // What a new commit asks Flux to reconcile at once: the source, then the
+    // Kustomization that applies it.
+    let flux_objects = [
+        (FluxKind::GitRepository, "platform"),
+        (FluxKind::Kustomization, "camelk"),
+    ];
     let platform = AppsRepo::new();
     let path = "camelk/operator-assignment.yaml";
     let first = platform.commit(&[(path, &manifest(&ns.name, &[]))], "the operators");
@@ -663,14 +653,9 @@ async fn a_kustomization_waiting_on_the_assignment_it_applies_follows_its_migrat
             )
         }
     };
-    flux.wait_kustomization_ready(
-        &ns.name,
-        "camelk",
-        &flux::git_revision(BRANCH, &first),
-        Duration::from_secs(120),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", sync.log_tail()));
+    flux.wait_commit_applied(&ns.name, "camelk", &first, Duration::from_secs(120))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", sync.log_tail()));
     let (applied, generation, _) = applied_when_ready("generation-1".into()).await;
     assert_eq!(
         (applied.as_deref(), generation),
@@ -684,20 +669,12 @@ async fn a_kustomization_waiting_on_the_assignment_it_applies_follows_its_migrat
         &[(path, &manifest(&ns.name, &[("it-00", "operator-2")]))],
         "it-00 to operator-2",
     );
-    flux.request_reconcile(FluxKind::GitRepository, &ns.name, "platform")
+    for (kind, name) in flux_objects {
+        flux.request_reconcile(kind, &ns.name, name).await.unwrap();
+    }
+    flux.wait_commit_applied(&ns.name, "camelk", &second, Duration::from_secs(120))
         .await
-        .unwrap();
-    flux.request_reconcile(FluxKind::Kustomization, &ns.name, "camelk")
-        .await
-        .unwrap();
-    flux.wait_kustomization_ready(
-        &ns.name,
-        "camelk",
-        &flux::git_revision(BRANCH, &second),
-        Duration::from_secs(120),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", sync.log_tail()));
+        .unwrap_or_else(|e| panic!("{e}\n{}", sync.log_tail()));
     let (applied, _, row) = applied_when_ready("generation-2".into()).await;
     assert_eq!(
         applied.as_deref(),
@@ -738,12 +715,9 @@ async fn a_kustomization_waiting_on_the_assignment_it_applies_follows_its_migrat
         )],
         "it-01 to operator-3, which does not run",
     );
-    flux.request_reconcile(FluxKind::GitRepository, &ns.name, "platform")
-        .await
-        .unwrap();
-    flux.request_reconcile(FluxKind::Kustomization, &ns.name, "camelk")
-        .await
-        .unwrap();
+    for (kind, name) in flux_objects {
+        flux.request_reconcile(kind, &ns.name, name).await.unwrap();
+    }
     let kustomizations: Api<kube::api::DynamicObject> = Api::namespaced_with(
         admin.clone(),
         &ns.name,

@@ -45,6 +45,63 @@ pub async fn grant_rbac(cluster: &TestCluster) {
     cluster.grant_camelk_roles().await;
 }
 
+/// The options of a handoff that coordinator `coordinator` runs by the
+/// protocol, its locks in `ns` with the tests' short [`LEASE`], never forced,
+/// polling every 300 ms.
+pub fn handoff_options(
+    coordinator: &str,
+    ns: &str,
+    drain_timeout: Duration,
+) -> camelk_reconciler::handoff::HandoffOptions {
+    use camelk_reconciler::handoff::{ForcePolicy, HandoffOptions, ReleaseMode};
+    HandoffOptions {
+        coordinator: coordinator.into(),
+        mode: ReleaseMode::Protocol,
+        drain_timeout,
+        force: ForcePolicy::Never,
+        lock_timing: camelk_reconciler::lock::LockTiming::new(
+            LEASE,
+            Duration::from_secs(3),
+            Duration::from_secs(1),
+        )
+        .unwrap(),
+        lock_namespaces: Default::default(),
+        default_lock_namespace: ns.into(),
+        poll: Duration::from_millis(300),
+    }
+}
+
+/// The move of the Integrations `names` of `ns` from `from` to `to`.
+pub fn integration_batch(
+    ns: &str,
+    from: &str,
+    to: &str,
+    names: &[&str],
+) -> camelk_reconciler::handoff::MoveBatch {
+    use camelk_reconciler::api::OperatorId;
+    camelk_reconciler::handoff::MoveBatch {
+        namespace: ns.into(),
+        from: OperatorId::new(from).unwrap(),
+        to: OperatorId::new(to).unwrap(),
+        resources: names
+            .iter()
+            .map(|n| (CamelKind::Integration, n.to_string()))
+            .collect(),
+    }
+}
+
+/// A fresh namespace named after `prefix` and the admin's client, once
+/// [`grant_rbac`] ran: where a handoff test starts.
+pub async fn namespace_and_admin(
+    cluster: &TestCluster,
+    prefix: &str,
+) -> (camelk_testkit::TestNamespace, Client) {
+    grant_rbac(cluster).await;
+    let ns = cluster.namespace(prefix).await;
+    let admin = cluster.admin().await;
+    (ns, admin)
+}
+
 /// A running `reconciler` process (an operator or a sync), killed when
 /// dropped, or when this test process exits first, however it exits.
 pub struct OperatorProcess {
@@ -71,12 +128,7 @@ impl OperatorProcess {
         kill(self.pid(), signal).expect("signal the operator");
     }
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // Its pid is free now: a watchdog left would kill whoever takes it.
-        if let Some(watchdog) = self.watchdog.take() {
-            watchdog.retire();
-        }
+        camelk_testkit::watchdog::kill_and_reap(&mut self.child, &mut self.watchdog);
     }
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
@@ -249,28 +301,8 @@ pub fn running_under(id: &str) -> impl Fn(&DynamicObject) -> bool + '_ {
 /// Installs the `OperatorAssignment` CRD (server-side apply, idempotent) and
 /// waits until it is served.
 pub async fn install_assignment_crd(cluster: &TestCluster) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Patch, PatchParams};
     let admin = cluster.admin().await;
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    let crd = camelk_reconciler::api::crd();
-    let name = crd.metadata.name.clone().unwrap();
-    crds.patch(
-        &name,
-        &PatchParams::apply("camelk-e2e").force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .expect("applying the OperatorAssignment CRD");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let api: Api<camelk_reconciler::api::OperatorAssignment> = Api::all(admin);
-    while api.list(&Default::default()).await.is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "OperatorAssignment CRD not served"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    camelk_testkit::crds::install_assignment_crd(&admin, "camelk-e2e").await;
 }
 
 /// A namespace named after `prefix` that a sync can act on: the shipped RBAC
@@ -344,8 +376,15 @@ pub fn start_sync_via(
     kubeconfig: &std::path::Path,
     extra: &[&str],
 ) -> OperatorProcess {
+    let source = git_source_flags(url, cache);
+    spawn_sync(namespace, identity, kubeconfig, &source, extra, &[])
+}
+
+/// The flags of a sync following branch `main` of `url` (the manifest at its
+/// usual path), its cache in `cache`.
+pub fn git_source_flags<'a>(url: &'a str, cache: &'a std::path::Path) -> [&'a str; 8] {
     let cache = cache.to_str().expect("a UTF-8 path");
-    let source = [
+    [
         "--repo",
         url,
         "--branch",
@@ -354,8 +393,7 @@ pub fn start_sync_via(
         "operator-assignment.yaml",
         "--cache-dir",
         cache,
-    ];
-    spawn_sync(namespace, identity, kubeconfig, &source, extra, &[])
+    ]
 }
 
 /// Spawns `reconciler sync` as the `reconciler` identity, its object and lock

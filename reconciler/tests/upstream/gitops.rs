@@ -12,8 +12,8 @@ use crate::shared_operators;
 use crate::support::*;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_reconciler::camel_k::{condition, phase};
-use camelk_testkit::apps_repo::{AppsRepo, BRANCH};
-use camelk_testkit::flux::{self, FluxKind, FluxOptions, KUSTOMIZE_CONTROLLER};
+use camelk_testkit::apps_repo::AppsRepo;
+use camelk_testkit::flux::{self, FluxKind, KUSTOMIZE_CONTROLLER};
 use kube::api::DynamicObject;
 
 const NAME: &str = "fleet";
@@ -65,6 +65,29 @@ fn ready_under(id: &str) -> impl Fn(&DynamicObject) -> bool + '_ {
     }
 }
 
+/// Waits, as [`wait_for`] does, until `check` holds for each Integration of
+/// [`NAMES`].
+async fn wait_for_each(
+    admin: &kube::Client,
+    ns: &str,
+    timeout: Duration,
+    what: &str,
+    check: impl Fn(&DynamicObject) -> bool,
+) {
+    for name in NAMES {
+        wait_for(
+            admin,
+            CamelKind::Integration,
+            ns,
+            name,
+            timeout,
+            what,
+            &check,
+        )
+        .await;
+    }
+}
+
 /// Whether the reconciler co-owns both owner keys of `o`.
 fn co_owned(o: &DynamicObject) -> bool {
     camelk_reconciler::camel_k::keys_co_owned(&o.metadata)
@@ -80,42 +103,27 @@ async fn a_rollout_moves_what_flux_deploys_with_owner_keys_and_flux_keeps_applyi
         .unwrap_or_else(|e| panic!("{e:#}"));
 
     // Flux deploys the apps repository, as its own ServiceAccount.
-    let flux = flux::start(cluster.dir(), &FluxOptions::watching(&ns.name))
-        .await
-        .unwrap_or_else(|e| panic!("starting Flux: {e}"));
+    let flux = flux::start_watching(cluster.dir(), &ns.name).await;
     let apps = AppsRepo::new();
     let files: Vec<(String, String)> = NAMES
         .iter()
         .map(|n| (format!("apps/{n}.yaml"), kamel_manifest(n, "1")))
         .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    let first = apps.commit(&refs, "three Integrations for operator-1");
+    let first = apps.commit(&files, "three Integrations for operator-1");
     flux.deploy(&ns.name, APPS, &apps.url(), "./apps", FLUX_INTERVAL)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    flux.wait_kustomization_ready(
+    flux.wait_commit_applied(&ns.name, APPS, &first, Duration::from_secs(120))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", flux.log_tail(30)));
+    wait_for_each(
+        &admin,
         &ns.name,
-        APPS,
-        &flux::git_revision(BRANCH, &first),
-        Duration::from_secs(120),
+        Duration::from_secs(240),
+        "Running and Ready under operator-1 (as Flux created it)",
+        camelk_testkit::scenario::ready_under("operator-1"),
     )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", flux.log_tail(30)));
-    for name in NAMES {
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            &ns.name,
-            name,
-            Duration::from_secs(240),
-            "Running and Ready under operator-1 (as Flux created it)",
-            camelk_testkit::scenario::ready_under("operator-1"),
-        )
-        .await;
-    }
+    .await;
 
     // The assignment says what the cluster holds: each Integration is
     // adopted (the label added) and its keys, which Flux applies, co-owned.
@@ -124,18 +132,14 @@ async fn a_rollout_moves_what_flux_deploys_with_owner_keys_and_flux_keeps_applyi
     let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
     let synced = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
     synced.wait(120, "applied", applied(&rev1)).await;
-    for name in NAMES {
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            &ns.name,
-            name,
-            Duration::from_secs(60),
-            "adopted, its keys co-owned",
-            |o| ready_under("operator-1")(o) && co_owned(o),
-        )
-        .await;
-    }
+    wait_for_each(
+        &admin,
+        &ns.name,
+        Duration::from_secs(60),
+        "adopted, its keys co-owned",
+        |o| ready_under("operator-1")(o) && co_owned(o),
+    )
+    .await;
 
     // A rollout to operator-2, committed to the assignment's repository.
     let rev2 = git.push(
@@ -153,22 +157,13 @@ async fn a_rollout_moves_what_flux_deploys_with_owner_keys_and_flux_keeps_applyi
     let moved_at = Instant::now();
     let mut changed = files.clone();
     changed[2].1 = kamel_manifest("b-1", "2");
-    let refs: Vec<(&str, &str)> = changed
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    let second = apps.commit(&refs, "b-1, version 2");
+    let second = apps.commit(&changed, "b-1, version 2");
     flux.request_reconcile(FluxKind::GitRepository, &ns.name, APPS)
         .await
         .unwrap();
-    flux.wait_kustomization_ready(
-        &ns.name,
-        APPS,
-        &flux::git_revision(BRANCH, &second),
-        Duration::from_secs(120),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", flux.log_tail(30)));
+    flux.wait_commit_applied(&ns.name, APPS, &second, Duration::from_secs(120))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", flux.log_tail(30)));
     wait_for(
         &admin,
         CamelKind::Integration,
@@ -194,26 +189,17 @@ async fn a_rollout_moves_what_flux_deploys_with_owner_keys_and_flux_keeps_applyi
 
     // Every Integration ended where the assignment wants it, run by
     // operator-2; the Kustomization is Ready at the last commit.
-    for name in NAMES {
-        wait_for(
-            &admin,
-            CamelKind::Integration,
-            &ns.name,
-            name,
-            Duration::from_secs(180),
-            "Running and Ready under operator-2, both keys operator-2",
-            ready_under("operator-2"),
-        )
-        .await;
-    }
-    flux.wait_kustomization_ready(
+    wait_for_each(
+        &admin,
         &ns.name,
-        APPS,
-        &flux::git_revision(BRANCH, &second),
-        Duration::from_secs(30),
+        Duration::from_secs(180),
+        "Running and Ready under operator-2, both keys operator-2",
+        ready_under("operator-2"),
     )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    .await;
+    flux.wait_commit_applied(&ns.name, APPS, &second, Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 
     // The judges: no dual-owner write, no owner changed but by the
     // reconciler (Flux never set a key back), no owner annotation lost, and

@@ -81,10 +81,7 @@ async fn create_unowned(client: &Client, ns: &str) -> Vec<(String, String)> {
             "spec": { "traits": { "container": { "image": IMAGE } } },
         }))
         .unwrap();
-        camel_api(client.clone(), CamelKind::Integration, ns)
-            .create(&PostParams::default(), &obj)
-            .await
-            .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+        create(client, CamelKind::Integration, ns, &obj).await;
         made.push(("integrations".to_string(), name));
     }
     for i in 0..PIPES {
@@ -100,13 +97,19 @@ async fn create_unowned(client: &Client, ns: &str) -> Vec<(String, String)> {
                 "traits": { "container": { "image": IMAGE } } },
         }))
         .unwrap();
-        camel_api(client.clone(), CamelKind::Pipe, ns)
-            .create(&PostParams::default(), &obj)
-            .await
-            .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+        create(client, CamelKind::Pipe, ns, &obj).await;
         made.push(("pipes".to_string(), name));
     }
     made
+}
+
+/// Creates `obj`, a `kind`, in `ns` as `client`.
+async fn create(client: &Client, kind: CamelKind, ns: &str, obj: &DynamicObject) {
+    let name = obj.metadata.name.as_deref().unwrap_or_default();
+    camel_api(client.clone(), kind, ns)
+        .create(&PostParams::default(), obj)
+        .await
+        .unwrap_or_else(|e| panic!("creating {name}: {e}"));
 }
 
 /// Which operator identities made a successful write to each Camel K

@@ -156,11 +156,7 @@ fn git(dir: &Path, home: &Path, args: &[&str]) -> String {
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .output()
         .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(&out, &format!("git {args:?}"));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -222,12 +218,8 @@ async fn start_reconciler(cluster: &TestCluster, admin: &Client, scratch: &Path)
         .spec
         .clone()
         .expect("the Deployment has a pod template");
-    let account = template
-        .service_account_name
-        .clone()
-        .expect("the pod names its ServiceAccount");
     let kubeconfig = scratch.join("reconciler.kubeconfig");
-    pod::service_account_kubeconfig(&cluster.kubeconfig(), admin, SYSTEM, &account, &kubeconfig)
+    pod::template_kubeconfig(&cluster.kubeconfig(), admin, SYSTEM, &template, &kubeconfig)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     let binary = workspace_binary("camelk-reconciler", "reconciler");
@@ -348,12 +340,7 @@ async fn the_readme_quickstart_runs_as_written() {
     let shell = Shell {
         clone: clone.clone(),
         home: home.clone(),
-        path: format!(
-            "{}:{}:{}",
-            plugin.parent().unwrap().display(),
-            helm.display(),
-            std::env::var("PATH").unwrap_or_default()
-        ),
+        path: camelk_testkit::path_with(&[plugin.parent().unwrap(), &helm]),
         kubeconfig: cluster.kubeconfig(),
     };
     let chart = camelk_testkit::workspace_root()

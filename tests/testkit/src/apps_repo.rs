@@ -43,7 +43,7 @@ impl AppsRepo {
 
     /// Writes `files` (paths relative to the work tree), commits them and
     /// pushes `main`; returns the commit id.
-    pub fn commit(&self, files: &[(&str, &str)], message: &str) -> String {
+    pub fn commit<P: AsRef<str>, T: AsRef<str>>(&self, files: &[(P, T)], message: &str) -> String {
         self.remote.commit(files, message)
     }
 
@@ -76,11 +76,6 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .output()
         .expect("git on the PATH");
-    assert!(
-        out.status.success(),
-        "git {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::assert_success(&out, &format!("git {}", args.join(" ")));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }

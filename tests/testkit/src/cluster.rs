@@ -780,7 +780,7 @@ pub(crate) fn free_ports<const N: usize>() -> Result<[u16; N], Error> {
     Ok(ports)
 }
 
-fn io(context: &'static str) -> impl Fn(std::io::Error) -> Error {
+pub(crate) fn io(context: &'static str) -> impl Fn(std::io::Error) -> Error {
     move |source| Error::Io {
         context: context.to_string(),
         source,

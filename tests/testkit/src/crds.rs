@@ -126,6 +126,31 @@ pub async fn install(client: &Client, crds: &[CustomResourceDefinition]) -> Resu
     Ok(())
 }
 
+/// Applies the project's `OperatorAssignment` CRD (server-side, as
+/// `field_manager`; idempotent) and waits, 30 s at most, until the API server
+/// serves the kind: a test of the sync starts from there.
+pub async fn install_assignment_crd(admin: &Client, field_manager: &str) {
+    let crd = camelk_reconciler::api::crd();
+    let name = crd.metadata.name.clone().unwrap();
+    Api::<CustomResourceDefinition>::all(admin.clone())
+        .patch(
+            &name,
+            &PatchParams::apply(field_manager).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .expect("applying the OperatorAssignment CRD");
+    let api: Api<camelk_reconciler::api::OperatorAssignment> = Api::all(admin.clone());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while api.list(&Default::default()).await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "OperatorAssignment CRD not served"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 fn is_established(crd: &CustomResourceDefinition) -> bool {
     crd.status
         .as_ref()

@@ -356,6 +356,14 @@ pub struct Flux {
     storage_address: String,
 }
 
+/// [`start`] watching namespace `namespace` only, as a test runs Flux;
+/// panics when it does not start.
+pub async fn start_watching(dir: &ClusterDir, namespace: &str) -> Flux {
+    start(dir, &FluxOptions::watching(namespace))
+        .await
+        .unwrap_or_else(|e| panic!("starting Flux: {e}"))
+}
+
 /// Starts source-controller and kustomize-controller on the cluster in `dir`
 /// (see the module doc for the flow).
 pub async fn start(dir: &ClusterDir, opts: &FluxOptions) -> Result<Flux, Error> {
@@ -555,6 +563,20 @@ impl Flux {
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
         Ok(requested_at)
+    }
+
+    /// [`Flux::wait_kustomization_ready`] for `commit` of the branch the
+    /// tests' repositories serve ([`crate::apps_repo::BRANCH`]).
+    pub async fn wait_commit_applied(
+        &self,
+        namespace: &str,
+        name: &str,
+        commit: &str,
+        timeout: Duration,
+    ) -> Result<DynamicObject, Error> {
+        let revision = git_revision(crate::apps_repo::BRANCH, commit);
+        self.wait_kustomization_ready(namespace, name, &revision, timeout)
+            .await
     }
 
     /// Waits until Kustomization `namespace/name` is `Ready=True` for its
@@ -822,13 +844,7 @@ impl Controller {
 
 impl Drop for Controller {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // Its pid is free now: retire the watchdog before it could kill a
-        // process that reuses it.
-        if let Some(watchdog) = self.watchdog.take() {
-            watchdog.retire();
-        }
+        crate::watchdog::kill_and_reap(&mut self.child, &mut self.watchdog);
     }
 }
 

@@ -88,6 +88,22 @@ impl std::fmt::Display for Violation {
     }
 }
 
+/// Asserts that the modules of the crate at `crate_dir` keep the layer order
+/// its root file `root` (`lib.rs`, `main.rs`) documents: one call is the
+/// whole test of a crate.
+pub fn assert_layers_kept(crate_dir: &Path, root: &str) {
+    let src = crate_dir.join("src");
+    let layers =
+        declared_layers(&src.join(root)).unwrap_or_else(|e| panic!("layer order in {root}: {e:?}"));
+    let violations = check(&src, &layers).expect("read the sources");
+    let report: Vec<String> = violations.iter().map(|v| format!("  src/{v}")).collect();
+    assert!(
+        violations.is_empty(),
+        "imports against the layer order of src/{root}:\n{}",
+        report.join("\n")
+    );
+}
+
 /// Reads the layer order from `root_file`'s doc comment: top layer first.
 pub fn declared_layers(root_file: &Path) -> Result<Vec<Vec<String>>, String> {
     let text =

@@ -85,6 +85,43 @@ pub enum Error {
     },
 }
 
+/// Panics unless the process of `output` exited 0, naming `what` and what
+/// the process wrote to stderr, so a failed command says why.
+pub fn assert_success(output: &std::process::Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The items of JSON array `list`, each a string; panics on anything else.
+pub fn str_items(list: &serde_json::Value) -> Vec<&str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item.as_str().unwrap())
+        .collect()
+}
+
+/// Field `key` of each item of JSON array `list`, each a string; panics on
+/// anything else.
+pub fn str_fields<'a>(list: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item[key].as_str().unwrap())
+        .collect()
+}
+
+/// This process's `PATH` with `dirs` in front, for a program a test runs
+/// with binaries of its own on the path.
+pub fn path_with(dirs: &[&std::path::Path]) -> String {
+    let mut entries: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    entries.push(std::env::var("PATH").unwrap_or_default());
+    entries.join(":")
+}
+
 /// Root of the Cargo workspace this crate belongs to.
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -100,11 +137,7 @@ pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
         .arg("--message-format=json")
         .output()
         .unwrap_or_else(|e| panic!("running cargo build: {e}"));
-    assert!(
-        out.status.success(),
-        "cargo build -p {package} --bin {bin}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, &format!("cargo build -p {package} --bin {bin}"));
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

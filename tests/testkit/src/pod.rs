@@ -30,6 +30,22 @@ use serde_json::json;
 
 use crate::watchdog::Watchdog;
 
+/// [`service_account_kubeconfig`] for the ServiceAccount that the pod
+/// `template` runs as, in `ns`: the kubeconfig its replicas are started with.
+pub async fn template_kubeconfig(
+    cluster_kubeconfig: &Path,
+    admin: &Client,
+    ns: &str,
+    template: &PodSpec,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let account = template
+        .service_account_name
+        .as_deref()
+        .ok_or_else(|| anyhow!("the pod names no ServiceAccount"))?;
+    service_account_kubeconfig(cluster_kubeconfig, admin, ns, account, path).await
+}
+
 /// A kubeconfig at `path` for the API server of `cluster_kubeconfig`, whose
 /// user is ServiceAccount `ns/name` by a token from the TokenRequest API.
 pub async fn service_account_kubeconfig(
@@ -84,12 +100,7 @@ pub struct PodProcess {
 
 impl Drop for PodProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // Its pid is free now: a watchdog left would kill whoever takes it.
-        if let Some(watchdog) = self.watchdog.take() {
-            watchdog.retire();
-        }
+        crate::watchdog::kill_and_reap(&mut self.child, &mut self.watchdog);
     }
 }
 

@@ -174,13 +174,13 @@ impl GitRemote {
     /// Writes `files` (paths relative to the work tree), commits them on
     /// `main` (also when nothing changed) and force-pushes it; returns the
     /// commit id.
-    pub fn commit(&self, files: &[(&str, &str)], message: &str) -> String {
+    pub fn commit<P: AsRef<str>, T: AsRef<str>>(&self, files: &[(P, T)], message: &str) -> String {
         let work = self.work();
         for (path, text) in files {
-            let path = work.join(path);
+            let path = work.join(path.as_ref());
             std::fs::create_dir_all(path.parent().expect("a file in a folder"))
                 .expect("the file's folder");
-            std::fs::write(path, text).expect("the file");
+            std::fs::write(path, text.as_ref()).expect("the file");
         }
         git(&work, &["add", "--all"]);
         git(

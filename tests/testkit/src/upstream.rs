@@ -32,7 +32,7 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -50,7 +50,7 @@ use serde_json::json;
 
 use crate::Error;
 use crate::binaries::{CAMEL_K_VERSION, camel_k_dir};
-use crate::cluster::{self, ClusterDir};
+use crate::cluster::{self, ClusterDir, free_ports, io};
 use crate::identity::ADMIN;
 use crate::watchdog::Watchdog;
 
@@ -370,13 +370,8 @@ impl UpstreamOperator {
     pub fn kill(&mut self) {
         let mut p = lock(&self.process);
         p.killed = true;
-        let _ = p.child.kill();
-        let _ = p.child.wait();
-        // Its pid is free now: retire the watchdog before it could kill a
-        // process that reuses it.
-        if let Some(watchdog) = p.watchdog.take() {
-            watchdog.retire();
-        }
+        let p = &mut *p;
+        crate::watchdog::kill_and_reap(&mut p.child, &mut p.watchdog);
     }
 
     /// SIGSTOP: frozen mid-flight, its lock unrenewed, its cache going stale.
@@ -451,15 +446,12 @@ impl UpstreamOperator {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        Err(Error::Start {
-            process: format!("kamel operator {}", self.id()),
-            message: format!(
-                "IntegrationPlatform {}/{} not Ready after {timeout:?} (phase {phase:?}); log:\n{}",
-                self.namespace(),
-                self.id(),
-                self.log_tail(30)
-            ),
-        })
+        Err(self.start_error(format!(
+            "IntegrationPlatform {}/{} not Ready after {timeout:?} (phase {phase:?}); log:\n{}",
+            self.namespace(),
+            self.id(),
+            self.log_tail(30)
+        )))
     }
 
     /// [`create_platform`](Self::create_platform), then
@@ -484,14 +476,11 @@ impl UpstreamOperator {
                     let deadline = Instant::now() + Duration::from_secs(30);
                     while api.get_opt(self.id()).await?.is_some() {
                         if Instant::now() > deadline {
-                            return Err(Error::Start {
-                                process: format!("kamel operator {}", self.id()),
-                                message: format!(
-                                    "IntegrationPlatform {}/{} not deleted within 30 s",
-                                    self.namespace(),
-                                    self.id()
-                                ),
-                            });
+                            return Err(self.start_error(format!(
+                                "IntegrationPlatform {}/{} not deleted within 30 s",
+                                self.namespace(),
+                                self.id()
+                            )));
                         }
                         tokio::time::sleep(Duration::from_millis(200)).await;
                     }
@@ -499,6 +488,14 @@ impl UpstreamOperator {
             }
         }
         unreachable!("the last attempt returns")
+    }
+
+    /// The error of a start of this operator that did not come about.
+    fn start_error(&self, message: String) -> Error {
+        Error::Start {
+            process: format!("kamel operator {}", self.id()),
+            message,
+        }
     }
 
     /// The name of its lock, the Lease `<id>-lock` in its namespace.
@@ -519,15 +516,12 @@ impl UpstreamOperator {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        Err(Error::Start {
-            process: format!("kamel operator {}", self.id()),
-            message: format!(
-                "no holder of Lease {}/{} after {timeout:?}; log:\n{}",
-                self.namespace(),
-                self.lock_name(),
-                self.log_tail(30)
-            ),
-        })
+        Err(self.start_error(format!(
+            "no holder of Lease {}/{} after {timeout:?}; log:\n{}",
+            self.namespace(),
+            self.lock_name(),
+            self.log_tail(30)
+        )))
     }
 
     async fn wait_healthy(&mut self, timeout: Duration) -> Result<(), Error> {
@@ -542,10 +536,7 @@ impl UpstreamOperator {
                     Some(status) => format!("exited with {status}"),
                     None => format!("/healthz not ok after {timeout:?}"),
                 };
-                return Err(Error::Start {
-                    process: format!("kamel operator {}", self.id()),
-                    message: format!("{why}; log:\n{}", self.log_tail(30)),
-                });
+                return Err(self.start_error(format!("{why}; log:\n{}", self.log_tail(30))));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -644,23 +635,4 @@ pub(crate) fn http_ok(port: u16, path: &str) -> bool {
     }
     let mut head = [0u8; 12];
     stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
-}
-
-fn free_ports<const N: usize>() -> Result<[u16; N], Error> {
-    let listeners: Vec<TcpListener> = (0..N)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()
-        .map_err(io("choosing free ports"))?;
-    let mut ports = [0u16; N];
-    for (slot, l) in ports.iter_mut().zip(&listeners) {
-        *slot = l.local_addr().map_err(io("choosing free ports"))?.port();
-    }
-    Ok(ports)
-}
-
-fn io(context: &'static str) -> impl Fn(std::io::Error) -> Error {
-    move |source| Error::Io {
-        context: context.to_string(),
-        source,
-    }
 }

@@ -29,6 +29,16 @@ if [ -n "$pids" ]; then
 fi
 [ -n "$KEEP" ] || rm -rf "$@""#;
 
+/// Kills `child` (SIGKILL), reaps it, then retires its `watchdog`: once
+/// reaped, its pid is free, and a watchdog left would kill whoever takes it.
+pub fn kill_and_reap(child: &mut Child, watchdog: &mut Option<Watchdog>) {
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Some(watchdog) = watchdog.take() {
+        watchdog.retire();
+    }
+}
+
 /// A watchdog shell; it acts when this process exits, or when dropped.
 pub struct Watchdog {
     child: Child,

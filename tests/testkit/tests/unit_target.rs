@@ -67,11 +67,7 @@ fn test_targets(root: &Path) -> BTreeMap<(String, String), PathBuf> {
         ])
         .output()
         .expect("run cargo metadata");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(&out, "cargo metadata");
     let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let mut targets = BTreeMap::new();
     for package in metadata["packages"].as_array().unwrap() {

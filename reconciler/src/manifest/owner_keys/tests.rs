@@ -10,6 +10,15 @@ fn stripped(text: &str) -> Stripped {
     s
 }
 
+/// [`stripped`] of the text before `diff` ([`before_after`]), which must
+/// become the text after it.
+fn stripped_as(diff: &str) -> Stripped {
+    let (before, after) = before_after(diff);
+    let s = stripped(&before);
+    assert_eq!(s.text, after);
+    s
+}
+
 fn refused(text: &str) -> String {
     match strip("apps/shop.yaml", text) {
         Ok(s) => panic!("accepted: {:?}", s.text),
@@ -21,78 +30,69 @@ fn notes(s: &Stripped) -> Vec<String> {
     s.notes.iter().map(ToString::to_string).collect()
 }
 
+/// The text before an edit and after it, from `diff`: lines as a unified diff
+/// writes them (`-` before only, `+` after only, a space or an empty line in
+/// both), so that a test shows which lines change and which must stay.
+fn before_after(diff: &str) -> (String, String) {
+    let (mut before, mut after) = (String::new(), String::new());
+    // The diff's first line break only ends its literal's first line.
+    let diff = diff.strip_prefix('\n').unwrap_or(diff);
+    for line in diff.split_inclusive('\n') {
+        if let Some(rest) = line.strip_prefix('-') {
+            before.push_str(rest);
+        } else if let Some(rest) = line.strip_prefix('+') {
+            after.push_str(rest);
+        } else if let Some(rest) = line.strip_prefix(' ').or((line == "\n").then_some(line)) {
+            before.push_str(rest);
+            after.push_str(rest);
+        } else {
+            panic!("not a line of a diff: {line:?}");
+        }
+    }
+    (before, after)
+}
+
 #[test]
 fn a_multi_document_file_changes_only_the_key_lines() {
-    let before = "\
-# Shop integrations, deployed by Flux.
-apiVersion: camel.apache.org/v1
-kind: Integration
-metadata:
-  name: orders   # the main route
-  namespace: shop
-  annotations:
-    # who runs it
-    camel.apache.org/operator.id: operator-1   # set by kamel
-    trait.camel.apache.org/container.image: \"quay.io/shop/orders:1.2\"
-  labels:
-    app: orders
-spec:
-  flows:
-    - from: {uri: \"timer:tick?period={{period}}\"}
----
-# Not Camel K: left as it is, and named in a note.
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: orders-config
-  annotations:
-    camel.apache.org/operator.id: operator-1
----
-apiVersion: camel.apache.org/v1
-kind: Pipe
-metadata:
-  name: feed
-  labels:
-    'camel.apache.org/operator.id': \"operator-1\"
-  annotations:
-    camel.apache.org/operator.id: operator-1
-spec: {}
-";
-    let after = "\
-# Shop integrations, deployed by Flux.
-apiVersion: camel.apache.org/v1
-kind: Integration
-metadata:
-  name: orders   # the main route
-  namespace: shop
-  annotations:
-    # who runs it
-    camelk.dev/owner-keys: reconciler   # set by kamel
-    trait.camel.apache.org/container.image: \"quay.io/shop/orders:1.2\"
-  labels:
-    app: orders
-spec:
-  flows:
-    - from: {uri: \"timer:tick?period={{period}}\"}
----
-# Not Camel K: left as it is, and named in a note.
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: orders-config
-  annotations:
-    camel.apache.org/operator.id: operator-1
----
-apiVersion: camel.apache.org/v1
-kind: Pipe
-metadata:
-  name: feed
-  annotations:
-    camelk.dev/owner-keys: reconciler
-spec: {}
-";
-    let s = stripped(before);
-    assert_eq!(s.text, after);
+    let s = stripped_as(
+        r#"
+ # Shop integrations, deployed by Flux.
+ apiVersion: camel.apache.org/v1
+ kind: Integration
+ metadata:
+   name: orders   # the main route
+   namespace: shop
+   annotations:
+     # who runs it
+-    camel.apache.org/operator.id: operator-1   # set by kamel
++    camelk.dev/owner-keys: reconciler   # set by kamel
+     trait.camel.apache.org/container.image: "quay.io/shop/orders:1.2"
+   labels:
+     app: orders
+ spec:
+   flows:
+     - from: {uri: "timer:tick?period={{period}}"}
+ ---
+ # Not Camel K: left as it is, and named in a note.
+ apiVersion: v1
+ kind: ConfigMap
+ metadata:
+   name: orders-config
+   annotations:
+     camel.apache.org/operator.id: operator-1
+ ---
+ apiVersion: camel.apache.org/v1
+ kind: Pipe
+ metadata:
+   name: feed
+-  labels:
+-    'camel.apache.org/operator.id': "operator-1"
+   annotations:
+-    camel.apache.org/operator.id: operator-1
++    camelk.dev/owner-keys: reconciler
+ spec: {}
+"#,
+    );
     assert_eq!(s.keys_removed(), 3);
     let summary: Vec<(String, String, Option<String>, String, Location)> = s
         .resources
@@ -145,14 +145,17 @@ spec: {}
 
 #[test]
 fn an_annotation_alone_becomes_the_marker() {
-    let s = stripped(
-        "apiVersion: camel.apache.org/v1\nkind: Integration\nmetadata:\n  name: a\n  \
-         annotations:\n    camel.apache.org/operator.id: operator-1\nspec: {}\n",
-    );
-    assert_eq!(
-        s.text,
-        "apiVersion: camel.apache.org/v1\nkind: Integration\nmetadata:\n  name: a\n  \
-         annotations:\n    camelk.dev/owner-keys: reconciler\nspec: {}\n"
+    let s = stripped_as(
+        r#"
+ apiVersion: camel.apache.org/v1
+ kind: Integration
+ metadata:
+   name: a
+   annotations:
+-    camel.apache.org/operator.id: operator-1
++    camelk.dev/owner-keys: reconciler
+ spec: {}
+"#,
     );
     assert_eq!(s.resources[0].annotation.as_deref(), Some("operator-1"));
     assert_eq!(s.resources[0].label, None);
@@ -161,31 +164,21 @@ fn an_annotation_alone_becomes_the_marker() {
 
 #[test]
 fn a_label_among_others_loses_its_line_and_an_annotation_becomes_the_marker() {
-    let before = "\
-apiVersion: camel.apache.org/v1
-kind: Kamelet
-metadata:
-  name: tick
-  labels:
-    camel.apache.org/kamelet.type: source
-    camel.apache.org/operator.id: operator-2
-  annotations:
-    camel.apache.org/operator.id: \"operator-2\" # pinned
-    camel.apache.org/provider: \"Shop\"
-";
-    let after = "\
-apiVersion: camel.apache.org/v1
-kind: Kamelet
-metadata:
-  name: tick
-  labels:
-    camel.apache.org/kamelet.type: source
-  annotations:
-    camelk.dev/owner-keys: reconciler # pinned
-    camel.apache.org/provider: \"Shop\"
-";
-    let s = stripped(before);
-    assert_eq!(s.text, after);
+    let s = stripped_as(
+        r#"
+ apiVersion: camel.apache.org/v1
+ kind: Kamelet
+ metadata:
+   name: tick
+   labels:
+     camel.apache.org/kamelet.type: source
+-    camel.apache.org/operator.id: operator-2
+   annotations:
+-    camel.apache.org/operator.id: "operator-2" # pinned
++    camelk.dev/owner-keys: reconciler # pinned
+     camel.apache.org/provider: "Shop"
+"#,
+    );
     assert_eq!(
         s.resources[0].removed(),
         "label=operator-2 annotation=operator-2"
@@ -194,64 +187,44 @@ metadata:
 
 #[test]
 fn flow_maps_get_the_marker_in_place_and_lose_a_label_with_one_comma() {
-    let s = stripped(
-        "apiVersion: camel.apache.org/v1\nkind: Integration\nmetadata: {name: a, \
-         annotations: {camel.apache.org/operator.id: op-1, x: y}, labels: {a: b, \
-         \"camel.apache.org/operator.id\": op-1}}\n",
-    );
-    assert_eq!(
-        s.text,
-        "apiVersion: camel.apache.org/v1\nkind: Integration\nmetadata: {name: a, \
-         annotations: {camelk.dev/owner-keys: reconciler, x: y}, labels: {a: b}}\n"
+    stripped_as(
+        r#"
+ apiVersion: camel.apache.org/v1
+ kind: Integration
+-metadata: {name: a, annotations: {camel.apache.org/operator.id: op-1, x: y}, labels: {a: b, "camel.apache.org/operator.id": op-1}}
++metadata: {name: a, annotations: {camelk.dev/owner-keys: reconciler, x: y}, labels: {a: b}}
+"#,
     );
     // The labels emptied: they go, with their comma.
-    let s = stripped(
-        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata: {name: a, labels: \
-         {camel.apache.org/operator.id: op-1}, annotations: {camel.apache.org/operator.id: \
-         op-1}}\n",
-    );
-    assert_eq!(
-        s.text,
-        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata: {name: a, annotations: \
-         {camelk.dev/owner-keys: reconciler}}\n"
+    stripped_as(
+        r#"
+ apiVersion: camel.apache.org/v1
+ kind: Pipe
+-metadata: {name: a, labels: {camel.apache.org/operator.id: op-1}, annotations: {camel.apache.org/operator.id: op-1}}
++metadata: {name: a, annotations: {camelk.dev/owner-keys: reconciler}}
+"#,
     );
 }
 
 #[test]
 fn items_of_a_list_are_resources_too() {
-    let before = "\
-apiVersion: v1
-kind: List
-items:
-  - apiVersion: camel.apache.org/v1
-    kind: Integration
-    metadata:
-      name: a
-      annotations:
-        camel.apache.org/operator.id: operator-1
-  - apiVersion: v1
-    kind: Secret
-    metadata:
-      name: s
-";
-    let s = stripped(before);
-    assert_eq!(
-        s.text,
-        "\
-apiVersion: v1
-kind: List
-items:
-  - apiVersion: camel.apache.org/v1
-    kind: Integration
-    metadata:
-      name: a
-      annotations:
-        camelk.dev/owner-keys: reconciler
-  - apiVersion: v1
-    kind: Secret
-    metadata:
-      name: s
-"
+    let s = stripped_as(
+        r#"
+ apiVersion: v1
+ kind: List
+ items:
+   - apiVersion: camel.apache.org/v1
+     kind: Integration
+     metadata:
+       name: a
+       annotations:
+-        camel.apache.org/operator.id: operator-1
++        camelk.dev/owner-keys: reconciler
+   - apiVersion: v1
+     kind: Secret
+     metadata:
+       name: s
+"#,
     );
     assert_eq!(s.resources[0].at, Location { line: 4, column: 5 });
 }
@@ -424,39 +397,23 @@ spec:
 fn a_label_alone_adds_the_marker_after_the_last_annotation() {
     // A block map: a line of its own after the line the last entry ends on
     // (here a block scalar, then a trailing comment), indented as the entries.
-    let before = "\
-apiVersion: camel.apache.org/v1
-kind: Integration
-metadata:
-  name: a
-  annotations:
-      note: x   # first
-      description: |
-        Orders,
-        every minute.
-  labels:
-    camel.apache.org/operator.id: operator-1
-    app: a
-spec: {}
-";
-    let s = stripped(before);
-    assert_eq!(
-        s.text,
-        "\
-apiVersion: camel.apache.org/v1
-kind: Integration
-metadata:
-  name: a
-  annotations:
-      note: x   # first
-      description: |
-        Orders,
-        every minute.
-      camelk.dev/owner-keys: reconciler
-  labels:
-    app: a
-spec: {}
-"
+    let s = stripped_as(
+        r#"
+ apiVersion: camel.apache.org/v1
+ kind: Integration
+ metadata:
+   name: a
+   annotations:
+       note: x   # first
+       description: |
+         Orders,
+         every minute.
++      camelk.dev/owner-keys: reconciler
+   labels:
+-    camel.apache.org/operator.id: operator-1
+     app: a
+ spec: {}
+"#,
     );
     assert_eq!(s.resources[0].removed(), "label=operator-1");
     assert_eq!(s.keys_removed(), 1);
@@ -474,104 +431,85 @@ spec: {}
     );
 
     // Flow maps: after the last entry, or inside `{}`.
-    let s = stripped(
-        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata: {name: a, labels: {a: b, \
-         camel.apache.org/operator.id: op-1}, annotations: {x: y}}\n",
+    stripped_as(
+        r#"
+ apiVersion: camel.apache.org/v1
+ kind: Pipe
+-metadata: {name: a, labels: {a: b, camel.apache.org/operator.id: op-1}, annotations: {x: y}}
++metadata: {name: a, labels: {a: b}, annotations: {x: y, camelk.dev/owner-keys: reconciler}}
+"#,
     );
-    assert_eq!(
-        s.text,
-        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata: {name: a, labels: {a: b}, \
-         annotations: {x: y, camelk.dev/owner-keys: reconciler}}\n"
-    );
-    let s = stripped(
-        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata:\n  name: a\n  labels:\n    \
-         camel.apache.org/operator.id: op-1\n  annotations: {}\n",
-    );
-    assert_eq!(
-        s.text,
-        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata:\n  name: a\n  annotations: \
-         {camelk.dev/owner-keys: reconciler}\n"
+    stripped_as(
+        r#"
+ apiVersion: camel.apache.org/v1
+ kind: Pipe
+ metadata:
+   name: a
+-  labels:
+-    camel.apache.org/operator.id: op-1
+-  annotations: {}
++  annotations: {camelk.dev/owner-keys: reconciler}
+"#,
     );
 }
 
 #[test]
 fn a_marker_already_there_is_not_added_again() {
     // Put there by hand: the owner annotation goes, the label too.
-    let before = "\
-apiVersion: camel.apache.org/v1
-kind: Integration
-metadata:
-  name: a
-  annotations:
-    camelk.dev/owner-keys: reconciler
-    camel.apache.org/operator.id: operator-1
-  labels:
-    app: a
-    camel.apache.org/operator.id: operator-1
-";
-    let s = stripped(before);
-    assert_eq!(
-        s.text,
-        "\
-apiVersion: camel.apache.org/v1
-kind: Integration
-metadata:
-  name: a
-  annotations:
-    camelk.dev/owner-keys: reconciler
-  labels:
-    app: a
-"
+    let s = stripped_as(
+        r#"
+ apiVersion: camel.apache.org/v1
+ kind: Integration
+ metadata:
+   name: a
+   annotations:
+     camelk.dev/owner-keys: reconciler
+-    camel.apache.org/operator.id: operator-1
+   labels:
+     app: a
+-    camel.apache.org/operator.id: operator-1
+"#,
     );
     assert_eq!(s.keys_removed(), 2);
 
     // A label alone, the marker there: only the label goes.
-    let s = stripped(
-        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata:\n  name: a\n  labels:\n    \
-         camel.apache.org/operator.id: op-1\n  annotations: {camelk.dev/owner-keys: reconciler}\n",
-    );
-    assert_eq!(
-        s.text,
-        "apiVersion: camel.apache.org/v1\nkind: Pipe\nmetadata:\n  name: a\n  annotations: \
-         {camelk.dev/owner-keys: reconciler}\n"
+    stripped_as(
+        r#"
+ apiVersion: camel.apache.org/v1
+ kind: Pipe
+ metadata:
+   name: a
+-  labels:
+-    camel.apache.org/operator.id: op-1
+   annotations: {camelk.dev/owner-keys: reconciler}
+"#,
     );
 }
 
 #[test]
 fn a_second_run_on_a_cleaned_file_changes_nothing() {
-    let before = "\
-apiVersion: camel.apache.org/v1
-kind: Integration
-metadata:
-  name: orders
-  annotations:
-    camel.apache.org/operator.id: operator-1   # kamel run -x
-  labels:
-    camel.apache.org/operator.id: operator-1
-spec: {}
----
-apiVersion: camel.apache.org/v1
-kind: Pipe
-metadata: {name: feed, labels: {camel.apache.org/operator.id: op-1}, annotations: {x: y}}
-";
-    let first = strip("apps/shop.yaml", before).unwrap();
-    assert_eq!(first.keys_removed(), 3);
-    assert_eq!(
-        first.text,
-        "\
-apiVersion: camel.apache.org/v1
-kind: Integration
-metadata:
-  name: orders
-  annotations:
-    camelk.dev/owner-keys: reconciler   # kamel run -x
-spec: {}
----
-apiVersion: camel.apache.org/v1
-kind: Pipe
-metadata: {name: feed, annotations: {x: y, camelk.dev/owner-keys: reconciler}}
-"
+    let (before, after) = before_after(
+        r#"
+ apiVersion: camel.apache.org/v1
+ kind: Integration
+ metadata:
+   name: orders
+   annotations:
+-    camel.apache.org/operator.id: operator-1   # kamel run -x
+-  labels:
+-    camel.apache.org/operator.id: operator-1
++    camelk.dev/owner-keys: reconciler   # kamel run -x
+ spec: {}
+ ---
+ apiVersion: camel.apache.org/v1
+ kind: Pipe
+-metadata: {name: feed, labels: {camel.apache.org/operator.id: op-1}, annotations: {x: y}}
++metadata: {name: feed, annotations: {x: y, camelk.dev/owner-keys: reconciler}}
+"#,
     );
+    let first = strip("apps/shop.yaml", &before).unwrap();
+    assert_eq!(first.keys_removed(), 3);
+    assert_eq!(first.text, after);
     let second = strip("apps/shop.yaml", &first.text).unwrap();
     assert_eq!(second.text, first.text);
     assert!(second.resources.is_empty());
@@ -581,40 +519,25 @@ metadata: {name: feed, annotations: {x: y, camelk.dev/owner-keys: reconciler}}
 
 #[test]
 fn owner_keys_written_as_block_scalars_take_their_lines_only() {
-    let before = "\
-apiVersion: camel.apache.org/v1
-kind: Integration
-metadata:
-  name: a
-  annotations:
-    camel.apache.org/operator.id: >-
-      operator-1
+    let s = stripped_as(
+        r#"
+ apiVersion: camel.apache.org/v1
+ kind: Integration
+ metadata:
+   name: a
+   annotations:
+-    camel.apache.org/operator.id: >-
+-      operator-1
++    camelk.dev/owner-keys: reconciler
 
-    # kept
-    other: x
-  labels:
-    camel.apache.org/operator.id: |-
-      operator-1
-  # kept too
-    app: a
-";
-    let s = stripped(before);
-    assert_eq!(
-        s.text,
-        "\
-apiVersion: camel.apache.org/v1
-kind: Integration
-metadata:
-  name: a
-  annotations:
-    camelk.dev/owner-keys: reconciler
-
-    # kept
-    other: x
-  labels:
-  # kept too
-    app: a
-"
+     # kept
+     other: x
+   labels:
+-    camel.apache.org/operator.id: |-
+-      operator-1
+   # kept too
+     app: a
+"#,
     );
     assert_eq!(
         s.resources[0].removed(),

@@ -96,11 +96,7 @@ fn template(namespace: &str, sets: &[&str], extra: &[&str]) -> Output {
 
 pub(crate) fn rendered(namespace: &str, sets: &[&str], extra: &[&str]) -> Vec<Value> {
     let out = template(namespace, sets, extra);
-    assert!(
-        out.status.success(),
-        "helm template: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(&out, "helm template");
     let text = String::from_utf8(out.stdout).unwrap();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).expect("helm output is YAML");
     docs.into_iter().filter(|d| !d.is_null()).collect()
@@ -429,19 +425,9 @@ fn with_source_cluster_the_pod_reads_the_object_and_nothing_of_git() {
     }
     let c = reconciler_container(&objects);
     let pod = &find(&objects, "Deployment", "camelk-reconciler")["spec"]["template"]["spec"];
-    let volumes: Vec<&str> = pod["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["name"].as_str().unwrap())
-        .collect();
+    let volumes: Vec<&str> = camelk_testkit::str_fields(&pod["volumes"], "name");
     assert_eq!(volumes, ["tmp"], "no Git credentials, no clone cache");
-    let mounts: Vec<&str> = c["volumeMounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["mountPath"].as_str().unwrap())
-        .collect();
+    let mounts: Vec<&str> = camelk_testkit::str_fields(&c["volumeMounts"], "mountPath");
     assert_eq!(mounts, ["/tmp"]);
     assert!(!serde_json::to_string(pod).unwrap().contains("secret"));
 
@@ -570,11 +556,7 @@ fn rendered_owner_keys() -> Vec<Value> {
         .arg(root().join("examples/deploy/owner-keys"))
         .output()
         .expect("kubectl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    camelk_testkit::assert_success(&out, "kubectl kustomize");
     serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap()
 }
 

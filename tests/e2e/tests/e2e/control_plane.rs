@@ -248,12 +248,9 @@ async fn failed_json_patch_test_is_refused_and_changes_nothing() {
         Patch::<()>::Json(serde_json::from_value(ops).unwrap())
     };
 
+    let params = PatchParams::default();
     let refused = api
-        .patch(
-            "orders",
-            &PatchParams::default(),
-            &fenced_flip("operator-1"),
-        )
+        .patch("orders", &params, &fenced_flip("operator-1"))
         .await
         .expect_err("the label names operator-2, not operator-1");
     assert_eq!(status_code(&refused), Some(422), "{refused}");
@@ -266,11 +263,7 @@ async fn failed_json_patch_test_is_refused_and_changes_nothing() {
 
     // The same patch with the right expectation goes through: the test op is what refused it.
     let flipped = api
-        .patch(
-            "orders",
-            &PatchParams::default(),
-            &fenced_flip("operator-2"),
-        )
+        .patch("orders", &params, &fenced_flip("operator-2"))
         .await
         .unwrap();
     assert_eq!(owner_label(&flipped).as_deref(), Some("operator-3"));

@@ -638,12 +638,7 @@ fn deployments_run_unprivileged_with_resources_and_the_probes_they_serve() {
 
     let reconciler = &find(&objects, "Deployment", "camelk-reconciler")["spec"]["template"]["spec"];
     let c = &reconciler["containers"][0];
-    let args: Vec<&str> = c["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
+    let args: Vec<&str> = camelk_testkit::str_items(&c["args"]);
     assert_eq!(args[0], "sync");
     assert!(args.contains(&"--listen=0.0.0.0:8080"));
     assert_eq!(str_at(c, "/livenessProbe/httpGet/path"), "/healthz");
@@ -654,12 +649,7 @@ fn deployments_run_unprivileged_with_resources_and_the_probes_they_serve() {
         assert_eq!(c[probe]["httpGet"]["port"], "http");
     }
     // Every file flag names a file under a mounted volume.
-    let mounts: Vec<&str> = c["volumeMounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["mountPath"].as_str().unwrap())
-        .collect();
+    let mounts: Vec<&str> = camelk_testkit::str_fields(&c["volumeMounts"], "mountPath");
     for flag in [
         "--token-file=",
         "--webhook-secret-file=",
@@ -687,12 +677,7 @@ fn deployments_run_unprivileged_with_resources_and_the_probes_they_serve() {
     assert_eq!(service["spec"]["ports"][0]["targetPort"], "http");
 
     let operator = &find(&objects, "Deployment", "camelk-operator-1")["spec"]["template"]["spec"];
-    let args: Vec<&str> = operator["containers"][0]["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
+    let args: Vec<&str> = camelk_testkit::str_items(&operator["containers"][0]["args"]);
     assert_eq!(args[..2], ["operator", "--id=operator-1"]);
     assert!(
         args.contains(&"--namespace=camel-apps"),
@@ -715,12 +700,7 @@ fn deployment_args_are_flags_the_reconciler_accepts() {
     let binary = reconciler_binary();
     for name in ["camelk-reconciler", "camelk-operator-1"] {
         let c = &find(&objects, "Deployment", name)["spec"]["template"]["spec"]["containers"][0];
-        let args: Vec<&str> = c["args"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap())
-            .collect();
+        let args: Vec<&str> = camelk_testkit::str_items(&c["args"]);
         let help = run(Command::new(&binary).args([args[0], "--help"]));
         let help = String::from_utf8(help.stdout).unwrap();
         let known: BTreeSet<&str> = help

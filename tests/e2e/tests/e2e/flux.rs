@@ -19,7 +19,7 @@ use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 use camelk_testkit::AuditEvent;
 use camelk_testkit::apps_repo::{AppsRepo, BRANCH, GIT_PASSWORD, GIT_USER};
 use camelk_testkit::flux::{
-    self, FluxKind, FluxOptions, GitRepositorySpec, KUSTOMIZE_CONTROLLER, KustomizationSpec,
+    self, FluxKind, GitRepositorySpec, KUSTOMIZE_CONTROLLER, KustomizationSpec,
 };
 use kube::api::{Api, DynamicObject};
 use kube::{Client, ResourceExt};
@@ -141,9 +141,7 @@ fn assert_dry_run_then_forced_apply(writes: &[AuditEvent]) {
 async fn flux_applies_an_integration_from_git_as_its_service_account() {
     let cluster = camelk_testkit::shared();
     let ns = cluster.namespace("flux").await;
-    let flux = flux::start(cluster.dir(), &FluxOptions::watching(&ns.name))
-        .await
-        .unwrap_or_else(|e| panic!("starting Flux: {e}"));
+    let flux = flux::start_watching(cluster.dir(), &ns.name).await;
 
     let repo = AppsRepo::new();
     let first = repo.commit(
@@ -167,14 +165,9 @@ async fn flux_applies_an_integration_from_git_as_its_service_account() {
         .await
         .unwrap();
 
-    flux.wait_kustomization_ready(
-        &ns.name,
-        APPS,
-        &flux::git_revision(BRANCH, &first),
-        Duration::from_secs(120),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    flux.wait_commit_applied(&ns.name, APPS, &first, Duration::from_secs(120))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 
     let api = integrations(cluster.admin().await, &ns.name);
     let hello = api.get(INTEGRATION).await.expect("Flux created it");
@@ -233,14 +226,9 @@ async fn flux_applies_an_integration_from_git_as_its_service_account() {
             .await
             .unwrap_or_else(|e| panic!("requesting a reconcile of {kind:?}: {e}"));
     }
-    flux.wait_kustomization_ready(
-        &ns.name,
-        APPS,
-        &flux::git_revision(BRANCH, &second),
-        Duration::from_secs(90),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    flux.wait_commit_applied(&ns.name, APPS, &second, Duration::from_secs(90))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let hello = api.get(INTEGRATION).await.unwrap();
     assert_eq!(
         hello.labels().get(VERSION_LABEL).map(String::as_str),
@@ -256,22 +244,11 @@ async fn flux_applies_an_integration_from_git_as_its_service_account() {
 
     // While Flux still runs, so that it removes its finalizers; with `prune`,
     // deleting the Kustomization deletes what it applied.
-    flux.delete(
-        FluxKind::Kustomization,
-        &ns.name,
-        APPS,
-        Duration::from_secs(60),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    flux.delete(
-        FluxKind::GitRepository,
-        &ns.name,
-        APPS,
-        Duration::from_secs(60),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    for kind in [FluxKind::Kustomization, FluxKind::GitRepository] {
+        flux.delete(kind, &ns.name, APPS, Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
     assert!(
         api.get_opt(INTEGRATION).await.unwrap().is_none(),
         "pruned with its Kustomization"

@@ -245,14 +245,19 @@ async fn leader_and_standby(replicas: &[PodProcess]) -> (&PodProcess, &PodProces
         assert!(
             Instant::now() < deadline,
             "no leader and standby: {roles:?}\n{}",
-            replicas
-                .iter()
-                .map(|r| format!("{}:\n{}", r.pod(), r.log_tail(40)))
-                .collect::<Vec<_>>()
-                .join("\n")
+            log_tails(replicas)
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The last 40 lines of each replica's log, under its pod's name.
+fn log_tails(replicas: &[PodProcess]) -> String {
+    replicas
+        .iter()
+        .map(|r| format!("{}:\n{}", r.pod(), r.log_tail(40)))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Waits until `check` holds of the object, polling every 10 ms; the
@@ -319,12 +324,8 @@ async fn two_replicas(
     }
     let template: PodSpec = serde_json::from_value(deployment["spec"]["template"]["spec"].clone())
         .expect("the rendered pod template");
-    let sa = template
-        .service_account_name
-        .clone()
-        .expect("the pod names its ServiceAccount");
     let kubeconfig = scratch.join("kubeconfig");
-    pod::service_account_kubeconfig(&cluster.kubeconfig(), admin, ns, &sa, &kubeconfig)
+    pod::template_kubeconfig(&cluster.kubeconfig(), admin, ns, &template, &kubeconfig)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     let binary = workspace_binary("camelk-reconciler", "reconciler");
@@ -371,11 +372,7 @@ async fn first_round_done(api: &Api<OperatorAssignment>, replicas: &[PodProcess]
             Instant::now() < deadline,
             "no round ended: {:?}\n{}",
             object.and_then(|o| o.status),
-            replicas
-                .iter()
-                .map(|r| format!("{}:\n{}", r.pod(), r.log_tail(40)))
-                .collect::<Vec<_>>()
-                .join("\n")
+            log_tails(replicas)
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -520,25 +517,17 @@ async fn with_a_git_source_the_standby_passes_webhooks_on_and_sends_plans_to_the
     // A branch, which the endpoint fetches by name (the test's Git server,
     // as many, refuses to send a commit asked for by its id alone).
     let plan = "/plan?head=main";
-    let (status, _, body) = http(
-        standby.address(),
-        "GET",
-        plan,
-        &[("Authorization", "Bearer guess")],
-        b"",
-    )
-    .await
-    .unwrap();
+    // `GET` of the plan from `replica`, authorised by `authorization`.
+    let get_plan = |replica: &PodProcess, authorization: &str| {
+        let (address, authorization) = (replica.address(), authorization.to_string());
+        async move {
+            let headers = [("Authorization", authorization.as_str())];
+            http(address, "GET", plan, &headers, b"").await.unwrap()
+        }
+    };
+    let (status, _, body) = get_plan(standby, "Bearer guess").await;
     assert_eq!(status, 401, "a wrong token is refused first: {body}");
-    let (status, head_text, body) = http(
-        standby.address(),
-        "GET",
-        plan,
-        &[("Authorization", &bearer)],
-        b"",
-    )
-    .await
-    .unwrap();
+    let (status, head_text, body) = get_plan(standby, &bearer).await;
     assert_eq!(status, 503, "{body}");
     assert!(
         head_text
@@ -547,15 +536,7 @@ async fn with_a_git_source_the_standby_passes_webhooks_on_and_sends_plans_to_the
         "{head_text}"
     );
     assert!(body.contains("stands by"), "{body}");
-    let (status, _, body) = http(
-        leader.address(),
-        "GET",
-        plan,
-        &[("Authorization", &bearer)],
-        b"",
-    )
-    .await
-    .unwrap();
+    let (status, _, body) = get_plan(leader, &bearer).await;
     assert_eq!(status, 200, "{body}\n{}", leader.log_tail(40));
     let served: Value = serde_json::from_str(&body).expect("the plan is JSON");
     assert_eq!(served["head"], head.as_str(), "{served}");
