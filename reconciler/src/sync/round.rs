@@ -452,16 +452,16 @@ impl Syncer {
         // A retried step keeps the time it first started: what an
         // earlier attempt moved is judged against that time too.
         ro.step_started_at.get_or_insert_with(status::now);
-        ro.current_step = n as u32;
-        ro.state = RolloutState::Progressing;
-        ro.target_not_alive = None;
-        progress::history_result(&mut r.status, &r.rev.sha, MigrationResult::Progressing);
-        ro.message = format!("step {n} of {total}: moving {moves} resources");
-        r.status.rollout = Some(ro.clone());
-        let generation = r.generation();
-        progress::progressing(&mut r.status, &ro.message, generation);
-        r.writer.write(&r.status, Checkpoint::StepStarted).await?;
-        tracing::info!(revision = %r.rev.short(), step = n, of = total, moves, "step started");
+        // A paused step tried again stays paused, as people see it, until
+        // it moves: a retry that stalls the same way changes nothing, so a
+        // Flux or Argo CD waiting on the object sees it stalled, not
+        // flapping between stalled and progressing at every round.
+        let retry = ro.state == RolloutState::Paused && ro.current_step == n as u32;
+        if !retry {
+            started(r, ro, &step);
+            r.writer.write(&r.status, Checkpoint::StepStarted).await?;
+        }
+        tracing::info!(revision = %r.rev.short(), step = n, of = total, moves, retry, "step started");
 
         let label = format!("revision {} step {n} of {total}", r.rev.short());
         let outcome = self
@@ -475,6 +475,9 @@ impl Syncer {
                 .stop(&mut r.writer, &r.object, status, ro.clone(), pause)
                 .await?;
             return Ok(Break(()));
+        }
+        if retry {
+            started(r, ro, &step);
         }
         let note = format!(
             "step {n} of {total}: {} resources handed over",
@@ -572,6 +575,22 @@ impl Syncer {
             .ok()
             .map(|m| m.assignment.spec)
     }
+}
+
+/// Records in the round's status that `step` is progressing.
+fn started(r: &mut Round, ro: &mut RolloutStatus, step: &Step<'_>) {
+    let (n, total) = (step.index + 1, step.total);
+    ro.current_step = n as u32;
+    ro.state = RolloutState::Progressing;
+    ro.target_not_alive = None;
+    progress::history_result(&mut r.status, &r.rev.sha, MigrationResult::Progressing);
+    ro.message = format!(
+        "step {n} of {total}: moving {} resources",
+        step.batch.moves.len()
+    );
+    r.status.rollout = Some(ro.clone());
+    let generation = r.generation();
+    progress::progressing(&mut r.status, &ro.message, generation);
 }
 
 /// One step of the plan, for [`Syncer::step`].

@@ -148,6 +148,43 @@ impl std::ops::Deref for Synced {
 }
 
 impl Synced {
+    /// Sets both owner keys of Integration `name` to `owner`, as a person
+    /// with edit rights does, around the reconciler.
+    async fn move_by_hand(&self, name: &str, owner: &str) {
+        let by_hand = serde_json::json!({ "metadata": {
+            "labels": { "camel.apache.org/operator.id": owner },
+            "annotations": { "camel.apache.org/operator.id": owner },
+        }});
+        self.api(CamelKind::Integration)
+            .patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(by_hand),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// A second `reconciler sync` replica, `sync-b`, following the same
+    /// remote with a cache of its own.
+    fn start_replica_b(&self, cluster: &camelk_testkit::TestCluster) -> OperatorProcess {
+        start_sync(
+            cluster,
+            &self.ns.name,
+            &self.git.url(),
+            "sync-b",
+            &self.git.cache("sync-b"),
+        )
+    }
+
+    /// The status of this test's assignment, as it is now.
+    async fn status_now(&self) -> OperatorAssignmentStatus {
+        assignment(&self.admin, &self.ns.name, NAME)
+            .await
+            .and_then(|a| a.status)
+            .unwrap()
+    }
+
     /// [`wait_status`] of this test's assignment, with the sync's log on failure.
     async fn wait_status(
         &self,
@@ -595,6 +632,32 @@ async fn a_step_towards_an_operator_that_is_down_pauses_naming_it() {
     assert!(message.contains("operator-2"), "{message}");
     let rollout = status.rollout.as_ref().unwrap();
     assert_eq!(rollout.target_not_alive.as_deref(), Some("operator-2"));
+    // Later rounds (interval 1 s, about 8 in these 8 s) try the step again
+    // and find operator-2 down again: the object stays stalled all along,
+    // not flapping through Progressing where a Flux or Argo CD health check
+    // would see it, and its status is not written again.
+    let version = || async {
+        assignment(&world.admin, &world.ns.name, NAME)
+            .await
+            .and_then(|a| a.metadata.resource_version)
+    };
+    let before = version().await;
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < until {
+        let now = world.status_now().await;
+        let (stalled, reason, _) = condition(&now, "Stalled").unwrap();
+        assert_eq!(
+            (stalled, reason),
+            ("True", "TargetNotAlive"),
+            "while retried"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        version().await,
+        before,
+        "a retry that stalls alike writes nothing"
+    );
     assert!(
         integration_moves(cluster, &world.ns.name).is_empty(),
         "nothing moves towards an operator that is down"
@@ -883,13 +946,7 @@ async fn a_reconciler_killed_mid_rollout_finishes_after_restart_without_repeatin
     assert_eq!(before, 3, "killed after step 1");
 
     // Another replica takes the reconciler's lock over once it expires.
-    world.sync = start_sync(
-        cluster,
-        &world.ns.name,
-        &world.git.url(),
-        "sync-b",
-        &world.git.cache("sync-b"),
-    );
+    world.sync = world.start_replica_b(cluster);
     let status = world
         .wait_status(Duration::from_secs(180), "applied", applied(&rev2))
         .await;
@@ -988,13 +1045,7 @@ async fn an_unreachable_remote_keeps_the_last_good_state_and_says_so() {
 async fn two_replicas_elect_one_leader_and_the_other_takes_over_when_it_dies() {
     let cluster = camelk_testkit::shared();
     let mut world = SyncTest::new("sync-replicas", 4).start(cluster).await;
-    let sync_b = start_sync(
-        cluster,
-        &world.ns.name,
-        &world.git.url(),
-        "sync-b",
-        &world.git.cache("sync-b"),
-    );
+    let sync_b = world.start_replica_b(cluster);
     let (admin, ns) = (world.admin.clone(), world.ns.name.clone());
     let holder = || lock_holder(&admin, &ns, "camelk-reconciler-lock");
     assert_eq!(
@@ -1126,11 +1177,7 @@ async fn a_signed_webhook_triggers_a_fetch_and_a_bad_signature_is_refused() {
     assert_eq!(http(port, "POST", "/hooks/git", &forged, payload).0, 401);
     assert_eq!(http(port, "POST", "/hooks/git", &[], payload).0, 401);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let status = assignment(&world.admin, &world.ns.name, NAME)
-        .await
-        .unwrap()
-        .status
-        .unwrap();
+    let status = world.status_now().await;
     assert_ne!(
         status.last_attempted_revision.as_deref(),
         Some(rev2.as_str()),
@@ -1194,11 +1241,7 @@ async fn a_suspended_assignment_is_not_acted_on_until_resumed() {
         "rollout",
     );
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let status = assignment(&world.admin, &world.ns.name, NAME)
-        .await
-        .unwrap()
-        .status
-        .unwrap();
+    let status = world.status_now().await;
     assert_eq!(
         status.last_attempted_revision.as_deref(),
         Some(world.rev1.as_str())
@@ -1263,15 +1306,7 @@ async fn an_owner_changed_by_hand_is_reported_and_moved_back() {
         .await;
 
     // Someone moves it-00 to operator-2 by hand, both keys.
-    let by_hand = serde_json::json!({ "metadata": {
-        "labels": { "camel.apache.org/operator.id": "operator-2" },
-        "annotations": { "camel.apache.org/operator.id": "operator-2" },
-    }});
-    world
-        .api(CamelKind::Integration)
-        .patch("it-00", &PatchParams::default(), &Patch::Merge(by_hand))
-        .await
-        .unwrap();
+    world.move_by_hand("it-00", "operator-2").await;
     let status = world
         .wait_status(Duration::from_secs(60), "drift reverted", |s| {
             condition(s, "Drifted").is_some_and(|c| c.1 == "DriftReverted")
@@ -1431,13 +1466,7 @@ async fn a_handoff_request_left_by_a_killed_reconciler_is_finished_by_the_next()
     world.sync.kill();
     world.op1.signal(Signal::SIGCONT);
 
-    world.sync = start_sync(
-        cluster,
-        &world.ns.name,
-        &world.git.url(),
-        "sync-b",
-        &world.git.cache("sync-b"),
-    );
+    world.sync = world.start_replica_b(cluster);
     world
         .wait_status(Duration::from_secs(120), "applied", applied(&rev2))
         .await;
@@ -1489,15 +1518,7 @@ async fn with_drift_policy_report_an_owner_changed_by_hand_is_only_reported() {
         )
         .await;
 
-    let by_hand = serde_json::json!({ "metadata": {
-        "labels": { "camel.apache.org/operator.id": "operator-2" },
-        "annotations": { "camel.apache.org/operator.id": "operator-2" },
-    }});
-    world
-        .api(CamelKind::Integration)
-        .patch("it-00", &PatchParams::default(), &Patch::Merge(by_hand))
-        .await
-        .unwrap();
+    world.move_by_hand("it-00", "operator-2").await;
     let status = world
         .wait_status(Duration::from_secs(60), "drift reported", |s| {
             condition(s, "Drifted").is_some_and(|c| c.0 == "True" && c.2.contains("it-00"))
@@ -1545,11 +1566,7 @@ async fn with_drift_policy_report_an_owner_changed_by_hand_is_only_reported() {
             .iter()
             .any(|(reason, _)| reason == "OwnerKeysDisagree")
     );
-    let status = assignment(&world.admin, &world.ns.name, NAME)
-        .await
-        .unwrap()
-        .status
-        .unwrap();
+    let status = world.status_now().await;
     assert_eq!(condition(&status, "Drifted").map(|c| c.0), Some("True"));
     assert!(
         event_reasons(&world.admin, &world.ns.name)
@@ -1651,11 +1668,7 @@ async fn a_failing_health_gate_rolls_the_step_back_when_the_manifest_asks() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let moves = integration_moves(cluster, &world.ns.name);
     assert_eq!(moves.len(), 4, "two there, two back: {moves:?}");
-    let status = assignment(&world.admin, &world.ns.name, NAME)
-        .await
-        .unwrap()
-        .status
-        .unwrap();
+    let status = world.status_now().await;
     assert_eq!(
         status.rollout.as_ref().map(|r| r.state.as_str()),
         Some("RolledBack")
@@ -1743,10 +1756,7 @@ async fn a_resource_created_without_owner_keys_gets_its_owner_while_a_rollout_pa
         Some(planned.first_assignments[0].to.as_str()),
         "the first owner the revision's plan gives it"
     );
-    let status = assignment(&world.admin, &world.ns.name, NAME)
-        .await
-        .and_then(|a| a.status)
-        .unwrap();
+    let status = world.status_now().await;
     assert_eq!(
         status.rollout.map(|r| r.state),
         Some(camelk_reconciler::api::RolloutState::Pausing),
