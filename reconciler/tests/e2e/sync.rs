@@ -262,6 +262,24 @@ async fn event_reasons(client: &kube::Client, ns: &str) -> Vec<(String, i32)> {
         .collect()
 }
 
+/// Waits (up to 30 s) for an Event with `reason` on the OperatorAssignment:
+/// the round records it after the write it tells of, so a test that saw the
+/// write may look before the Event is there.
+async fn wait_event(client: &kube::Client, ns: &str, reason: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !event_reasons(client, ns)
+        .await
+        .iter()
+        .any(|(r, _)| r == reason)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {reason} Event within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 fn names(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("it-{i:02}")).collect()
 }
@@ -1420,12 +1438,7 @@ async fn an_owner_changed_by_hand_is_reported_and_moved_back() {
         mended_by.is_empty(),
         "operator-2 wrote it-01: {mended_by:?}"
     );
-    assert!(
-        event_reasons(&world.admin, &world.ns.name)
-            .await
-            .iter()
-            .any(|(reason, _)| reason == "OwnerKeysDisagree")
-    );
+    wait_event(&world.admin, &world.ns.name, "OwnerKeysDisagree").await;
     assert_single_owner(cluster, &world.ns.name);
 }
 
@@ -1560,12 +1573,7 @@ async fn with_drift_policy_report_an_owner_changed_by_hand_is_only_reported() {
             |o| owner(o).as_deref() == Some("operator-1"),
         )
         .await;
-    assert!(
-        event_reasons(&world.admin, &world.ns.name)
-            .await
-            .iter()
-            .any(|(reason, _)| reason == "OwnerKeysDisagree")
-    );
+    wait_event(&world.admin, &world.ns.name, "OwnerKeysDisagree").await;
     let status = world.status_now().await;
     assert_eq!(condition(&status, "Drifted").map(|c| c.0), Some("True"));
     assert!(
