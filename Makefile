@@ -15,13 +15,14 @@ export CARGO_TARGET_DIR ?= $(CAMELK_CACHE)/cargo-target
 ## test (end-to-end included). The prerequisites are checked first (scripts/prereqs.sh
 ## names the command that installs what is missing), then everything is built, the Go
 ## builds beside the Cargo build (scripts/build.sh), before the first check runs. The
-## tests run as `cargo test --workspace --no-fail-fast` would, TEST_JOBS test binaries at
-## once (xtask/src/bin/run-tests.rs; TEST_JOBS=1: one after another).
+## tests run as `cargo test --workspace --no-fail-fast` would, with the fuzz smoke beside
+## them, TEST_JOBS jobs at once (xtask/src/bin/run-tests.rs; TEST_JOBS=1: one after another).
 TEST_JOBS ?= 3
 test: prereqs-test
 	bash scripts/build.sh test
-	$(MAKE) --no-print-directory lint fuzz-smoke
-	cargo run --quiet --locked -p xtask --bin run-tests -- --jobs $(TEST_JOBS)
+	$(MAKE) --no-print-directory lint
+	"$(CARGO_TARGET_DIR)/debug/run-tests" --jobs $(TEST_JOBS) \
+		--also "fuzz-smoke=$(MAKE) --no-print-directory fuzz-smoke"
 
 .PHONY: prereqs-test prereqs-demo
 prereqs-test:

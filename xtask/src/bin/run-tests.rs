@@ -14,8 +14,11 @@
 //! failed binary's is printed whole when it ends. Exit code 1 when any test
 //! failed, 2 when the build did.
 //!
+//! `--also NAME=COMMAND` runs a command of its own (`sh -c`) as one more
+//! job beside the binaries: `make test` runs the fuzz smoke so.
+//!
 //! ```text
-//! run-tests [--jobs N] [--only NAME,...] [-- ARGS FOR EACH BINARY]
+//! run-tests [--jobs N] [--only NAME,...] [--also NAME=COMMAND]... [-- ARGS FOR EACH BINARY]
 //! ```
 
 use std::collections::BTreeMap;
@@ -38,6 +41,10 @@ struct Args {
     /// these words.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// A command run beside the binaries as one more job, `NAME=COMMAND`
+    /// (through `sh -c`, in the working directory).
+    #[arg(long, value_name = "NAME=COMMAND", value_parser = also_job)]
+    also: Vec<(String, String)>,
     /// Arguments for each test binary (a filter, `--nocapture`, ...).
     #[arg(last = true)]
     test_args: Vec<String>,
@@ -92,6 +99,16 @@ fn run(args: Args) -> Result<bool> {
     if !args.only.is_empty() {
         binaries.retain(|b| args.only.iter().any(|w| b.name.contains(w.as_str())));
     }
+    let here = std::env::current_dir().context("the working directory")?;
+    for (name, command) in &args.also {
+        binaries.push(Binary {
+            name: name.clone(),
+            program: PathBuf::from("sh"),
+            args: vec!["-c".into(), command.clone()],
+            dir: here.clone(),
+            package: String::new(),
+        });
+    }
     let times_file = target.join("test-times.tsv");
     let mut times = read_times(&times_file);
     // Longest first; one never timed counts as long, so it is timed early.
@@ -102,10 +119,7 @@ fn run(args: Args) -> Result<bool> {
 
     let started = Instant::now();
     let total = binaries.len();
-    eprintln!(
-        "run-tests: {total} test binaries, {} at once",
-        args.jobs.max(1)
-    );
+    eprintln!("run-tests: {total} jobs, {} at once", args.jobs.max(1));
     let (done_tx, done_rx) = mpsc::channel::<Ran>();
     let mut queue = binaries.into_iter();
     let mut running = 0;
@@ -115,8 +129,9 @@ fn run(args: Args) -> Result<bool> {
             let Some(binary) = queue.next() else { break };
             let tx = done_tx.clone();
             let log = logs.join(format!("{}.log", binary.name.replace("::", "-")));
+            let cargo = cargo.clone();
             std::thread::spawn(move || {
-                let _ = tx.send(run_one(binary, log));
+                let _ = tx.send(run_one(binary, log, &cargo));
             });
             running += 1;
         }
@@ -131,6 +146,16 @@ fn run(args: Args) -> Result<bool> {
     }
     write_times(&times_file, &times);
     Ok(summary(&results, started.elapsed()))
+}
+
+/// `NAME=COMMAND` of `--also`.
+fn also_job(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, command)) if !name.is_empty() && !command.trim().is_empty() => {
+            Ok((name.to_string(), command.to_string()))
+        }
+        _ => Err(format!("expected NAME=COMMAND, got {text:?}")),
+    }
 }
 
 /// The target directory cargo builds into.
@@ -238,7 +263,7 @@ fn package_name(id: &str) -> String {
 }
 
 /// Runs one binary as cargo would, its output into `log`.
-fn run_one(binary: Binary, log: PathBuf) -> Ran {
+fn run_one(binary: Binary, log: PathBuf, cargo: &Path) -> Ran {
     let started = Instant::now();
     let status = std::fs::File::create(&log).and_then(|file| {
         let err = file.try_clone()?;
@@ -249,8 +274,11 @@ fn run_one(binary: Binary, log: PathBuf) -> Ran {
             .stdin(Stdio::null())
             .stdout(file)
             .stderr(err);
+        // A test binary gets what cargo test gives it; a command of
+        // `--also` runs as it would from a shell.
         if !binary.package.is_empty() {
             command
+                .env("CARGO", cargo)
                 .env("CARGO_MANIFEST_DIR", &binary.dir)
                 .env("CARGO_PKG_NAME", &binary.package);
         }
@@ -406,6 +434,20 @@ mod tests {
             }
         );
         assert_eq!(counts("no tests here"), Counts::default());
+    }
+
+    #[test]
+    fn an_extra_job_is_a_name_and_a_command() {
+        assert_eq!(
+            also_job("fuzz-smoke=make fuzz-smoke FUZZ_SECONDS=30"),
+            Ok((
+                "fuzz-smoke".into(),
+                "make fuzz-smoke FUZZ_SECONDS=30".into()
+            ))
+        );
+        assert!(also_job("no-command=").is_err());
+        assert!(also_job("=make").is_err());
+        assert!(also_job("make").is_err());
     }
 
     #[test]
