@@ -650,7 +650,7 @@ async fn a_step_towards_an_operator_that_is_down_pauses_naming_it() {
     assert!(message.contains("operator-2"), "{message}");
     let rollout = status.rollout.as_ref().unwrap();
     assert_eq!(rollout.target_not_alive.as_deref(), Some("operator-2"));
-    // Later rounds (interval 1 s, about 8 in these 8 s) try the step again
+    // Later rounds (interval 1 s) try the step again
     // and find operator-2 down again: the object stays stalled all along,
     // not flapping through Progressing where a Flux or Argo CD health check
     // would see it, and its status is not written again.

@@ -53,14 +53,17 @@ struct Args {
 /// A test binary cargo built.
 #[derive(Clone, Debug)]
 struct Binary {
-    /// `package::target`, or `package::doc` for the doc tests.
+    /// `package::target`, `workspace::doc` for the doc tests, or the name
+    /// of an `--also` command.
     name: String,
     /// What runs it: the executable, or cargo for the doc tests.
     program: PathBuf,
     args: Vec<String>,
     /// The package's directory: cargo runs its tests there.
     dir: PathBuf,
-    package: String,
+    /// The package of a test binary; `None` for a command cargo runs or
+    /// an `--also` one.
+    package: Option<String>,
 }
 
 /// How a binary's run ended.
@@ -106,7 +109,7 @@ fn run(args: Args) -> Result<bool> {
             program: PathBuf::from("sh"),
             args: vec!["-c".into(), command.clone()],
             dir: here.clone(),
-            package: String::new(),
+            package: None,
         });
     }
     let times_file = target.join("test-times.tsv");
@@ -191,14 +194,12 @@ fn build(cargo: &Path, test_args: &[String]) -> Result<Vec<Binary>> {
         .context("running cargo test --no-run")?;
     let stdout = child.stdout.take().context("cargo's output")?;
     let mut binaries = Vec::new();
-    let mut packages = BTreeMap::new();
     for line in BufReader::new(stdout).lines() {
         let line = line.context("reading cargo's output")?;
         let Ok(message) = serde_json::from_str::<serde_json::Value>(&line) else {
             continue;
         };
         if let Some(binary) = test_binary(&message, test_args) {
-            packages.insert(binary.package.clone(), binary.dir.clone());
             binaries.push(binary);
         }
     }
@@ -221,7 +222,7 @@ fn build(cargo: &Path, test_args: &[String]) -> Result<Vec<Binary>> {
         program: cargo.to_path_buf(),
         args: doc_args,
         dir: std::env::current_dir().context("the working directory")?,
-        package: String::new(),
+        package: None,
     });
     Ok(binaries)
 }
@@ -246,7 +247,7 @@ fn test_binary(message: &serde_json::Value, test_args: &[String]) -> Option<Bina
         program: PathBuf::from(executable),
         args: test_args.to_vec(),
         dir: manifest.parent()?.to_path_buf(),
-        package,
+        package: Some(package),
     })
 }
 
@@ -276,11 +277,11 @@ fn run_one(binary: Binary, log: PathBuf, cargo: &Path) -> Ran {
             .stderr(err);
         // A test binary gets what cargo test gives it; a command of
         // `--also` runs as it would from a shell.
-        if !binary.package.is_empty() {
+        if let Some(package) = &binary.package {
             command
                 .env("CARGO", cargo)
                 .env("CARGO_MANIFEST_DIR", &binary.dir)
-                .env("CARGO_PKG_NAME", &binary.package);
+                .env("CARGO_PKG_NAME", package);
         }
         command.status()
     });
