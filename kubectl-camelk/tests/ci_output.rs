@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{SHOP, camelk, repo_with};
+use common::{SHOP, camelk, manifest_with_a_warning, repo_with};
 use predicates::prelude::*;
 
 /// A manifest with three errors and a warning, one message holding `%`.
@@ -18,14 +18,6 @@ fn invalid_manifest() -> String {
             "  pins:\n",
             "    - name: shadowed\n      match:\n        names: [\"canary-1\"]\n      operator: operator-1\n  pins:\n",
         )
-}
-
-/// The manifest of [`SHOP`] with a rule that can never match (a warning).
-fn manifest_with_a_warning() -> String {
-    SHOP.replace(
-        "  pins:\n",
-        "    - name: shadowed\n      match:\n        names: [\"canary-1\"]\n      operator: operator-1\n  pins:\n",
-    )
 }
 
 /// A repository whose manifest is at `file` (a name a workflow command must
@@ -77,12 +69,18 @@ fn validate_as_github_annotations_of_a_valid_manifest_with_a_warning() {
         .stderr(predicate::str::contains(
             "operator-assignment.yaml is valid",
         ));
+}
+
+#[test]
+fn validate_of_a_manifest_with_no_findings_is_an_empty_report_in_each_ci_format() {
     let repo = repo_with(SHOP);
-    camelk(repo.path())
-        .args(["validate", "-o", "github"])
-        .assert()
-        .success()
-        .stdout("");
+    for (format, empty) in [("github", ""), ("gitlab", "[]\n")] {
+        camelk(repo.path())
+            .args(["validate", "-o", format])
+            .assert()
+            .success()
+            .stdout(empty);
+    }
 }
 
 #[test]
@@ -118,12 +116,6 @@ fn validate_as_gitlab_code_quality() {
 
 #[test]
 fn validate_as_gitlab_code_quality_of_a_valid_manifest() {
-    let repo = repo_with(SHOP);
-    camelk(repo.path())
-        .args(["validate", "-o", "gitlab"])
-        .assert()
-        .success()
-        .stdout("[]\n");
     let repo = repo_with(&manifest_with_a_warning());
     let output = camelk(repo.path())
         .args(["validate", "-o", "gitlab"])

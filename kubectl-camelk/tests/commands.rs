@@ -2,7 +2,10 @@
 
 mod common;
 
-use common::{ASSIGN_ORDERS, MANIFEST, SHOP, camelk, git, repo_with, state, words};
+use common::{
+    ASSIGN_ORDERS, MANIFEST, SHOP, assert_last_commit_message, camelk, git,
+    manifest_with_a_warning, refuses_and_writes_nothing, repo_with, state, words,
+};
 use predicates::prelude::*;
 
 fn inventory() -> String {
@@ -12,18 +15,16 @@ fn inventory() -> String {
 #[test]
 fn usage_says_kubectl_camelk() {
     let repo = repo_with(SHOP);
-    camelk(repo.path())
-        .arg("--help")
-        .assert()
-        .success()
-        .stdout(predicate::str::contains(
-            "Usage: kubectl camelk [OPTIONS] <COMMAND>",
-        ));
-    camelk(repo.path())
-        .args(["assign", "--help"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("Usage: kubectl camelk assign"));
+    for (args, usage) in [
+        (&["--help"][..], "Usage: kubectl camelk [OPTIONS] <COMMAND>"),
+        (&["assign", "--help"][..], "Usage: kubectl camelk assign"),
+    ] {
+        camelk(repo.path())
+            .args(args)
+            .assert()
+            .success()
+            .stdout(predicate::str::contains(usage));
+    }
 }
 
 #[test]
@@ -117,27 +118,24 @@ fn assign_commits_only_the_changed_lines_on_a_new_branch() {
         .args(["--branch", "move-orders"])
         .assert()
         .success()
-        .stdout(predicate::str::contains(
-            "-      operator: operator-1   # keep during the sale",
-        ))
-        .stdout(predicate::str::contains(
-            "+      operator: operator-2   # keep during the sale",
-        ))
-        .stdout(predicate::str::contains(
-            "Integration   shop        orders   operator-1   operator-2   pin #1",
-        ));
+        // The diff of the one line, and the plan's row.
+        .stdout(
+            predicate::str::contains("-      operator: operator-1   # keep during the sale")
+                .and(predicate::str::contains(
+                    "+      operator: operator-2   # keep during the sale",
+                ))
+                .and(predicate::str::contains(
+                    "Integration   shop        orders   operator-1   operator-2   pin #1",
+                )),
+        );
     assert_eq!(git(dir, &["branch", "--show-current"]), "move-orders\n");
     assert_eq!(git(dir, &["status", "--porcelain"]), "");
     let numstat = git(dir, &["diff", "--numstat", "main", "move-orders"]);
     assert_eq!(numstat, format!("1\t1\t{MANIFEST}\n"));
-    let message = git(dir, &["log", "-1", "--format=%B"]);
-    assert!(
-        message.starts_with("Assign Integration shop/orders to operator-2\n"),
-        "{message}"
-    );
-    assert!(
-        message.contains("- Integration shop/orders: operator-1 -> operator-2"),
-        "{message}"
+    assert_last_commit_message(
+        dir,
+        "Assign Integration shop/orders to operator-2\n",
+        &["- Integration shop/orders: operator-1 -> operator-2"],
     );
 }
 
@@ -149,12 +147,10 @@ fn unassign_and_rollout_commit_what_they_say() {
         .args(["unassign", "it/orders", "-n", "shop"])
         .assert()
         .success();
-    let message = git(dir, &["log", "-1", "--format=%B"]);
-    assert!(
-        message.contains(
-            "Integration shop/orders: unpinned from operator-1, now operator-1 (by default)"
-        ),
-        "{message}"
+    assert_last_commit_message(
+        dir,
+        "",
+        &["Integration shop/orders: unpinned from operator-1, now operator-1 (by default)"],
     );
     assert_eq!(
         git(dir, &["diff", "--numstat", "main", "HEAD"]),
@@ -168,12 +164,13 @@ fn unassign_and_rollout_commit_what_they_say() {
         ))
         .assert()
         .success();
-    let message = git(dir, &["log", "-1", "--format=%B"]);
-    assert!(
-        message.starts_with("Roll out operator-1 -> operator-2\n"),
-        "{message}"
+    assert_last_commit_message(
+        dir,
+        "Roll out operator-1 -> operator-2\n",
+        &[
+            "staged move operator-1 -> operator-2 of resources matching `tier=gold` in steps 10%, 50%, 100%",
+        ],
     );
-    assert!(message.contains("staged move operator-1 -> operator-2 of resources matching `tier=gold` in steps 10%, 50%, 100%"));
     camelk(dir).arg("validate").assert().success();
 }
 
@@ -244,12 +241,11 @@ fn a_dirty_work_tree_is_refused_unless_allowed() {
     let dir = repo.path();
     std::fs::write(dir.join("README"), "local edit\n").unwrap();
     std::fs::write(dir.join("notes.txt"), "untracked\n").unwrap();
-    let before = state(dir);
-    camelk(dir).args(ASSIGN_ORDERS).assert().code(1).stderr(
-        predicate::str::contains("uncommitted changes (README, notes.txt)")
-            .and(predicate::str::contains("--allow-dirty")),
+    refuses_and_writes_nothing(
+        dir,
+        camelk(dir).args(ASSIGN_ORDERS),
+        &["uncommitted changes (README, notes.txt)", "--allow-dirty"],
     );
-    assert_eq!(state(dir), before);
 
     camelk(dir)
         .args(ASSIGN_ORDERS)
@@ -270,16 +266,15 @@ fn a_dirty_work_tree_is_refused_unless_allowed() {
     // --allow-dirty does not cover them.
     let text = std::fs::read_to_string(dir.join(MANIFEST)).unwrap();
     std::fs::write(dir.join(MANIFEST), text.replace("50%", "25%")).unwrap();
-    let before = state(dir);
-    camelk(dir)
-        .args(words("assign integration/refunds --to operator-2 -n shop"))
-        .args(["--allow-dirty"])
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains(format!(
+    refuses_and_writes_nothing(
+        dir,
+        camelk(dir)
+            .args(words("assign integration/refunds --to operator-2 -n shop"))
+            .args(["--allow-dirty"]),
+        &[&format!(
             "{MANIFEST} has uncommitted changes, which this commit would include"
-        )));
-    assert_eq!(state(dir), before);
+        )],
+    );
 }
 
 #[test]
@@ -316,15 +311,14 @@ fn the_namespace_comes_from_the_kubeconfig_and_a_missing_context_is_an_error() {
         .success()
         .stdout(predicate::str::contains("+      namespace: team-a"));
     // A context that does not exist is not silently `default`.
-    let before = state(dir);
-    camelk(dir)
-        .args(&assign[..4])
-        .args(["--context", "typo"])
-        .env("KUBECONFIG", &kubeconfig)
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains("typo").and(predicate::str::contains("pass -n")));
-    assert_eq!(state(dir), before);
+    refuses_and_writes_nothing(
+        dir,
+        camelk(dir)
+            .args(&assign[..4])
+            .args(["--context", "typo"])
+            .env("KUBECONFIG", &kubeconfig),
+        &["typo", "pass -n"],
+    );
 }
 
 #[test]
@@ -350,33 +344,28 @@ fn an_existing_branch_is_never_overwritten() {
     let repo = repo_with(SHOP);
     let dir = repo.path();
     git(dir, &["branch", "taken"]);
-    let before = state(dir);
-    camelk(dir)
-        .args(ASSIGN_ORDERS)
-        .args(["--branch", "taken"])
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains("branch `taken` already exists"));
-    assert_eq!(state(dir), before);
+    refuses_and_writes_nothing(
+        dir,
+        camelk(dir).args(ASSIGN_ORDERS).args(["--branch", "taken"]),
+        &["branch `taken` already exists"],
+    );
 }
 
 #[test]
 fn assigning_to_an_unknown_operator_suggests_the_closest() {
     let repo = repo_with(SHOP);
-    let before = state(repo.path());
-    camelk(repo.path())
-        .args(words("assign integration/orders --to operater-2 -n shop"))
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains(
+    for (line, says) in [
+        (
+            "assign integration/orders --to operater-2 -n shop",
             "unknown operator `operater-2`; did you mean `operator-2`?",
-        ));
-    camelk(repo.path())
-        .args(words("assign integraton/orders --to operator-2 -n shop"))
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains("did you mean `Integration`?"));
-    assert_eq!(state(repo.path()), before);
+        ),
+        (
+            "assign integraton/orders --to operator-2 -n shop",
+            "did you mean `Integration`?",
+        ),
+    ] {
+        refuses_and_writes_nothing(repo.path(), camelk(repo.path()).args(words(line)), &[says]);
+    }
 }
 
 #[test]
@@ -480,17 +469,8 @@ fn plan_between_two_revisions() {
         .assert()
         .success();
     let assert = camelk(dir)
-        .args([
-            "plan",
-            "--base",
-            "main",
-            "--head",
-            "pr",
-            "--inventory",
-            &inventory(),
-            "-o",
-            "json",
-        ])
+        .args(words("plan --base main --head pr -o json"))
+        .args(["--inventory", &inventory()])
         .assert()
         .success();
     let value: serde_json::Value = serde_json::from_slice(&assert.get_output().stdout).unwrap();
@@ -499,44 +479,20 @@ fn plan_between_two_revisions() {
     assert_eq!(moves[0]["resource"]["name"], "payments");
     assert_eq!(moves[0]["from"], "operator-1");
     assert_eq!(moves[0]["to"], "operator-2");
-    // The same revision twice: nothing changes, so diff exits 0.
-    camelk(dir)
-        .args([
-            "diff",
-            "--base",
-            "pr",
-            "--head",
-            "pr",
-            "--inventory",
-            &inventory(),
-        ])
-        .assert()
-        .code(0);
-    camelk(dir)
-        .args([
-            "diff",
-            "--base",
-            "main",
-            "--head",
-            "pr",
-            "--inventory",
-            &inventory(),
-        ])
-        .assert()
-        .code(1);
-    camelk(dir)
-        .args([
-            "diff",
-            "--base",
-            "no-such-rev",
-            "--head",
-            "pr",
-            "--inventory",
-            &inventory(),
-        ])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("revision `no-such-rev` not found"));
+    // The same revision twice: nothing changes, so diff exits 0; a change
+    // exits 1, a revision that does not exist 2.
+    for (base, code, says) in [
+        ("pr", 0, ""),
+        ("main", 1, ""),
+        ("no-such-rev", 2, "revision `no-such-rev` not found"),
+    ] {
+        camelk(dir)
+            .args(["diff", "--base", base, "--head", "pr"])
+            .args(["--inventory", &inventory()])
+            .assert()
+            .code(code)
+            .stderr(predicate::str::contains(says));
+    }
 }
 
 #[test]
@@ -571,11 +527,7 @@ fn no_colour_when_not_a_terminal_or_with_no_color() {
 
 #[test]
 fn validate_reports_warnings_and_json() {
-    let text = SHOP.replace(
-        "  pins:\n",
-        "    - name: shadowed\n      match:\n        names: [\"canary-1\"]\n      operator: operator-1\n  pins:\n",
-    );
-    let repo = repo_with(&text);
+    let repo = repo_with(&manifest_with_a_warning());
     camelk(repo.path())
         .arg("validate")
         .assert()

@@ -158,7 +158,7 @@ async fn an_apps_repository_is_cleaned_of_owner_keys_with_no_resource_ever_unown
     // their keys, and pauses naming Flux instead of moving them.
     let stop = CancellationToken::new();
     let cache = tempfile::tempdir().unwrap();
-    let sync = start_sync(cluster, &ns.name, repo.path(), cache.path(), &stop).await;
+    let sync = start_sync(cluster, &ns.name, repo.path(), cache.path(), &stop, None).await;
     let assignments: Api<OperatorAssignment> = Api::namespaced(admin.clone(), &ns.name);
     let status = status_until(&assignments, "stalled on Flux's keys", |s| {
         s.conditions

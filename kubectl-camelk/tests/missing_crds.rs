@@ -46,15 +46,14 @@ struct Plane {
 static PLANE: OnceLock<Result<Plane, String>> = OnceLock::new();
 
 fn plane() -> &'static Plane {
-    let result = PLANE.get_or_init(|| {
-        std::thread::spawn(boot)
-            .join()
-            .unwrap_or_else(|_| Err("control plane start-up panicked".into()))
-    });
-    match result {
-        Ok(plane) => plane,
-        Err(e) => panic!("no control plane for the tests: {e}"),
-    }
+    PLANE
+        .get_or_init(|| {
+            std::thread::spawn(boot)
+                .join()
+                .unwrap_or_else(|_| Err("control plane start-up panicked".into()))
+        })
+        .as_ref()
+        .unwrap_or_else(|e| panic!("no control plane for the tests: {e}"))
 }
 
 fn boot() -> Result<Plane, String> {
@@ -576,23 +575,11 @@ async fn the_check_needs_no_rights_on_crds() {
 /// lists the kinds that are installed.
 #[tokio::test(flavor = "multi_thread")]
 async fn get_is_silent_about_kinds_nobody_asked_for_with_every_filter_and_output() {
-    use camelk_reconciler::camel_k::OPERATOR_ID_KEY;
-    use kube::api::DynamicObject;
     let _turn = with_crds(&camel_k_2_10()).await;
     let ns = plane().cluster.namespace("get-notes").await;
     let admin = plane().cluster.admin().await;
-    let integrations: Api<DynamicObject> =
-        Api::namespaced_with(admin, &ns.name, &CamelKind::Integration.api_resource());
-    let orders: DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": CamelKind::Integration.api_version(), "kind": "Integration",
-        "metadata": { "name": "orders", "labels": { OPERATOR_ID_KEY: "operator-1" } },
-        "spec": {}
-    }))
-    .unwrap();
-    integrations
-        .create(&Default::default(), &orders)
-        .await
-        .unwrap();
+    camelk_testkit::scenario::create_integration(&admin, &ns.name, "orders", Some("operator-1"))
+        .await;
     let repo = repo_with(SHOP);
 
     for args in [

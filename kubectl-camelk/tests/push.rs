@@ -6,7 +6,9 @@ mod common;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use common::{ASSIGN_ORDERS, SHOP, camelk, free_port, git, repo_with, wait_for_port, words};
+use common::{
+    ASSIGN_ORDERS, SHOP, bare_remote, camelk, free_port, git, repo_with, wait_for_port, words,
+};
 use predicates::prelude::*;
 
 /// A `git daemon` serving `root` on a free loopback port; stopped on drop.
@@ -49,14 +51,6 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// A bare repository `name` under `root` holding `work`'s `main`.
-fn bare_remote(root: &Path, name: &str, work: &Path) -> std::path::PathBuf {
-    let bare = root.join(name);
-    git(root, &["init", "-q", "--bare", name]);
-    git(work, &["push", "-q", &bare.display().to_string(), "main"]);
-    bare
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ASSIGN_ORDERS, SHOP, camelk, free_port, git, repo_with, wait_for_port};
+use common::{ASSIGN_ORDERS, SHOP, bare_remote, camelk, free_port, git, repo_with, wait_for_port};
 use predicates::prelude::*;
 
 const SSHD: &str = "/usr/sbin/sshd";
@@ -168,9 +168,7 @@ fn setup() -> Setup {
     let sshd = Sshd::start(dir.path(), &dir.path().join("id_ed25519.pub"));
 
     let repo = repo_with(SHOP);
-    let bare = dir.path().join("gitops.git");
-    git(dir.path(), &["init", "-q", "--bare", "gitops.git"]);
-    git(repo.path(), &["push", "-q", bare.to_str().unwrap(), "main"]);
+    let bare = bare_remote(dir.path(), "gitops.git", repo.path());
     git(repo.path(), &["remote", "add", "origin", &sshd.url(&bare)]);
 
     // No key files in HOME: only the agent can authenticate.

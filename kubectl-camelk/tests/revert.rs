@@ -5,7 +5,10 @@ mod common;
 
 use std::path::Path;
 
-use common::{ASSIGN_ORDERS, MANIFEST, SHOP, camelk, git, repo_with, state, words};
+use common::{
+    ASSIGN_ORDERS, MANIFEST, SHOP, assert_last_commit_message, bare_remote, camelk, git,
+    refuses_and_writes_nothing, repo_with, state, words,
+};
 use predicates::prelude::*;
 
 fn inventory() -> String {
@@ -50,6 +53,16 @@ fn moves(plan: &str) -> Vec<(String, String, String)> {
 fn assign_on_a_branch(dir: &Path) -> String {
     run(dir, &[&ASSIGN_ORDERS[..], &["--branch", "assign"]].concat());
     head(dir)
+}
+
+/// [`assign_on_a_branch`] (its commit id), then a later commit, `message`,
+/// that rewrites the manifest with `edit`.
+fn assign_then_edit(dir: &Path, message: &str, edit: impl FnOnce(&str) -> String) -> String {
+    let assigned = assign_on_a_branch(dir);
+    let text = std::fs::read_to_string(dir.join(MANIFEST)).unwrap();
+    std::fs::write(dir.join(MANIFEST), edit(&text)).unwrap();
+    git(dir, &["commit", "-q", "-am", message]);
+    assigned
 }
 
 /// `assign` (its commit id and its plan as JSON), then an unrelated
@@ -129,22 +142,15 @@ fn revert_undoes_only_the_commits_lines_on_a_new_branch_and_plans_the_moves_back
     let rollout_only = git(dir, &["diff", "--numstat", "main", "HEAD"]);
     assert_eq!(rollout_only, format!("4\t0\t{MANIFEST}\n"));
 
-    let message = git(dir, &["log", "-1", "--format=%B"]);
-    assert!(
-        message.starts_with(&format!(
+    assert_last_commit_message(
+        dir,
+        &format!(
             "Revert \"Assign Integration shop/orders to operator-2\"\n\nThis reverts commit {assigned}.\n"
-        )),
-        "{message}"
-    );
-    assert!(
-        message.contains(
-            "- Integration shop/orders: operator-2 (by pin #1) -> operator-1 (by pin #1)"
         ),
-        "{message}"
-    );
-    assert!(
-        message.contains("Written by `kubectl camelk revert`."),
-        "{message}"
+        &[
+            "- Integration shop/orders: operator-2 (by pin #1) -> operator-1 (by pin #1)",
+            "Written by `kubectl camelk revert`.",
+        ],
     );
 }
 
@@ -173,8 +179,7 @@ fn revert_pushes_its_branch_with_push() {
     let repo = repo_with(SHOP);
     let dir = repo.path();
     let remotes = tempfile::tempdir().unwrap();
-    let bare = remotes.path().join("gitops.git");
-    git(remotes.path(), &["init", "-q", "--bare", "gitops.git"]);
+    let bare = bare_remote(remotes.path(), "gitops.git", dir);
     git(
         dir,
         &["remote", "add", "origin", &bare.display().to_string()],
@@ -203,35 +208,24 @@ fn revert_pushes_its_branch_with_push() {
 fn a_later_change_of_the_same_lines_is_a_conflict_that_names_them_and_writes_nothing() {
     let repo = repo_with(SHOP);
     let dir = repo.path();
-    let assigned = assign_on_a_branch(dir);
     // Later, the same pin gets a new comment.
-    let text = std::fs::read_to_string(dir.join(MANIFEST)).unwrap();
-    std::fs::write(
-        dir.join(MANIFEST),
-        text.replace("# keep during the sale", "# until the sale ends"),
-    )
-    .unwrap();
-    git(dir, &["commit", "-q", "-am", "reword the pin's comment"]);
-    let before = state(dir);
-    camelk(dir)
-        .args(["revert", &assigned, "--branch", "undo"])
-        .assert()
-        .code(1)
-        .stderr(
-            predicate::str::contains(format!(
+    let assigned = assign_then_edit(dir, "reword the pin's comment", |text| {
+        text.replace("# keep during the sale", "# until the sale ends")
+    });
+    refuses_and_writes_nothing(
+        dir,
+        camelk(dir).args(["revert", &assigned, "--branch", "undo"]),
+        &[
+            &format!(
                 "cannot revert {}: {MANIFEST} was changed since",
                 &assigned[..12]
-            ))
-            .and(predicate::str::contains(format!("{MANIFEST}: line 22:")))
-            .and(predicate::str::contains(
-                "the commit wrote:\n      |       operator: operator-2   # keep during the sale",
-            ))
-            .and(predicate::str::contains(
-                "now:\n      |       operator: operator-2   # until the sale ends",
-            ))
-            .and(predicate::str::contains("nothing was written")),
-        );
-    assert_eq!(state(dir), before);
+            ),
+            &format!("{MANIFEST}: line 22:"),
+            "the commit wrote:\n      |       operator: operator-2   # keep during the sale",
+            "now:\n      |       operator: operator-2   # until the sale ends",
+            "nothing was written",
+        ],
+    );
     assert!(!git(dir, &["branch", "--list"]).contains("undo"));
 }
 
@@ -266,12 +260,12 @@ fn a_merge_commit_is_reverted_against_its_first_parent() {
     let first_parent = git(dir, &["rev-parse", "HEAD^1"]).trim().to_string();
     run(dir, &["revert", &merge, "--branch", "undo"]);
     assert_eq!(std::fs::read_to_string(dir.join(MANIFEST)).unwrap(), SHOP);
-    let message = git(dir, &["log", "-1", "--format=%B"]);
-    assert!(
-        message.starts_with(&format!(
+    assert_last_commit_message(
+        dir,
+        &format!(
             "Revert \"Merge assign\"\n\nThis reverts commit {merge}, reversing changes made to {first_parent}.\n"
-        )),
-        "{message}"
+        ),
+        &[],
     );
 }
 
@@ -281,54 +275,41 @@ fn a_commit_that_did_not_change_the_manifest_or_does_not_exist_is_refused() {
     let dir = repo.path();
     std::fs::write(dir.join("README"), "gitops repo, reviewed\n").unwrap();
     git(dir, &["commit", "-q", "-am", "readme"]);
-    let before = state(dir);
-    camelk(dir)
-        .args(["revert", "HEAD"])
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains(format!(
-            "did not change {MANIFEST}; nothing to revert"
-        )));
-    camelk(dir)
-        .args(["revert", "no-such-rev"])
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains("revision `no-such-rev` not found"));
-    // The first commit created the manifest: reverting it would delete it.
-    camelk(dir)
-        .args(["revert", "HEAD~1"])
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains(format!(
-            "created {MANIFEST}; reverting it would delete the manifest"
-        )));
-    assert_eq!(state(dir), before);
+    for (rev, says) in [
+        (
+            "HEAD",
+            format!("did not change {MANIFEST}; nothing to revert"),
+        ),
+        (
+            "no-such-rev",
+            "revision `no-such-rev` not found".to_string(),
+        ),
+        // The first commit created the manifest: reverting it would delete it.
+        (
+            "HEAD~1",
+            format!("created {MANIFEST}; reverting it would delete the manifest"),
+        ),
+    ] {
+        refuses_and_writes_nothing(dir, camelk(dir).args(["revert", rev]), &[&says]);
+    }
 }
 
 #[test]
 fn a_revert_whose_result_would_be_invalid_writes_nothing() {
     let repo = repo_with(SHOP);
     let dir = repo.path();
-    let assigned = assign_on_a_branch(dir);
     // Later, operator-1 is retired: nothing may name it any more.
-    let text = std::fs::read_to_string(dir.join(MANIFEST)).unwrap();
-    let retired = text
-        .replace(
+    let assigned = assign_then_edit(dir, "retire operator-1", |text| {
+        text.replace(
             "    - id: operator-1   # current\n      namespace: camel-k\n",
             "",
         )
-        .replace("defaultOperator: operator-1", "defaultOperator: operator-2");
-    std::fs::write(dir.join(MANIFEST), retired).unwrap();
-    git(dir, &["commit", "-q", "-am", "retire operator-1"]);
+        .replace("defaultOperator: operator-1", "defaultOperator: operator-2")
+    });
     run(dir, &["validate"]);
-    let before = state(dir);
-    camelk(dir)
-        .args(["revert", &assigned])
-        .assert()
-        .code(1)
-        .stderr(
-            predicate::str::contains("would be invalid")
-                .and(predicate::str::contains("operator-1")),
-        );
-    assert_eq!(state(dir), before);
+    refuses_and_writes_nothing(
+        dir,
+        camelk(dir).args(["revert", &assigned]),
+        &["would be invalid", "operator-1"],
+    );
 }

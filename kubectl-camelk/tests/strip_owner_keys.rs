@@ -199,15 +199,12 @@ Written by `kubectl camelk strip-owner-keys`.
 
 #[test]
 fn a_label_with_no_annotations_to_mark_is_refused_until_the_marker_is_added_by_hand() {
-    let tick = "\
-apiVersion: camel.apache.org/v1
-kind: Kamelet
-metadata:
-  name: tick
-  labels:
-    camel.apache.org/operator.id: operator-1
-";
-    let repo = apps_repo(&[("apps/tick.yaml", tick)]);
+    // A Kamelet whose metadata holds the label and no annotations.
+    let metadata = "apiVersion: camel.apache.org/v1\nkind: Kamelet\nmetadata:\n  name: tick\n";
+    let label = "  labels:\n    camel.apache.org/operator.id: operator-1\n";
+    let marker = "  annotations:\n    camelk.dev/owner-keys: reconciler\n";
+    let tick = format!("{metadata}{label}");
+    let repo = apps_repo(&[("apps/tick.yaml", tick.as_str())]);
     let dir = repo.path();
     refused(
         dir,
@@ -222,11 +219,7 @@ metadata:
     );
 
     // Added by hand: the label goes, the marker stays as it is.
-    std::fs::write(
-        dir.join("apps/tick.yaml"),
-        format!("{tick}  annotations:\n    camelk.dev/owner-keys: reconciler\n"),
-    )
-    .unwrap();
+    std::fs::write(dir.join("apps/tick.yaml"), format!("{tick}{marker}")).unwrap();
     git(dir, &["commit", "-q", "-am", "marker"]);
     camelk(dir)
         .args(words("strip-owner-keys apps --no-cluster --branch strip"))
@@ -235,8 +228,7 @@ metadata:
         .stdout(predicate::str::contains("1 key removed from 1 file;"));
     assert_eq!(
         std::fs::read_to_string(dir.join("apps/tick.yaml")).unwrap(),
-        "apiVersion: camel.apache.org/v1\nkind: Kamelet\nmetadata:\n  name: tick\n  \
-         annotations:\n    camelk.dev/owner-keys: reconciler\n"
+        format!("{metadata}{marker}")
     );
 }
 

@@ -11,25 +11,18 @@ use std::time::Duration;
 
 use camelk_reconciler::camel_k::phase;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
+use camelk_testkit::cli;
 use camelk_testkit::scenario::ready_under;
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use common::live_camelk;
 
 const OPERATORS: [&str; 3] = ["operator-1", "operator-2", "operator-3"];
-
-async fn kamel_run(api: &Api<DynamicObject>, name: &str, owner: &str, spec: Value) {
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": CamelKind::Integration.api_version(), "kind": "Integration",
-        "metadata": { "name": name, "annotations": { OPERATOR_ID_KEY: owner } },
-        "spec": spec,
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &obj).await.unwrap();
-}
+/// A prebuilt image: an Integration that runs it needs no build.
+const IMAGE: &str = "docker.io/library/camelk-e2e:1.0";
 
 async fn wait_until(
     api: &Api<DynamicObject>,
@@ -63,22 +56,9 @@ async fn move_upstream_hands_a_kamel_created_integration_to_a_real_operator() {
         .unwrap_or_else(|e| panic!("{e:#}"));
     let api: Api<DynamicObject> =
         camelk_testkit::scenario::camel_api(admin.clone(), CamelKind::Integration, &ns.name);
-    kamel_run(
-        &api,
-        "moving",
-        "operator-1",
-        json!({ "traits": { "container": { "image": "docker.io/library/camelk-e2e:1.0" } } }),
-    )
-    .await;
+    cli::kamel_run(&api, "moving", "operator-1", cli::prebuilt(IMAGE)).await;
     // One that must be built: the build fails here (no Maven), so it ends in Error.
-    kamel_run(
-        &api,
-        "built",
-        "operator-1",
-        json!({ "sources": [{ "name": "route.yaml",
-            "content": "- from:\n    uri: timer:tick\n    steps:\n    - log: tick\n" }] }),
-    )
-    .await;
+    cli::kamel_run(&api, "built", "operator-1", cli::to_build()).await;
     wait_until(
         &api,
         "moving",

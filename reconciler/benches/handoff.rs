@@ -204,21 +204,7 @@ async fn bench() {
     cluster
         .grant_operator("operator-1", &mem_ns.name, &locks_name)
         .await;
-    let mut op = Command::new(env!("CARGO_BIN_EXE_reconciler"))
-        .args([
-            "operator",
-            "--id",
-            "operator-1",
-            "--namespace",
-            &mem_ns.name,
-            "--lock-namespace",
-            &locks_name,
-        ])
-        .args(["--identity", "bench-mem", "--resync", "5s"])
-        .args(["--kubeconfig", &kubeconfig, "--context", "operator-1"])
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .unwrap();
+    let mut op = operator_1(cluster, &mem_ns.name, &locks_name, "bench-mem", "5s");
     tokio::time::sleep(Duration::from_secs(10)).await;
     let op_rss = rss(op.id());
     let _ = op.kill();
@@ -228,6 +214,34 @@ async fn bench() {
         filtered.0,
         mib(op_rss)
     );
+}
+
+/// Starts `reconciler operator` as operator-1 (identity `identity`) over
+/// `namespace`, its lock in `locks`, resyncing every `resync`.
+fn operator_1(
+    cluster: &camelk_testkit::TestCluster,
+    namespace: &str,
+    locks: &str,
+    identity: &str,
+    resync: &str,
+) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_reconciler"))
+        .args(["operator", "--id", "operator-1", "--namespace", namespace])
+        .args([
+            "--lock-namespace",
+            locks,
+            "--identity",
+            identity,
+            "--resync",
+            resync,
+        ])
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig())
+        .args(["--context", "operator-1"])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 struct Round {
@@ -261,24 +275,7 @@ async fn measure_round(
     cluster
         .grant_operator("operator-1", &moved_ns.name, locks)
         .await;
-    let mut op1 = Command::new(env!("CARGO_BIN_EXE_reconciler"))
-        .args([
-            "operator",
-            "--id",
-            "operator-1",
-            "--namespace",
-            &moved_ns.name,
-            "--lock-namespace",
-            locks,
-        ])
-        .args(["--identity", "bench-op1", "--resync", "1s"])
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig())
-        .args(["--context", "operator-1"])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut op1 = operator_1(cluster, &moved_ns.name, locks, "bench-op1", "1s");
     let mut coordinator = Coordinator::new(cluster.client_as("reconciler").await);
     let opts = HandoffOptions {
         coordinator: "bench".into(),

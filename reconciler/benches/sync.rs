@@ -75,16 +75,11 @@ const GROWTH_TARGET_BYTES: f64 = 2048.0;
 const WARM_UP: usize = 2;
 /// Lock timing of (a), as the end-to-end tests use: a killed sync or
 /// operator is noticed within seconds. (b) runs with the binary's defaults.
-const SHORT_LEASES: [&str; 8] = [
-    "--lease-duration",
-    "4s",
-    "--renew-deadline",
-    "3s",
-    "--retry-period",
-    "1s",
-    "--operator-lease-duration",
-    "4s",
-];
+fn short_leases<'a>() -> impl Iterator<Item = &'a str> {
+    camelk_testkit::SHORT_LOCK_ARGS
+        .into_iter()
+        .chain(["--operator-lease-duration", "4s"])
+}
 
 /// A duration from the environment, as the binary's flags spell them (`2s`).
 fn env_duration(name: &str, default: &str) -> (String, Duration) {
@@ -249,15 +244,22 @@ fn quantile(values: &[f64], p: f64) -> Option<f64> {
     v.get(rank - 1).copied()
 }
 
+/// The assignment every part of this benchmark starts from: operator-1 and
+/// operator-2, their locks in `lock_ns`, Integrations of `namespaces` on
+/// operator-1.
+fn two_operators(lock_ns: &str, namespaces: &[&str]) -> camelk_testkit::manifest::Assignment {
+    camelk_testkit::manifest::Assignment::new(NAME)
+        .operator("operator-1", lock_ns)
+        .operator("operator-2", lock_ns)
+        .scope(namespaces, &[CamelKind::Integration])
+        .default_operator("operator-1")
+}
+
 /// The manifest of (c): operator-1 by default; with `pause`, a staged move
 /// of everything to operator-2 in two steps with that pause between them.
 fn newcomer_manifest(ns: &str, pause: Option<&str>) -> String {
-    use camelk_testkit::manifest::{Assignment, Rollout};
-    let assignment = Assignment::new(NAME)
-        .operator("operator-1", ns)
-        .operator("operator-2", ns)
-        .scope(&[ns], &[CamelKind::Integration])
-        .default_operator("operator-1");
+    use camelk_testkit::manifest::Rollout;
+    let assignment = two_operators(ns, &[ns]);
     let assignment = match pause {
         Some(_) => assignment.staged_move("operator-1", "operator-2", &["50%", "100%"]),
         None => assignment,
@@ -296,8 +298,8 @@ async fn newcomers(
     }
     let rev0 = git.push(&newcomer_manifest(&ns, None), "start");
     let mut extra = vec!["--interval", "30s"];
-    extra.extend(SHORT_LEASES);
-    let sync = spawn_sync_binary(
+    extra.extend(short_leases());
+    let sync = spawn_sync(
         binary,
         cluster,
         &git,
@@ -472,32 +474,12 @@ struct Latency {
 
 /// The manifest of (a): operator-1 by default, `it-0` pinned to `pinned`.
 fn latency_manifest(ns: &str, pinned: &str, tag: &str) -> String {
-    format!(
-        "apiVersion: camelk.dev/v1alpha1
-kind: OperatorAssignment
-metadata:
-  name: {NAME}
-spec:
-  operators:
-    - id: operator-1
-      namespace: {ns}
-    - id: operator-2
-      namespace: {ns}
-  scope:
-    namespaces: [{ns}]
-    kinds: [Integration]
-  defaultOperator: operator-1
-  pins:
-    - {{kind: Integration, namespace: {ns}, name: it-0, operator: {pinned}}}
-  rollout:
-    healthGate:
-      timeout: 60s
-    pause: 0s
-  handoff:
-    drainTimeout: 2m
-# {tag}
-"
-    )
+    use camelk_testkit::manifest::Rollout;
+    let assignment = two_operators(ns, &[ns])
+        .pin(CamelKind::Integration, ns, "it-0", pinned)
+        .rollout(Rollout::new().gate_timeout("60s").pause("0s"))
+        .drain_timeout("2m");
+    format!("{assignment}# {tag}\n")
 }
 
 /// One mode of (a) in a namespace of its own, with its own operators.
@@ -523,12 +505,19 @@ async fn latency(cluster: &TestCluster, reps: usize, poll: Duration, webhook: bo
         format!("{}ms", poll.as_millis())
     };
     let mut extra = vec!["--interval", interval.as_str(), "--listen", listen.as_str()];
-    extra.extend(SHORT_LEASES);
+    extra.extend(short_leases());
     if webhook {
         extra.extend(["--webhook-secret-file", secret_file.to_str().unwrap()]);
     }
     let rev0 = git.push(&latency_manifest(&ns, "operator-1", "start"), "start");
-    let sync = spawn_sync(cluster, &git, &ns, &format!("bench-{mode}"), &extra);
+    let sync = spawn_sync(
+        this_binary(),
+        cluster,
+        &git,
+        &ns,
+        &format!("bench-{mode}"),
+        &extra,
+    );
     wait_applied(&admin, &ns, &rev0, Duration::from_secs(120), &sync).await;
 
     let api = camelk_testkit::scenario::camel_api(admin.clone(), CamelKind::Integration, &ns);
@@ -711,25 +700,9 @@ struct Steady {
 }
 
 fn steady_manifest(namespaces: &[String], lock_ns: &str, tag: &str) -> String {
-    format!(
-        "apiVersion: camelk.dev/v1alpha1
-kind: OperatorAssignment
-metadata:
-  name: {NAME}
-spec:
-  operators:
-    - id: operator-1
-      namespace: {lock_ns}
-    - id: operator-2
-      namespace: {lock_ns}
-  scope:
-    namespaces: [{}]
-    kinds: [Integration]
-  defaultOperator: operator-1
-# {tag}
-",
-        namespaces.join(", ")
-    )
+    let namespaces: Vec<&str> = namespaces.iter().map(String::as_str).collect();
+    let assignment = two_operators(lock_ns, &namespaces);
+    format!("{assignment}# {tag}\n")
 }
 
 /// The namespaces of (b), kept for the whole run.
@@ -811,7 +784,7 @@ async fn steady_state(
     let audit = cluster.audit_log();
     let start_mark = audit.mark().unwrap();
     let started = Instant::now();
-    let mut sync = spawn_sync(cluster, &git, &home, "bench-steady", &extra);
+    let mut sync = spawn_sync(this_binary(), cluster, &git, &home, "bench-steady", &extra);
     // The initial list and plan grow with the objects: 300 s, plus 5 s per thousand past 20,000.
     let timeout = Duration::from_secs(300 + 5 * (objects.saturating_sub(20_000) / 1000) as u64);
     wait_applied(&admin, &home, &rev, timeout, &sync).await;
@@ -1186,37 +1159,21 @@ async fn spawn_operator(cluster: &TestCluster, id: &str, ns: &str) -> Process {
         &format!("bench-{id}"),
         "--build-time",
         "1s",
-        "--lease-duration",
-        "4s",
-        "--renew-deadline",
-        "3s",
-        "--retry-period",
-        "1s",
         "--resync",
         "300ms",
         "--context",
         id,
-        "--kubeconfig",
     ]);
+    args.extend(strings(&camelk_testkit::SHORT_LOCK_ARGS));
+    args.push("--kubeconfig".into());
     args.push(cluster.kubeconfig().display().to_string());
     let log = std::env::temp_dir().join(format!("camelk-bench-sync-{ns}-{id}.log"));
     Process::spawn(&args, log, "warn")
 }
 
-/// `reconciler sync` as the `reconciler` identity following `git`, its object
-/// and lock in `ns`; `extra` adds flags.
+/// `reconciler sync` of `binary` (this package's: [`this_binary`]) as
+/// `identity` following `git`, its object and lock in `ns`; `extra` adds flags.
 fn spawn_sync(
-    cluster: &TestCluster,
-    git: &GitRepo,
-    ns: &str,
-    identity: &str,
-    extra: &[&str],
-) -> Process {
-    spawn_sync_binary(this_binary(), cluster, git, ns, identity, extra)
-}
-
-/// [`spawn_sync`] of another `binary`.
-fn spawn_sync_binary(
     binary: &Path,
     cluster: &TestCluster,
     git: &GitRepo,

@@ -256,7 +256,7 @@ async fn repetition(cluster: &TestCluster, resources: usize, kill_after: usize) 
     let _op2 = support::start_operator(cluster, TO, &ns, "op2", "200ms").await;
     let remote = support::GitRemote::new();
     let start = remote.push(&manifest(&ns, false), "operator-1 owns everything");
-    let sync = support::start_sync(cluster, &ns, &remote.url(), "bench", &remote.cache("bench"));
+    let sync = support::start_sync(cluster, &ns, &remote, "bench", &[]);
     support::wait_status(
         &admin,
         &ns,

@@ -34,6 +34,8 @@ fi
 
 # shellcheck source=../../scripts/cache-root.sh
 . "$here/../../scripts/cache-root.sh"
+# shellcheck source=../lib/cache-parts.sh
+. "$here/../lib/cache-parts.sh"
 cache=$CAMELK_CACHE
 pins=$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-12)
 out="$cache/camel-k/camel-k-$version-$pins"
@@ -45,39 +47,31 @@ if have_crds && { [ -n "$crds_only" ] || have_kamel; }; then
   exit 0
 fi
 
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
-mkdir -p "$out"
-tmp=
-trap 'if [ -n "$tmp" ]; then rm -rf "$tmp"; fi' EXIT
+parts_begin
 cd "$mod"
 go mod download github.com/apache/camel-k/v2
 src=$(go list -m -f '{{.Dir}}' github.com/apache/camel-k/v2)
 
-# Each part is made in a temporary folder and renamed into place, so a build
-# that is interrupted, or raced by a second one, never leaves half a folder.
+# Each part is made aside and renamed into place (tests/lib/cache-parts.sh).
 if ! have_crds; then
   # The release's CRDs as its own install applies them (v2.10.1 and v2.8.0: 8 kinds, no KameletBinding).
   crds="$src/pkg/resources/config/crd/bases"
   [ -d "$crds" ] || { echo "camel-k: no CRDs at $crds" >&2; exit 1; }
-  tmp="$out/crds.tmp.$$"
-  rm -rf "$tmp"; mkdir -p "$tmp"
+  part_start crds
   cp "$crds"/*.yaml "$tmp/"
   chmod -R u+w "$tmp"
-  mv -T "$tmp" "$out/crds" 2>/dev/null || rm -rf "$tmp"
-  tmp=
+  part_done crds
 fi
 
 if [ -z "$crds_only" ] && ! have_kamel; then
   start=$(date +%s)
   echo "camel-k: building kamel $version into $out (first time only)" >&2
   commit=$(go mod download -json github.com/apache/camel-k/v2 | sed -n 's/.*"Hash": "\([0-9a-f]*\)".*/\1/p')
-  tmp="$out/bin.tmp.$$"
-  rm -rf "$tmp"; mkdir -p "$tmp"
+  part_start bin
   go build -trimpath \
     -ldflags="-s -w -X github.com/apache/camel-k/v2/pkg/util/defaults.GitCommit=${commit:-$version}" \
     -o "$tmp/" github.com/apache/camel-k/v2/cmd/kamel
-  mv -T "$tmp" "$out/bin" 2>/dev/null || rm -rf "$tmp"
-  tmp=
+  part_done bin
   echo "camel-k: built kamel $version in $(( $(date +%s) - start ))s" >&2
 fi
 echo "$out"

@@ -32,6 +32,8 @@ done
 
 # shellcheck source=../../scripts/cache-root.sh
 . "$here/../../scripts/cache-root.sh"
+# shellcheck source=../lib/cache-parts.sh
+. "$here/../lib/cache-parts.sh"
 cache=$CAMELK_CACHE
 pins=$(for c in "${controllers[@]}"; do cat "$here/$c/go.mod" "$here/$c/go.sum"; done | sha256sum | cut -c1-12)
 out="$cache/flux/flux-$version-$pins"
@@ -46,16 +48,11 @@ if have_crds && have_bins; then
   exit 0
 fi
 
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
-mkdir -p "$out"
-tmp=
-trap 'if [ -n "$tmp" ]; then rm -rf "$tmp"; fi' EXIT
+parts_begin
 
-# Each part is made in a temporary folder and renamed into place, so a build
-# that is interrupted, or raced by a second one, never leaves half a folder.
+# Each part is made aside and renamed into place (tests/lib/cache-parts.sh).
 if ! have_crds; then
-  tmp="$out/crds.tmp.$$"
-  rm -rf "$tmp"; mkdir -p "$tmp"
+  part_start crds
   for c in "${controllers[@]}"; do
     src=$(cd "$here/$c" && go mod download "github.com/fluxcd/$c" &&
       go list -m -f '{{.Dir}}' "github.com/fluxcd/$c")
@@ -64,21 +61,18 @@ if ! have_crds; then
     cp "$crds"/*.yaml "$tmp/"
   done
   chmod -R u+w "$tmp"
-  mv -T "$tmp" "$out/crds" 2>/dev/null || rm -rf "$tmp"
-  tmp=
+  part_done crds
 fi
 
 if ! have_bins; then
-  tmp="$out/bin.tmp.$$"
-  rm -rf "$tmp"; mkdir -p "$tmp"
+  part_start bin
   for c in "${controllers[@]}"; do
     start=$(date +%s)
     echo "flux: building $c $version into $out (first time only)" >&2
     (cd "$here/$c" && go build -trimpath -ldflags="-s -w" -o "$tmp/" "github.com/fluxcd/$c")
     echo "flux: built $c $version in $(( $(date +%s) - start ))s" >&2
   done
-  mv -T "$tmp" "$out/bin" 2>/dev/null || rm -rf "$tmp"
-  tmp=
+  part_done bin
 fi
 if ! have_crds || ! have_bins; then
   echo "flux: $out is incomplete (another build's folder in the way?)" >&2

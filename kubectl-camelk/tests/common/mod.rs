@@ -141,6 +141,24 @@ pub fn repo_with_bytes(manifest: &[u8]) -> TempDir {
     dir
 }
 
+/// Asserts that the message of the last commit in `dir` starts with
+/// `subject` and holds each of `lines`.
+pub fn assert_last_commit_message(dir: &Path, subject: &str, lines: &[&str]) {
+    let message = git(dir, &["log", "-1", "--format=%B"]);
+    assert!(message.starts_with(subject), "{subject:?}: {message}");
+    for line in lines {
+        assert!(message.contains(line), "{line:?}: {message}");
+    }
+}
+
+/// A bare repository `name` under `root` holding `work`'s `main`.
+pub fn bare_remote(root: &Path, name: &str, work: &Path) -> PathBuf {
+    let bare = root.join(name);
+    git(root, &["init", "-q", "--bare", name]);
+    git(work, &["push", "-q", &bare.display().to_string(), "main"]);
+    bare
+}
+
 /// Everything a command could change in a repository.
 #[derive(Debug, PartialEq, Eq)]
 pub struct RepoState {
@@ -158,6 +176,19 @@ pub fn state(dir: &Path) -> RepoState {
         status: git(dir, &["status", "--porcelain", "--untracked-files=all"]),
         manifest: std::fs::read(dir.join(MANIFEST)).ok(),
     }
+}
+
+/// Runs `cmd` (the plugin in `dir`), which must exit with code 1 saying each
+/// of `says` on stderr, and leave the repository as it was.
+pub fn refuses_and_writes_nothing(dir: &Path, cmd: &mut assert_cmd::Command, says: &[&str]) {
+    let before = state(dir);
+    let output = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    for said in says {
+        assert!(stderr.contains(said), "{said:?} in {stderr}");
+    }
+    assert_eq!(state(dir), before, "the refused command wrote something");
 }
 
 pub fn fixture(name: &str) -> PathBuf {
@@ -193,6 +224,15 @@ spec:
   rollout:
     steps: [\"50%\"]
 ";
+
+/// The manifest of [`SHOP`] with a rule that can never match: valid, with
+/// a warning at line 18, column 7.
+pub fn manifest_with_a_warning() -> String {
+    SHOP.replace(
+        "  pins:\n",
+        "    - name: shadowed\n      match:\n        names: [\"canary-1\"]\n      operator: operator-1\n  pins:\n",
+    )
+}
 
 /// Runs the scoped operator loop of `id` in this process (its own identity's
 /// client, under the shipped operator RBAC, its lock in `ns`) until `stop`.
@@ -297,6 +337,21 @@ pub fn wait_for_line(
     }
 }
 
+/// The shared control plane, a fresh namespace there named after `prefix`,
+/// and the cluster admin's client: where a test on the cluster starts.
+pub async fn shared_namespace(
+    prefix: &str,
+) -> (
+    &'static camelk_testkit::TestCluster,
+    camelk_testkit::TestNamespace,
+    kube::Client,
+) {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace(prefix).await;
+    let admin = cluster.admin().await;
+    (cluster, ns, admin)
+}
+
 /// The cluster admin's client, once the camelk roles are granted and the
 /// OperatorAssignment CRD is served: where a test of the reconciler starts.
 pub async fn admin_with_crd(cluster: &camelk_testkit::TestCluster) -> kube::Client {
@@ -325,20 +380,10 @@ pub async fn install_crd(admin: &kube::Client) {
 
 /// Runs a `reconciler sync` loop as `reconciler` until `stop`, its object and
 /// lock in `ns`, following branch `main` of `repo`; it fetches once an hour,
-/// so only a sync request makes it look sooner.
+/// so only a sync request makes it look sooner. With `endpoints` (a listener
+/// and a token file), it serves its HTTP endpoints on the listener, the plan
+/// endpoint with the token in the file.
 pub async fn start_sync(
-    cluster: &camelk_testkit::TestCluster,
-    ns: &str,
-    repo: &std::path::Path,
-    cache: &std::path::Path,
-    stop: &CancellationToken,
-) -> std::thread::JoinHandle<()> {
-    start_sync_serving(cluster, ns, repo, cache, stop, None).await
-}
-
-/// [`start_sync`] serving its HTTP endpoints on `listener`, the plan
-/// endpoint with the token in `plan_token_file`.
-pub async fn start_sync_serving(
     cluster: &camelk_testkit::TestCluster,
     ns: &str,
     repo: &std::path::Path,

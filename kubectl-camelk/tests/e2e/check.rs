@@ -41,7 +41,15 @@ async fn check_is_green_on_a_whole_installation_and_names_each_broken_part() {
     let repo = repo_with(&manifest(&ns.name, None));
     let cache = tempfile::tempdir().unwrap();
     let sync_stop = CancellationToken::new();
-    let sync = start_sync(cluster, &ns.name, repo.path(), cache.path(), &sync_stop).await;
+    let sync = start_sync(
+        cluster,
+        &ns.name,
+        repo.path(),
+        cache.path(),
+        &sync_stop,
+        None,
+    )
+    .await;
     let assignments = Api::namespaced(admin.clone(), &ns.name);
     wait_applied(
         &assignments,

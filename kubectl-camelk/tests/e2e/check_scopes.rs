@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
 
-use crate::common::live_camelk_as;
+use crate::common::{live_camelk_as, shared_namespace};
 
 /// A Deployment running `kamel operator` as the release's manifests install
 /// it, its own namespace from the downward API.
@@ -84,9 +84,7 @@ fn overlaps_among<'a>(report: &'a Value, namespaces: &[&str]) -> Vec<&'a Value> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_warns_about_operators_that_both_handle_unowned_resources() {
-    let cluster = camelk_testkit::shared();
-    let admin = cluster.admin().await;
-    let apps = cluster.namespace("scopes-apps").await;
+    let (cluster, apps, admin) = shared_namespace("scopes-apps").await;
     let home_a = cluster.namespace("scopes-a").await;
     let home_b = cluster.namespace("scopes-b").await;
     let home_c = cluster.namespace("scopes-c").await;

@@ -14,7 +14,7 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::common::repo_with;
+use crate::common::{repo_with, shared_namespace};
 
 #[derive(Clone, Copy, Debug)]
 enum Fault {
@@ -164,9 +164,7 @@ async fn snapshot(api: &Api<DynamicObject>) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_api_server_answering_500_or_a_truncated_list_fails_the_command_cleanly() {
-    let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("faults").await;
-    let admin = cluster.admin().await;
+    let (_, ns, admin) = shared_namespace("faults").await;
     let api = integrations(admin.clone(), &ns.name);
     for name in ["orders", "billing", "canary-a"] {
         let object: DynamicObject = serde_json::from_value(json!({

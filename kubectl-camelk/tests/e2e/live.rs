@@ -12,7 +12,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::common::{camelk, repo_with};
+use crate::common::{camelk, repo_with, shared_namespace, words};
 
 fn api(client: Client, kind: CamelKind, ns: &str) -> Api<DynamicObject> {
     camelk_testkit::scenario::camel_api(client, kind, ns)
@@ -27,7 +27,14 @@ async fn create(
     owner: Option<&str>,
     phase: Option<&str>,
 ) {
-    create_with(client, ns, kind, name, owner, phase, json!([])).await;
+    post(
+        client,
+        ns,
+        kind,
+        object(kind, name, owner, json!([])),
+        phase,
+    )
+    .await;
 }
 
 /// [`create`], controlled by the existing resource `controller` (an owner
@@ -51,23 +58,28 @@ async fn create_controlled(
         "apiVersion": controller.0.api_version(), "kind": controller.0.kind(),
         "name": controller.1, "uid": uid, "controller": true, "blockOwnerDeletion": true
     }]);
-    create_with(client, ns, kind, name, owner, phase, reference).await;
+    post(
+        client,
+        ns,
+        kind,
+        object(kind, name, owner, reference),
+        phase,
+    )
+    .await;
 }
 
-async fn create_with(
-    client: &Client,
-    ns: &str,
+/// Resource `kind` `name` owned by `owner` (label and annotation), with
+/// `owner_references`.
+fn object(
     kind: CamelKind,
     name: &str,
     owner: Option<&str>,
-    phase: Option<&str>,
     owner_references: serde_json::Value,
-) {
-    let api = api(client.clone(), kind, ns);
+) -> DynamicObject {
     let keys = owner
         .map(|o| json!({ OPERATOR_ID_KEY: o }))
         .unwrap_or(json!({}));
-    let object: DynamicObject = serde_json::from_value(json!({
+    serde_json::from_value(json!({
         "apiVersion": kind.api_version(),
         "kind": kind.kind(),
         "metadata": {
@@ -76,13 +88,25 @@ async fn create_with(
         },
         "spec": {}
     }))
-    .unwrap();
+    .unwrap()
+}
+
+/// Creates `object`, of `kind`, in `ns`, then sets its `phase`.
+async fn post(
+    client: &Client,
+    ns: &str,
+    kind: CamelKind,
+    object: DynamicObject,
+    phase: Option<&str>,
+) {
+    let name = object.metadata.name.clone().expect("a name");
+    let api = api(client.clone(), kind, ns);
     api.create(&PostParams::default(), &object)
         .await
         .unwrap_or_else(|e| panic!("creating {kind} {name}: {e}"));
     if let Some(phase) = phase {
         api.patch_status(
-            name,
+            &name,
             &PatchParams::default(),
             &Patch::Merge(json!({ "status": { "phase": phase } })),
         )
@@ -160,9 +184,7 @@ fn manifest(ns: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn plan_reads_owners_and_phases_from_the_cluster() {
-    let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("plan").await;
-    let client = cluster.admin().await;
+    let (cluster, ns, client) = shared_namespace("plan").await;
     for (kind, name, owner, phase) in [
         (
             CamelKind::Integration,
@@ -220,17 +242,8 @@ async fn plan_reads_owners_and_phases_from_the_cluster() {
     let repo = repo_with(&manifest(&ns.name));
     let kubeconfig = cluster.kubeconfig();
     let output = camelk(repo.path())
-        .args([
-            "plan",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--context",
-            "admin",
-            "-n",
-            &ns.name,
-            "-o",
-            "json",
-        ])
+        .args(["plan", "--kubeconfig", kubeconfig.to_str().unwrap()])
+        .args(["--context", "admin", "-n", &ns.name, "-o", "json"])
         .output()
         .unwrap();
     camelk_testkit::assert_success(&output, "plan -o json");
@@ -314,9 +327,7 @@ pub(crate) fn moves_of(plan: &serde_json::Value) -> Vec<(String, String, String)
 /// does not answer is a note saying what was not seen, never a failure.
 #[tokio::test(flavor = "multi_thread")]
 async fn edits_plan_against_the_live_cluster_or_say_what_they_could_not_see() {
-    let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("edit-plan").await;
-    let client = cluster.admin().await;
+    let (cluster, ns, client) = shared_namespace("edit-plan").await;
     let integration = CamelKind::Integration;
     for name in ["a", "b", "c"] {
         create(
@@ -365,7 +376,7 @@ async fn edits_plan_against_the_live_cluster_or_say_what_they_could_not_see() {
         .map(|n| (n.to_string(), "operator-1".into(), "operator-2".into()))
         .collect();
 
-    let (rollout, stderr) = edit(&crate::common::words(
+    let (rollout, stderr) = edit(&words(
         "rollout --from operator-1 --to operator-2 --steps 50%,100% --branch rollout",
     ));
     let mut moved = moves_of(&rollout);
@@ -382,25 +393,17 @@ async fn edits_plan_against_the_live_cluster_or_say_what_they_could_not_see() {
 
     // Against the manifest the rollout committed: `a` is operator-2's
     // already, so pinning it there moves nothing; `b` moves back.
-    let (assign, _) = edit(&[
-        "assign",
-        "integration/a",
-        "--to",
-        "operator-2",
-        "-n",
-        &ns.name,
-        "--dry-run",
-    ]);
+    let assign_a = format!(
+        "assign integration/a --to operator-2 -n {} --dry-run",
+        ns.name
+    );
+    let (assign, _) = edit(&words(&assign_a));
     assert_eq!(moves_of(&assign), [], "{assign:#}");
-    let (assign, _) = edit(&[
-        "assign",
-        "integration/b",
-        "--to",
-        "operator-1",
-        "-n",
-        &ns.name,
-        "--dry-run",
-    ]);
+    let assign_b = format!(
+        "assign integration/b --to operator-1 -n {} --dry-run",
+        ns.name
+    );
+    let (assign, _) = edit(&words(&assign_b));
     assert_eq!(
         moves_of(&assign),
         [(
@@ -433,15 +436,7 @@ async fn edits_plan_against_the_live_cluster_or_say_what_they_could_not_see() {
     let started = Instant::now();
     let output = camelk(repo.path())
         .env("KUBECONFIG", &down)
-        .args([
-            "assign",
-            "integration/b",
-            "--to",
-            "operator-1",
-            "-n",
-            &ns.name,
-            "--dry-run",
-        ])
+        .args(words(&assign_b))
         .output()
         .unwrap();
     let took = started.elapsed();
@@ -464,9 +459,7 @@ async fn edits_plan_against_the_live_cluster_or_say_what_they_could_not_see() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_user_who_may_not_read_builds_still_gets_a_plan() {
-    let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("plan-rbac").await;
-    let client = cluster.admin().await;
+    let (cluster, ns, client) = shared_namespace("plan-rbac").await;
     kit_with_build(&client, &ns.name, "kit-c", "Running").await;
     integration_using_kit(&client, &ns.name, "canary-c", "kit-c").await;
     // `viewer` may read Integrations and Pipes there, and nothing else.
@@ -480,15 +473,12 @@ async fn a_user_who_may_not_read_builds_still_gets_a_plan() {
         .grant_in_namespace(&ns.name, "viewer", "camel-k-reader", vec![read])
         .await;
     // The authorizer learns of the binding through its informer.
-    let as_viewer = api(cluster.client_as("viewer").await, CamelKind::Pipe, &ns.name);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while as_viewer.list_metadata(&Default::default()).await.is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the grant to viewer never took effect"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let as_viewer = &api(cluster.client_as("viewer").await, CamelKind::Pipe, &ns.name);
+    let lists =
+        move || async move { Some(as_viewer.list_metadata(&Default::default()).await.is_ok()) };
+    camelk_testkit::poll::until(Duration::from_secs(10), lists, |ok: &bool| *ok)
+        .await
+        .expect("the grant to viewer never took effect");
 
     let repo = repo_with(&manifest(&ns.name));
     let kubeconfig = cluster.kubeconfig();
@@ -532,56 +522,35 @@ async fn kubeconfig_flags_follow_kubectl() {
     // --kubeconfig wins over $KUBECONFIG.
     camelk(repo.path())
         .env("KUBECONFIG", repo.path().join("broken-config"))
-        .args([
-            "diff",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--context",
-            "admin",
-            "-n",
-            &ns.name,
-        ])
+        .args(["diff", "--kubeconfig", kubeconfig.to_str().unwrap()])
+        .args(["--context", "admin", "-n", &ns.name])
         .assert()
         .code(0);
-    // A user without rights: an error naming the refusal, exit 2 for diff.
-    let output = camelk(repo.path())
-        .args([
-            "diff",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--context",
-            "viewer",
-            "-A",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("listing Integration resources") && stderr.contains("forbidden"),
-        "{stderr}"
-    );
-    // The same refusal for the admin impersonating that user, as kubectl --as.
-    let output = camelk(repo.path())
-        .args(["diff", "--kubeconfig", kubeconfig.to_str().unwrap()])
-        .args(["--context", "admin", "--as", "viewer", "-A"])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("forbidden") && stderr.contains("\"viewer\""),
-        "{stderr}"
-    );
+    // A user without rights: an error naming the refusal, exit 2 for diff;
+    // the same refusal for the admin impersonating that user, as kubectl --as.
+    for (who, says) in [
+        (
+            &["--context", "viewer"][..],
+            "listing Integration resources",
+        ),
+        (&["--context", "admin", "--as", "viewer"][..], "\"viewer\""),
+    ] {
+        let output = camelk(repo.path())
+            .args(["diff", "--kubeconfig", kubeconfig.to_str().unwrap(), "-A"])
+            .args(who)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{who:?}: {stderr}");
+        assert!(
+            stderr.contains(says) && stderr.contains("forbidden"),
+            "{who:?}: {stderr}"
+        );
+    }
     // An unknown context is an error too.
     camelk(repo.path())
-        .args([
-            "plan",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--context",
-            "nobody",
-        ])
+        .args(["plan", "--kubeconfig", kubeconfig.to_str().unwrap()])
+        .args(["--context", "nobody"])
         .assert()
         .code(1);
 }
@@ -632,9 +601,7 @@ fn request_timeout_gives_up_on_a_server_that_never_answers() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_generated_crd_is_accepted_and_serves_manifests() {
-    let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("crd").await;
-    let client = cluster.admin().await;
+    let (cluster, ns, client) = shared_namespace("crd").await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = camelk_reconciler::api::crd();
     let name = crd.metadata.name.clone().unwrap();

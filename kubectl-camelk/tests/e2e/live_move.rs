@@ -52,23 +52,14 @@ async fn move_get_and_operators_on_a_live_cluster() {
     let out = live_camelk(&kubeconfig, &ns.name, &["get", "integration", "-o", "json"]);
     camelk_testkit::assert_success(&out, "get integration -o json");
     let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let owners: Vec<(String, String)> = listed["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| {
-            (
-                i["name"].as_str().unwrap().to_string(),
-                i["operator"].as_str().unwrap().to_string(),
-            )
-        })
+    let items = &listed["items"];
+    let owners: Vec<(&str, &str)> = camelk_testkit::str_fields(items, "name")
+        .into_iter()
+        .zip(camelk_testkit::str_fields(items, "operator"))
         .collect();
     assert_eq!(
         owners,
-        vec![
-            ("billing".into(), "operator-1".into()),
-            ("orders".into(), "operator-2".into())
-        ]
+        [("billing", "operator-1"), ("orders", "operator-2")]
     );
     let out = live_camelk(&kubeconfig, &ns.name, &["get", "--operator", "operator-2"]);
     let table = String::from_utf8_lossy(&out.stdout);

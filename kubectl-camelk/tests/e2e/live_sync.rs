@@ -11,11 +11,11 @@ use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use crate::common::start_sync;
 use crate::common::{
     MANIFEST, admin_and_sync_namespace, follow, git, live_camelk, live_camelk_as, repo_with,
     start_operator, wait_for_line, wait_running,
 };
-pub(crate) use crate::common::{start_sync, start_sync_serving};
 
 pub(crate) const NAME: &str = "fleet";
 
@@ -62,7 +62,7 @@ async fn sync_wait_triggers_a_round_and_follows_the_rollout_to_its_end() {
     // The reconciler fetches once an hour: only a sync request makes it look sooner.
     let repo = repo_with(&manifest(&ns.name, None));
     let cache = tempfile::tempdir().unwrap();
-    let sync_thread = start_sync(cluster, &ns.name, repo.path(), cache.path(), &stop).await;
+    let sync_thread = start_sync(cluster, &ns.name, repo.path(), cache.path(), &stop, None).await;
     let assignments: Api<OperatorAssignment> = Api::namespaced(admin.clone(), &ns.name);
     wait_applied(
         &assignments,

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{MANIFEST, camelk, git, live_camelk_as, repo_with};
-use crate::live_sync::{manifest, start_sync_serving, wait_applied};
+use crate::live_sync::{manifest, start_sync, wait_applied};
 
 const TOKEN: &str = "plan-token-0123456789";
 
@@ -91,7 +91,7 @@ impl PullRequest {
         std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let sync = start_sync_serving(
+        let sync = start_sync(
             cluster,
             &ns.name,
             repo.path(),
@@ -325,17 +325,12 @@ async fn a_pull_request_is_commented_executed_listed_and_reverted() {
         .output()
         .unwrap();
     let executed = json_of(&executed, "history --revision");
+    let text = |v: &Value| v.as_str().unwrap().to_string();
     let mut executed: Vec<(String, String, String)> = executed["moves"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| {
-            (
-                m["name"].as_str().unwrap().to_string(),
-                m["from"].as_str().unwrap().to_string(),
-                m["to"].as_str().unwrap().to_string(),
-            )
-        })
+        .map(|m| (text(&m["name"]), text(&m["from"]), text(&m["to"])))
         .collect();
     executed.sort();
     assert_eq!(

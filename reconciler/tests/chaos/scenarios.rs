@@ -10,7 +10,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use nix::sys::signal::Signal;
 use serde_json::json;
 
-use crate::world::{self, Flavour, Handlers, NS, Plumbing, World};
+use crate::world::{self, Blueprint, Flavour, Handlers, NS, Plumbing, World};
 use crate::{rebuild, support};
 use camelk_testkit::proxy::Mode;
 
@@ -117,7 +117,14 @@ pub async fn run(fault: Fault, flavour: Flavour, n: usize) -> anyhow::Result<Out
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
     let started = Instant::now();
-    let mut w = World::start(&slug, n, fault.plumbing(), flavour, fault.handlers()).await?;
+    let mut w = World::start(Blueprint {
+        scenario: &slug,
+        n,
+        plumbing: fault.plumbing(),
+        flavour,
+        handlers: fault.handlers(),
+    })
+    .await?;
     eprintln!(
         "chaos: {name}: world of {n} ready in {:.1} s",
         started.elapsed().as_secs_f64()

@@ -395,23 +395,27 @@ fn base(flavour: Flavour, handlers: Handlers, n: usize) -> Assignment {
         .drain_timeout("2m")
 }
 
+/// What a world is made of: which scenario it serves, its size and its parts.
+#[derive(Clone, Copy, Debug)]
+pub struct Blueprint<'a> {
+    pub scenario: &'a str,
+    /// Resources: half Integrations, half Pipes.
+    pub n: usize,
+    pub plumbing: Plumbing,
+    pub flavour: Flavour,
+    pub handlers: Handlers,
+}
+
 impl World {
-    /// Starts the world with `n` resources (half Integrations, half Pipes),
-    /// each owned by its [`start_owner`] and running, the start manifest
-    /// applied.
+    /// Starts the world of `blueprint`, each resource owned by its
+    /// [`start_owner`] and running, the start manifest applied.
     /// When that fails, its control plane is stopped and its state kept.
-    pub async fn start(
-        scenario: &str,
-        n: usize,
-        plumbing: Plumbing,
-        flavour: Flavour,
-        handlers: Handlers,
-    ) -> anyhow::Result<World> {
+    pub async fn start(blueprint: Blueprint<'_>) -> anyhow::Result<World> {
         let state = tempfile::Builder::new()
-            .prefix(&format!("camelk-chaos-{scenario}-"))
+            .prefix(&format!("camelk-chaos-{}-", blueprint.scenario))
             .tempdir()?
             .keep();
-        match World::start_in(&state, scenario, n, plumbing, flavour, handlers).await {
+        match World::start_in(&state, blueprint).await {
             Ok(world) => Ok(world),
             Err(e) => {
                 cluster::stop(&ClusterDir::new(state.join("cluster")));
@@ -420,14 +424,14 @@ impl World {
         }
     }
 
-    async fn start_in(
-        state: &std::path::Path,
-        scenario: &str,
-        n: usize,
-        plumbing: Plumbing,
-        flavour: Flavour,
-        handlers: Handlers,
-    ) -> anyhow::Result<World> {
+    async fn start_in(state: &std::path::Path, blueprint: Blueprint<'_>) -> anyhow::Result<World> {
+        let Blueprint {
+            scenario,
+            n,
+            plumbing,
+            flavour,
+            handlers,
+        } = blueprint;
         let dir = ClusterDir::new(state.join("cluster"));
         let opts = StartOptions {
             dir: dir.clone(),
@@ -533,20 +537,16 @@ impl World {
                 standby = Some(support::start_sync(
                     &cluster,
                     NS,
-                    &remote.url(),
+                    &remote,
                     &identity("r2"),
-                    &remote.cache("r2"),
+                    &[],
                 ));
                 proxy = Some(p);
                 sync
             }
-            Plumbing::Direct | Plumbing::Operator1 => support::start_sync(
-                &cluster,
-                NS,
-                &remote.url(),
-                &identity("r1"),
-                &remote.cache("r1"),
-            ),
+            Plumbing::Direct | Plumbing::Operator1 => {
+                support::start_sync(&cluster, NS, &remote, &identity("r1"), &[])
+            }
         };
         let mut world = World {
             cluster,

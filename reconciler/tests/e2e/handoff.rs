@@ -48,16 +48,10 @@ async fn orders_building(
     let op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
     create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
     let building = in_phase("Building Kit");
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "orders",
-        Duration::from_secs(30),
-        "building",
-        building,
-    )
-    .await;
+    wait_for(&admin, CamelKind::Integration, &ns.name, "orders")
+        .within(Duration::from_secs(30))
+        .until("building", building)
+        .await;
     (ns, admin, op1, op2)
 }
 

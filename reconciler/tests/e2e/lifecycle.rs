@@ -46,16 +46,10 @@ async fn three_operators_each_run_only_their_own_work() {
     }
     for id in OPERATORS {
         wait_running(&admin, &ns.name, &format!("it-{id}"), id, 60).await;
-        wait_for(
-            &admin,
-            CamelKind::IntegrationPlatform,
-            &ns.name,
-            id,
-            Duration::from_secs(30),
-            "ready",
-            in_phase("Ready"),
-        )
-        .await;
+        wait_for(&admin, CamelKind::IntegrationPlatform, &ns.name, id)
+            .within(Duration::from_secs(30))
+            .until("ready", in_phase("Ready"))
+            .await;
     }
     // Several platforms share the namespace; each operator uses its own, and keeps its Maven
     // settings under its id. (Integrations created after the platforms are Ready.)
@@ -144,16 +138,10 @@ async fn pipe_creates_its_integration_under_the_same_operator() {
         "operator-2",
     )
     .await;
-    let pipe = wait_for(
-        &admin,
-        CamelKind::Pipe,
-        &ns.name,
-        "orders-pipe",
-        Duration::from_secs(60),
-        "ready",
-        in_phase("Ready"),
-    )
-    .await;
+    let pipe = wait_for(&admin, CamelKind::Pipe, &ns.name, "orders-pipe")
+        .within(Duration::from_secs(60))
+        .until("ready", in_phase("Ready"))
+        .await;
     let it = wait_running(&admin, &ns.name, "orders-pipe", "operator-2", 5).await;
     let owner_ref = &it.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(

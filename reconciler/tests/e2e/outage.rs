@@ -61,16 +61,10 @@ async fn every_process_backs_off_while_the_api_server_is_cut() {
     );
     let _op2 = start_operator(cluster, "operator-2", &ns.name, "op2", "1s").await;
     create_integration(&admin, &ns.name, "orders", Some("operator-1")).await;
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "orders",
-        Duration::from_secs(60),
-        "building",
-        in_phase("Building Kit"),
-    )
-    .await;
+    wait_for(&admin, CamelKind::Integration, &ns.name, "orders")
+        .within(Duration::from_secs(60))
+        .until("building", in_phase("Building Kit"))
+        .await;
 
     // The sync, through its proxy, follows an assignment that leaves
     // `orders` where it is.

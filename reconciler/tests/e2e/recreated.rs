@@ -76,16 +76,10 @@ async fn create_pipe(client: &kube::Client, ns: &str, name: &str, owner: &str) -
 
 /// Waits (a minute at most) until Pipe `name` is `Ready`.
 async fn wait_pipe_ready(admin: &kube::Client, ns: &str, name: &str) {
-    wait_for(
-        admin,
-        CamelKind::Pipe,
-        ns,
-        name,
-        MINUTE,
-        "ready",
-        in_phase("Ready"),
-    )
-    .await;
+    wait_for(admin, CamelKind::Pipe, ns, name)
+        .within(MINUTE)
+        .until("ready", in_phase("Ready"))
+        .await;
 }
 
 fn owner_uids(meta: &ObjectMeta) -> Vec<&str> {

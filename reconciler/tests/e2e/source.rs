@@ -476,12 +476,11 @@ async fn the_in_cluster_object_is_the_source_of_moves_and_is_never_applied() {
     // The reconciler never wrote the object itself, only its status.
     let writes: Vec<String> = cluster
         .audit_log()
-        .events_in(&ns.name)
+        .events_by(&ns.name, "reconciler")
         .unwrap()
         .into_iter()
         .filter(|e| {
-            e.user.username == "reconciler"
-                && e.is_successful_write()
+            e.is_successful_write()
                 && e.resource() == Some("operatorassignments")
                 && !e.request_uri.contains("/status")
         })

@@ -107,14 +107,7 @@ impl SyncTest {
         }
         let args: Vec<&str> = self.sync_args.iter().map(String::as_str).collect();
         let git = &world.git;
-        let sync = start_sync_with(
-            cluster,
-            system,
-            &git.url(),
-            "sync-a",
-            &git.cache("sync-a"),
-            &args,
-        );
+        let sync = start_sync(cluster, system, git, "sync-a", &args);
         let rev1 = world.revision.clone().expect("the first revision");
         let synced = Synced {
             world,
@@ -168,13 +161,7 @@ impl Synced {
     /// A second `reconciler sync` replica, `sync-b`, following the same
     /// remote with a cache of its own.
     fn start_replica_b(&self, cluster: &camelk_testkit::TestCluster) -> OperatorProcess {
-        start_sync(
-            cluster,
-            &self.ns.name,
-            &self.git.url(),
-            "sync-b",
-            &self.git.cache("sync-b"),
-        )
+        start_sync(cluster, &self.ns.name, &self.git, "sync-b", &[])
     }
 
     /// The status of this test's assignment, as it is now.
@@ -208,14 +195,10 @@ impl Synced {
     /// operator-2 (SIGSTOP) before it can run them.
     async fn stop_target_after_step_one(&self) {
         for name in ["it-00", "it-01"] {
-            self.wait_for(
-                CamelKind::Integration,
-                name,
-                Duration::from_secs(60),
-                "moved",
-                |o| owner(o).as_deref() == Some("operator-2"),
-            )
-            .await;
+            self.wait_for(CamelKind::Integration, name)
+                .within(Duration::from_secs(60))
+                .until("moved", |o| owner(o).as_deref() == Some("operator-2"))
+                .await;
         }
         self.op2.signal(Signal::SIGSTOP);
     }
@@ -991,12 +974,11 @@ async fn a_reconciler_killed_mid_rollout_finishes_after_restart_without_repeatin
     // One handoff request per step, none repeated.
     let requests = cluster
         .audit_log()
-        .events_in(&world.ns.name)
+        .events_by(&world.ns.name, "reconciler")
         .unwrap()
         .into_iter()
         .filter(|e| {
-            e.user.username == "reconciler"
-                && e.verb == "create"
+            e.verb == "create"
                 && e.resource() == Some("leases")
                 && e.is_successful_write()
                 && e.stage == "ResponseComplete"
@@ -1338,13 +1320,9 @@ async fn an_owner_changed_by_hand_is_reported_and_moved_back() {
             .any(|(reason, _)| reason == "DriftDetected")
     );
     world
-        .wait_for(
-            CamelKind::Integration,
-            "it-00",
-            Duration::from_secs(60),
-            "back with operator-1",
-            running_under("operator-1"),
-        )
+        .wait_for(CamelKind::Integration, "it-00")
+        .within(Duration::from_secs(60))
+        .until("back with operator-1", running_under("operator-1"))
         .await;
     let back: Vec<_> = integration_moves(cluster, &world.ns.name)
         .into_iter()
@@ -1389,16 +1367,12 @@ async fn an_owner_changed_by_hand_is_reported_and_moved_back() {
         .unwrap();
     for name in ["it-00", "it-01"] {
         world
-            .wait_for(
-                CamelKind::Integration,
-                name,
-                Duration::from_secs(90),
-                "both keys back on operator-1",
-                |o| {
-                    owner(o).as_deref() == Some("operator-1")
-                        && annotation_of(o).as_deref() == Some("operator-1")
-                },
-            )
+            .wait_for(CamelKind::Integration, name)
+            .within(Duration::from_secs(90))
+            .until("both keys back on operator-1", |o| {
+                owner(o).as_deref() == Some("operator-1")
+                    && annotation_of(o).as_deref() == Some("operator-1")
+            })
             .await;
     }
     let status = world
@@ -1491,12 +1465,11 @@ async fn a_handoff_request_left_by_a_killed_reconciler_is_finished_by_the_next()
     assert_eq!(moves.len(), 4, "each moved once: {moves:?}");
     let created = cluster
         .audit_log()
-        .events_in(&world.ns.name)
+        .events_by(&world.ns.name, "reconciler")
         .unwrap()
         .into_iter()
         .filter(|e| {
-            e.user.username == "reconciler"
-                && e.verb == "create"
+            e.verb == "create"
                 && e.stage == "ResponseComplete"
                 && e.is_successful_write()
                 && e.resource() == Some("leases")
@@ -1565,13 +1538,11 @@ async fn with_drift_policy_report_an_owner_changed_by_hand_is_only_reported() {
         .await
         .unwrap();
     world
-        .wait_for(
-            CamelKind::Integration,
-            "it-01",
-            Duration::from_secs(60),
-            "its label set back to its annotation's operator",
-            |o| owner(o).as_deref() == Some("operator-1"),
-        )
+        .wait_for(CamelKind::Integration, "it-01")
+        .within(Duration::from_secs(60))
+        .until("its label set back to its annotation's operator", |o| {
+            owner(o).as_deref() == Some("operator-1")
+        })
         .await;
     wait_event(&world.admin, &world.ns.name, "OwnerKeysDisagree").await;
     let status = world.status_now().await;
@@ -1616,13 +1587,9 @@ async fn a_force_pushed_branch_is_followed_and_said_so() {
     );
     for name in &all {
         world
-            .wait_for(
-                CamelKind::Integration,
-                name,
-                Duration::from_secs(60),
-                "back with operator-1",
-                running_under("operator-1"),
-            )
+            .wait_for(CamelKind::Integration, name)
+            .within(Duration::from_secs(60))
+            .until("back with operator-1", running_under("operator-1"))
             .await;
     }
     assert_single_owner(cluster, &world.ns.name);
@@ -1662,13 +1629,9 @@ async fn a_failing_health_gate_rolls_the_step_back_when_the_manifest_asks() {
     );
     for name in ["it-00", "it-01"] {
         world
-            .wait_for(
-                CamelKind::Integration,
-                name,
-                Duration::from_secs(60),
-                "back with operator-1",
-                running_under("operator-1"),
-            )
+            .wait_for(CamelKind::Integration, name)
+            .within(Duration::from_secs(60))
+            .until("back with operator-1", running_under("operator-1"))
             .await;
     }
     // The revision is not retried: nothing moves again, even once the target is back.
@@ -1728,13 +1691,9 @@ async fn a_resource_created_without_owner_keys_gets_its_owner_while_a_rollout_pa
     let created = std::time::Instant::now();
     create_integration(&world.admin, &world.ns.name, "fresh", None).await;
     let fresh = world
-        .wait_for(
-            CamelKind::Integration,
-            "fresh",
-            Duration::from_secs(10),
-            "given an owner",
-            |o| owner(o).is_some(),
-        )
+        .wait_for(CamelKind::Integration, "fresh")
+        .within(Duration::from_secs(10))
+        .until("given an owner", |o| owner(o).is_some())
         .await;
     let took = created.elapsed();
     // The owner the revision being rolled out gives it.

@@ -26,19 +26,9 @@ pub use camelk_testkit::scenario::{
 };
 
 pub const OPERATORS: [&str; 3] = ["operator-1", "operator-2", "operator-3"];
-/// Short lock timing so expiry-driven tests take seconds.
+/// The lease of [`camelk_testkit::SHORT_LOCK_ARGS`], which every
+/// `reconciler` process a test starts runs with.
 pub const LEASE: Duration = Duration::from_secs(4);
-/// [`LEASE`] and the renewal timing that goes with it, as flags of every
-/// `reconciler` process a test starts.
-const LOCK_TIMING_ARGS: [&str; 6] = [
-    "--lease-duration",
-    "4s",
-    "--renew-deadline",
-    "3s",
-    "--retry-period",
-    "1s",
-];
-
 /// Grants `reconciler` the cluster-wide half of its shipped RBAC (a sync also
 /// needs `grant_sync_namespace`); each operator gets its own as it starts.
 pub async fn grant_rbac(cluster: &TestCluster) {
@@ -203,7 +193,7 @@ pub fn spawn_operator(
             lock_namespace,
         ])
         .args(["--identity", identity, "--build-time", build_time])
-        .args(LOCK_TIMING_ARGS)
+        .args(camelk_testkit::SHORT_LOCK_ARGS)
         .args(["--resync", "300ms"])
         .arg("--kubeconfig")
         .arg(kubeconfig)
@@ -254,16 +244,10 @@ pub async fn wait_running(
 ) -> DynamicObject {
     let timeout = Duration::from_secs(timeout_secs);
     let what = format!("running under {id}");
-    wait_for(
-        client,
-        CamelKind::Integration,
-        ns,
-        name,
-        timeout,
-        &what,
-        running_under(id),
-    )
-    .await
+    wait_for(client, CamelKind::Integration, ns, name)
+        .within(timeout)
+        .until(&what, running_under(id))
+        .await
 }
 
 /// The audit-log judge for one test namespace: no successful write to a Camel
@@ -333,40 +317,30 @@ pub async fn policed_sync_namespace(
     (ns, admin)
 }
 
-/// Starts `reconciler sync` as the `reconciler` identity, following branch
-/// `main` of `repo`, its object and lock in `namespace`.
+/// Starts `reconciler sync` as `identity`, following branch `main` of `git`
+/// (its clone cached beside the remote, one per identity), its object and
+/// lock in `namespace`, with `extra` arguments: `--interval`, `--poll` and
+/// `--listen` given there replace the defaults.
 pub fn start_sync(
     cluster: &TestCluster,
     namespace: &str,
-    repo: &std::path::Path,
+    git: &GitRemote,
     identity: &str,
-    cache: &std::path::Path,
-) -> OperatorProcess {
-    start_sync_with(cluster, namespace, repo, identity, cache, &[])
-}
-
-/// [`start_sync`] with `extra` arguments; `--interval`, `--poll` and
-/// `--listen` given there replace the defaults.
-pub fn start_sync_with(
-    cluster: &TestCluster,
-    namespace: &str,
-    repo: &std::path::Path,
-    identity: &str,
-    cache: &std::path::Path,
     extra: &[&str],
 ) -> OperatorProcess {
-    let url = format!("file://{}", repo.display());
+    let url = format!("file://{}", git.url().display());
+    let cache = git.cache(identity);
     start_sync_via(
         namespace,
         &url,
         identity,
-        cache,
+        &cache,
         &cluster.kubeconfig(),
         extra,
     )
 }
 
-/// [`start_sync_with`] following the repository at `url`, reaching the API
+/// [`start_sync`] following the repository at `url`, reaching the API
 /// server through `kubeconfig` (a proxy's, in fault tests).
 pub fn start_sync_via(
     namespace: &str,
@@ -425,7 +399,7 @@ pub fn spawn_sync(
             .flat_map(|(flag, value)| [flag, value]),
         )
         .args(["--namespace", namespace, "--identity", identity])
-        .args(LOCK_TIMING_ARGS)
+        .args(camelk_testkit::SHORT_LOCK_ARGS)
         .args(["--operator-lease-duration", "4s"])
         .args(extra)
         .arg("--kubeconfig")
@@ -465,24 +439,19 @@ pub async fn wait_status(
     sync: &OperatorProcess,
     check: impl Fn(&camelk_reconciler::api::OperatorAssignmentStatus) -> bool,
 ) -> camelk_reconciler::api::OperatorAssignmentStatus {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let status = assignment(client, namespace, name)
+    let read = move || async move {
+        assignment(client, namespace, name)
             .await
-            .and_then(|o| o.status);
-        if let Some(s) = &status
-            && check(s)
-        {
-            return s.clone();
-        }
-        if Instant::now() > deadline {
+            .and_then(|o| o.status)
+    };
+    camelk_testkit::poll::until(timeout, read, check)
+        .await
+        .unwrap_or_else(|last| {
             panic!(
-                "status of {namespace}/{name}: not {what} after {timeout:?}; last: {status:#?}\nsync log:\n{}",
+                "status of {namespace}/{name}: not {what} after {timeout:?}; last: {last:#?}\nsync log:\n{}",
                 sync.log_tail()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+            )
+        })
 }
 
 /// The `OperatorAssignment` `name` in `namespace`, read as `client`, and the

@@ -14,6 +14,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::NAME;
 use crate::support::*;
 use crate::{operator_logs, shared_operators};
 use camelk_reconciler::api::OperatorAssignmentStatus;
@@ -25,7 +26,6 @@ use kube::Client;
 use kube::api::{DynamicObject, PostParams};
 use serde_json::{Value, json};
 
-const NAME: &str = "fleet";
 const IMAGE: &str = "docker.io/library/camelk-e2e:1.0";
 
 /// A namespace with the owner policy enforced, the shipped RBAC granted,
@@ -148,7 +148,7 @@ async fn kamel_created_integrations_are_adopted_then_rolled_out_in_steps() {
     // adopted (its label added in one write), nothing is handed over.
     let git = GitRemote::new();
     let rev1 = git.push(&manifest(&ns.name, "operator-1"), "operators");
-    let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
+    let sync = start_sync(cluster, &ns.name, &git, "reconciler", &[]);
     let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
     assignment.wait(90, "applied", applied(&rev1)).await;
     let adoptions = writes_by(cluster, &ns.name, "reconciler");
@@ -230,7 +230,7 @@ async fn an_integration_naming_a_missing_operator_is_untouched_then_taken_over()
     // the annotation names is read, the dead one (no lock) is taken over.
     let git = GitRemote::new();
     let rev = git.push(&manifest(&ns.name, "operator-2"), "to operator-2");
-    let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
+    let sync = start_sync(cluster, &ns.name, &git, "reconciler", &[]);
     let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
     let status = assignment.wait(300, "applied", applied(&rev)).await;
     assert_eq!(condition_of(&status, "Stalled").map(|c| c.0), Some("False"));
@@ -256,21 +256,14 @@ async fn a_pipe_assigned_to_an_operator_gets_its_integration_from_that_operator(
         .await
         .unwrap();
 
-    let git = GitRemote::new();
-    let rev = git.push(&manifest(&ns.name, "operator-2"), "pipes to operator-2");
-    let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
-    let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
-    assignment.wait(120, "applied", applied(&rev)).await;
-    let integration = wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "ticks",
-        Duration::from_secs(120),
-        "created by operator-2 for its Pipe",
-        |o| owner_id(&o.metadata).as_deref() == Some("operator-2"),
-    )
-    .await;
+    let manifest = manifest(&ns.name, "operator-2");
+    let (_git, _sync) = crate::sync_applied(cluster, &ns.name, &manifest).await;
+    let integration = wait_for(&admin, CamelKind::Integration, &ns.name, "ticks")
+        .within(Duration::from_secs(120))
+        .until("created by operator-2 for its Pipe", |o| {
+            owner_id(&o.metadata).as_deref() == Some("operator-2")
+        })
+        .await;
     let controller = integration
         .metadata
         .owner_references
@@ -310,7 +303,7 @@ async fn a_killed_upstream_operator_is_taken_over_after_its_lease() {
 
     let git = GitRemote::new();
     let rev1 = git.push(&manifest(&ns.name, "operator-3"), "operators");
-    let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
+    let sync = start_sync(cluster, &ns.name, &git, "reconciler", &[]);
     let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
     assignment.wait(90, "applied", applied(&rev1)).await;
 

@@ -8,6 +8,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::NAME;
 use crate::shared_operators;
 use crate::support::*;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY};
@@ -16,7 +17,6 @@ use camelk_testkit::apps_repo::AppsRepo;
 use camelk_testkit::flux::{self, FluxKind, KUSTOMIZE_CONTROLLER};
 use kube::api::DynamicObject;
 
-const NAME: &str = "fleet";
 const APPS: &str = "apps";
 const IMAGE: &str = "docker.io/library/camelk-e2e:1.0";
 const NAMES: [&str; 3] = ["a-1", "a-2", "b-1"];
@@ -75,16 +75,10 @@ async fn wait_for_each(
     check: impl Fn(&DynamicObject) -> bool,
 ) {
     for name in NAMES {
-        wait_for(
-            admin,
-            CamelKind::Integration,
-            ns,
-            name,
-            timeout,
-            what,
-            &check,
-        )
-        .await;
+        wait_for(admin, CamelKind::Integration, ns, name)
+            .within(timeout)
+            .until(what, &check)
+            .await;
     }
 }
 
@@ -129,7 +123,7 @@ async fn a_rollout_moves_what_flux_deploys_with_owner_keys_and_flux_keeps_applyi
     // adopted (the label added) and its keys, which Flux applies, co-owned.
     let git = GitRemote::new();
     let rev1 = git.push(&assignment(&ns.name, "operator-1"), "operators");
-    let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
+    let sync = start_sync(cluster, &ns.name, &git, "reconciler", &[]);
     let synced = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
     synced.wait(120, "applied", applied(&rev1)).await;
     wait_for_each(
@@ -164,23 +158,17 @@ async fn a_rollout_moves_what_flux_deploys_with_owner_keys_and_flux_keeps_applyi
     flux.wait_commit_applied(&ns.name, APPS, &second, Duration::from_secs(120))
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", flux.log_tail(30)));
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "b-1",
-        Duration::from_secs(60),
-        "at version 2",
-        |o| {
+    wait_for(&admin, CamelKind::Integration, &ns.name, "b-1")
+        .within(Duration::from_secs(60))
+        .until("at version 2", |o| {
             o.metadata
                 .labels
                 .as_ref()
                 .and_then(|l| l.get("app.kubernetes.io/version"))
                 .map(String::as_str)
                 == Some("2")
-        },
-    )
-    .await;
+        })
+        .await;
     // At least two more of Flux's own reconciles after the move.
     let since_move = moved_at.elapsed();
     if since_move < 2 * FLUX_INTERVAL + Duration::from_secs(2) {

@@ -24,6 +24,27 @@ use camelk_testkit::TestCluster;
 use camelk_testkit::upstream::UpstreamOperator;
 use tokio::sync::{Mutex, OnceCell};
 
+/// The `OperatorAssignment` every test here pushes.
+pub const NAME: &str = "fleet";
+
+/// Pushes `manifest` to a new Git remote and starts `reconciler sync` (as
+/// `reconciler`) on it in `ns`; returns once the sync applied it (120 s at
+/// most), with the remote, to push more, and the sync, to keep it running.
+pub async fn sync_applied(
+    cluster: &TestCluster,
+    ns: &str,
+    manifest: &str,
+) -> (support::GitRemote, support::OperatorProcess) {
+    let git = support::GitRemote::new();
+    let rev = git.push(manifest, "the assignment under test");
+    let sync = support::start_sync(cluster, ns, &git, "reconciler", &[]);
+    let admin = cluster.admin().await;
+    support::SyncedAssignment::new(&admin, ns, NAME, &sync)
+        .wait(120, "applied", support::applied(&rev))
+        .await;
+    (git, sync)
+}
+
 /// operator-1 and operator-2, started once for this binary, platforms Ready.
 static SHARED: OnceCell<(UpstreamOperator, UpstreamOperator)> = OnceCell::const_new();
 

@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use crate::NAME;
 use crate::support::*;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
 use camelk_reconciler::camel_k::{condition, phase};
@@ -19,8 +20,6 @@ use camelk_testkit::manifest::{Assignment, Operator};
 use camelk_testkit::upstream::UpstreamOptions;
 use kube::api::{DynamicObject, PostParams};
 use serde_json::json;
-
-const NAME: &str = "fleet";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unowned_resource_leaves_its_handler_through_the_release_rule() {
@@ -47,20 +46,17 @@ async fn an_unowned_resource_leaves_its_handler_through_the_release_rule() {
     .unwrap();
     let api = camel_api(admin.clone(), CamelKind::Integration, &ns.name);
     api.create(&PostParams::default(), &legacy).await.unwrap();
-    wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "legacy",
-        Duration::from_secs(180),
-        "Running and Ready with no owner key, under operator-3",
-        |o| {
-            phase(o) == Some("Running")
-                && condition(o, "Ready") == Some("True")
-                && owner_id(&o.metadata).is_none()
-        },
-    )
-    .await;
+    wait_for(&admin, CamelKind::Integration, &ns.name, "legacy")
+        .within(Duration::from_secs(180))
+        .until(
+            "Running and Ready with no owner key, under operator-3",
+            |o| {
+                phase(o) == Some("Running")
+                    && condition(o, "Ready") == Some("True")
+                    && owner_id(&o.metadata).is_none()
+            },
+        )
+        .await;
 
     let manifest = Assignment::new(NAME)
         .upstream_operator("operator-2", "camel-k-op2")
@@ -72,21 +68,14 @@ async fn an_unowned_resource_leaves_its_handler_through_the_release_rule() {
         .scope(&[&ns.name], &[CamelKind::Integration])
         .default_operator("operator-2")
         .render();
-    let git = GitRemote::new();
-    let rev = git.push(&manifest, "operator-2 takes what nobody owns");
-    let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
-    let synced = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
-    synced.wait(120, "applied", applied(&rev)).await;
-    let moved = wait_for(
-        &admin,
-        CamelKind::Integration,
-        &ns.name,
-        "legacy",
-        Duration::from_secs(180),
-        "Running and Ready under operator-2",
-        ready_under("operator-2"),
-    )
-    .await;
+    let (_git, _sync) = crate::sync_applied(cluster, &ns.name, &manifest).await;
+    let moved = wait_for(&admin, CamelKind::Integration, &ns.name, "legacy")
+        .within(Duration::from_secs(180))
+        .until(
+            "Running and Ready under operator-2",
+            ready_under("operator-2"),
+        )
+        .await;
     assert_eq!(
         moved
             .metadata
@@ -99,12 +88,11 @@ async fn an_unowned_resource_leaves_its_handler_through_the_release_rule() {
     // The first assignment was guarded on the phase operator-3 left it in.
     let assignment = cluster
         .audit_log()
-        .events_in(&ns.name)
+        .events_by(&ns.name, "reconciler")
         .unwrap()
         .into_iter()
         .find(|e| {
-            e.user.username == "reconciler"
-                && e.stage == "ResponseComplete"
+            e.stage == "ResponseComplete"
                 && e.is_successful_write()
                 && e.object_ref.as_ref().and_then(|o| o.name.as_deref()) == Some("legacy")
         })

@@ -24,6 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use crate::NAME;
 use crate::support::*;
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
 use camelk_reconciler::camel_k::{condition, phase};
@@ -34,7 +35,6 @@ use kube::Client;
 use kube::api::{DynamicObject, PostParams};
 use serde_json::json;
 
-const NAME: &str = "fleet";
 const IMAGE: &str = "docker.io/library/camelk-e2e:1.0";
 /// The two operators that both handle unowned resources of the apps' namespace.
 const HANDLERS: [&str; 2] = ["operator-3", "operator-4"];
@@ -240,11 +240,7 @@ async fn with_the_product_each_unowned_resource_gets_one_owner_and_one_writer() 
         .scope(&[&ns.name], &[CamelKind::Integration, CamelKind::Pipe])
         .default_operator(HANDLERS[1])
         .render();
-    let git = GitRemote::new();
-    let rev = git.push(&manifest, "operator-4 takes what arrives without an owner");
-    let sync = start_sync(cluster, &ns.name, &git.url(), "reconciler", &git.cache("r"));
-    let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
-    assignment.wait(120, "applied", applied(&rev)).await;
+    let (_git, sync) = crate::sync_applied(cluster, &ns.name, &manifest).await;
 
     let created = Instant::now();
     let made = create_unowned(&admin, &ns.name).await;
@@ -254,23 +250,17 @@ async fn with_the_product_each_unowned_resource_gets_one_owner_and_one_writer() 
         } else {
             (CamelKind::Integration, "Running and Ready under operator-4")
         };
-        wait_for(
-            &admin,
-            kind,
-            &ns.name,
-            name,
-            Duration::from_secs(240),
-            what,
-            |o| {
+        wait_for(&admin, kind, &ns.name, name)
+            .within(Duration::from_secs(240))
+            .until(what, |o| {
                 let owned = owner_id(&o.metadata).as_deref() == Some(HANDLERS[1]);
                 let settled = match kind {
                     CamelKind::Pipe => phase(o) == Some("Ready"),
                     _ => phase(o) == Some("Running") && condition(o, "Ready") == Some("True"),
                 };
                 owned && settled
-            },
-        )
-        .await;
+            })
+            .await;
     }
     // Each Pipe's Integration comes from the Pipe's owner.
     for i in 0..PIPES {
@@ -279,12 +269,11 @@ async fn with_the_product_each_unowned_resource_gets_one_owner_and_one_writer() 
             CamelKind::Integration,
             &ns.name,
             &format!("pipe-{i}"),
-            Duration::from_secs(120),
-            "the Pipe's Integration, Running under operator-4",
-            |o| {
-                owner_id(&o.metadata).as_deref() == Some(HANDLERS[1]) && phase(o) == Some("Running")
-            },
         )
+        .within(Duration::from_secs(120))
+        .until("the Pipe's Integration, Running under operator-4", |o| {
+            owner_id(&o.metadata).as_deref() == Some(HANDLERS[1]) && phase(o) == Some("Running")
+        })
         .await;
     }
     println!(

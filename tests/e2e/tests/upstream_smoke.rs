@@ -7,11 +7,13 @@
 
 use std::time::{Duration, Instant};
 
-use camelk_testkit::upstream::OPERATOR_ID_ANNOTATION;
+use camelk_testkit::cli;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Client;
-use kube::api::{Api, DynamicObject, PostParams};
-use serde_json::{Value, json};
+use kube::api::{Api, DynamicObject};
+
+/// A prebuilt image: an Integration that runs it needs no build.
+const IMAGE: &str = "docker.io/library/camelk-smoke:1.0";
 
 fn integrations(client: Client, ns: &str) -> Api<DynamicObject> {
     camelk_testkit::scenario::camel_api(
@@ -19,19 +21,6 @@ fn integrations(client: Client, ns: &str) -> Api<DynamicObject> {
         camelk_reconciler::camel_k::CamelKind::Integration,
         ns,
     )
-}
-
-async fn create(api: &Api<DynamicObject>, name: &str, owner: &str, spec: Value) {
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "camel.apache.org/v1",
-        "kind": "Integration",
-        "metadata": { "name": name, "annotations": { OPERATOR_ID_ANNOTATION: owner } },
-        "spec": spec,
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &obj)
-        .await
-        .unwrap_or_else(|e| panic!("creating integration {name}: {e}"));
 }
 
 fn ready_status(obj: &DynamicObject) -> Option<String> {
@@ -82,20 +71,8 @@ async fn upstream_operator_runs_a_prebuilt_integration_and_fails_a_build() {
     let log = || operator.log_tail(40);
 
     let api = integrations(admin.clone(), &ns.name);
-    create(
-        &api,
-        "prebuilt",
-        "operator-1",
-        json!({ "traits": { "container": { "image": "docker.io/library/camelk-smoke:1.0" } } }),
-    )
-    .await;
-    create(
-        &api,
-        "needs-build",
-        "operator-1",
-        json!({ "sources": [{ "name": "route.yaml", "content": "- from:\n    uri: timer:tick\n    steps:\n    - log: tick\n" }] }),
-    )
-    .await;
+    cli::kamel_run(&api, "prebuilt", "operator-1", cli::prebuilt(IMAGE)).await;
+    cli::kamel_run(&api, "needs-build", "operator-1", cli::to_build()).await;
 
     wait_for(
         &api,

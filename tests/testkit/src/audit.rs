@@ -179,6 +179,13 @@ impl AuditLog {
             .filter(|e| e.namespace() == Some(namespace))
             .collect())
     }
+
+    /// [`AuditLog::events_in`] `namespace` of requests `user` made.
+    pub fn events_by(&self, namespace: &str, user: &str) -> std::io::Result<Vec<AuditEvent>> {
+        let mut events = self.events_in(namespace)?;
+        events.retain(|e| e.user.username == user);
+        Ok(events)
+    }
 }
 
 /// One API request as the audit log records it, without its request and

@@ -527,23 +527,7 @@ pub fn restart(dir: &ClusterDir, process: &str) -> Result<u32, Error> {
     let mut attempts = 0;
     let child = loop {
         attempts += 1;
-        let log = fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(dir.log(process))
-            .map_err(io("opening a log file"))?;
-        let log_err = log.try_clone().map_err(io("opening a log file"))?;
-        let mut child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            .process_group(0)
-            .spawn()
-            .map_err(|e| Error::Start {
-                process: process.into(),
-                message: e.to_string(),
-            })?;
+        let mut child = spawn_logged(Command::new(program).args(args), process, &dir.log(process))?;
         std::thread::sleep(Duration::from_secs(2));
         match child.try_wait() {
             Ok(Some(_)) if attempts < 15 => continue,
@@ -643,7 +627,8 @@ fn write_kubeconfig(dir: &ClusterDir, server: &str, identities: &[Identity]) -> 
     write_private(&dir.kubeconfig(), &out)
 }
 
-fn write_private(path: &Path, content: &str) -> Result<(), Error> {
+/// Writes `content` to `path`, readable by its owner only (a credential).
+pub(crate) fn write_private(path: &Path, content: &str) -> Result<(), Error> {
     let mut file = fs::OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -701,19 +686,34 @@ fn spawn_with(
     args: &[String],
     env: &[(&str, &std::ffi::OsStr)],
 ) -> Result<Child, Error> {
-    let log = fs::File::create(dir.log(name)).map_err(io("creating a log file"))?;
-    let log_err = log.try_clone().map_err(io("creating a log file"))?;
-    Command::new(bin_dir.join(name))
-        .args(args)
-        .envs(env.iter().copied())
+    let mut command = Command::new(bin_dir.join(name));
+    command.args(args).envs(env.iter().copied());
+    spawn_logged(&mut command, name, &dir.log(name))
+}
+
+/// Starts `command` as `process`, in a process group of its own (a signal
+/// to the test's group leaves it alone), reading nothing, its output
+/// appended to `log` (kept across restarts).
+pub(crate) fn spawn_logged(
+    command: &mut Command,
+    process: &str,
+    log: &Path,
+) -> Result<Child, Error> {
+    let out = fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(log)
+        .map_err(io("opening a log file"))?;
+    let err = out.try_clone().map_err(io("opening a log file"))?;
+    command
         .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err)
+        .stdout(out)
+        .stderr(err)
         .process_group(0)
         .spawn()
         .map_err(|e| Error::Start {
-            process: name.into(),
-            message: format!("{}: {e}", bin_dir.join(name).display()),
+            process: process.into(),
+            message: format!("{}: {e}", command.get_program().to_string_lossy()),
         })
 }
 
@@ -730,41 +730,61 @@ fn check_alive(children: &mut [(String, Child)]) -> Result<(), Error> {
     Ok(())
 }
 
-async fn wait_for_port(port: u16, children: &mut [(String, Child)]) -> Result<(), Error> {
+/// Runs `probe` every `every` until it answers `Ok`. Fails as soon as one of
+/// `children` has exited, or after [`READY_TIMEOUT`] naming `process` and what
+/// the probe last said.
+async fn wait_started<Probe, Answer>(
+    process: &str,
+    every: Duration,
+    children: &mut [(String, Child)],
+    mut probe: Probe,
+) -> Result<(), Error>
+where
+    Probe: FnMut() -> Answer,
+    Answer: Future<Output = Result<(), String>>,
+{
     let deadline = Instant::now() + READY_TIMEOUT;
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+    loop {
+        let Err(last) = probe().await else {
+            return Ok(());
+        };
         check_alive(children)?;
         if Instant::now() > deadline {
             return Err(Error::Start {
-                process: "etcd".into(),
-                message: format!("port {port} not open after {READY_TIMEOUT:?}"),
+                process: process.into(),
+                message: format!("{last} after {READY_TIMEOUT:?}"),
             });
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(every).await;
     }
-    Ok(())
+}
+
+async fn wait_for_port(port: u16, children: &mut [(String, Child)]) -> Result<(), Error> {
+    let open = move || async move {
+        TcpStream::connect(("127.0.0.1", port))
+            .map(drop)
+            .map_err(|_| format!("port {port} not open"))
+    };
+    wait_started("etcd", Duration::from_millis(50), children, open).await
 }
 
 async fn wait_until_ready(client: &Client, children: &mut [(String, Child)]) -> Result<(), Error> {
-    let deadline = Instant::now() + READY_TIMEOUT;
-    loop {
+    let ready = move || async move {
         let request = http::Request::get("/readyz")
             .body(Vec::new())
             .expect("static request");
         match client.request_text(request).await {
-            Ok(body) if body.trim() == "ok" => return Ok(()),
-            result => {
-                check_alive(children)?;
-                if Instant::now() > deadline {
-                    return Err(Error::Start {
-                        process: "kube-apiserver".into(),
-                        message: format!("/readyz not ok after {READY_TIMEOUT:?}: {result:?}"),
-                    });
-                }
-            }
+            Ok(body) if body.trim() == "ok" => Ok(()),
+            result => Err(format!("/readyz not ok ({result:?})")),
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    };
+    wait_started(
+        "kube-apiserver",
+        Duration::from_millis(200),
+        children,
+        ready,
+    )
+    .await
 }
 
 pub(crate) fn free_ports<const N: usize>() -> Result<[u16; N], Error> {

@@ -65,12 +65,9 @@
 //! ```
 
 use std::fs;
-use std::io::Write;
 use std::net::TcpStream;
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
@@ -86,7 +83,7 @@ use kube::config::Kubeconfig;
 use serde_json::json;
 
 use crate::Error;
-use crate::cluster::{self, ClusterDir};
+use crate::cluster::{self, ClusterDir, io};
 use crate::crds::{self, CrdSource};
 use crate::identity::ADMIN;
 use crate::watchdog::Watchdog;
@@ -745,11 +742,10 @@ impl Launcher<'_> {
     ) -> Result<Controller, Error> {
         let opts = self.opts;
         let log = self.log(name);
-        let out = fs::File::create(&log).map_err(io("creating a Flux log"))?;
-        let err = out.try_clone().map_err(io("creating a Flux log"))?;
         let [metrics_port, health_port] = cluster::free_ports()?;
         let binary = self.flux_dir.join("bin").join(name);
-        let child = Command::new(&binary)
+        let mut command = Command::new(&binary);
+        command
             .args([
                 "--enable-leader-election=false".to_string(),
                 format!("--metrics-addr=127.0.0.1:{metrics_port}"),
@@ -776,16 +772,8 @@ impl Launcher<'_> {
             // Read by Flux, and would override what the flags set up.
             .env_remove("EVENTS_ADDR")
             .env_remove("SOURCE_CONTROLLER_LOCALHOST")
-            .env_remove("SOURCE_WATCHER_LOCALHOST")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .process_group(0)
-            .spawn()
-            .map_err(|e| Error::Start {
-                process: name.into(),
-                message: format!("{}: {e}", binary.display()),
-            })?;
+            .env_remove("SOURCE_WATCHER_LOCALHOST");
+        let child = cluster::spawn_logged(&mut command, name, &log)?;
         let watchdog = Watchdog::kill_on_exit(child.id()).ok();
         Ok(Controller {
             name,
@@ -1038,15 +1026,7 @@ fn write_kubeconfig(
         "current-context": controller,
     });
     let text = serde_json::to_string_pretty(&config).expect("a kubeconfig serializes");
-    let mut file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(io("writing a Flux kubeconfig"))?;
-    file.write_all(text.as_bytes())
-        .map_err(io("writing a Flux kubeconfig"))
+    cluster::write_private(path, &text)
 }
 
 /// The last `lines` lines of a log file.
@@ -1054,13 +1034,6 @@ fn tail(path: &Path, lines: usize) -> String {
     let text = fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-fn io(context: &'static str) -> impl Fn(std::io::Error) -> Error {
-    move |source| Error::Io {
-        context: context.to_string(),
-        source,
-    }
 }
 
 #[cfg(test)]

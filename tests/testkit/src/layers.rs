@@ -402,6 +402,13 @@ mod tests {
         dir
     }
 
+    /// The violations [`check`] finds in a crate of `files`, its layers
+    /// given as the root doc's list writes them, a line each.
+    fn violations(files: &[(&str, &str)], layer_lines: &[&str]) -> Vec<Violation> {
+        let dir = crate_with(files);
+        check(dir.path(), &layers(layer_lines)).unwrap()
+    }
+
     fn layers(spec: &[&str]) -> Vec<Vec<String>> {
         spec.iter()
             .map(|l| l.split_whitespace().map(str::to_string).collect())
@@ -410,24 +417,28 @@ mod tests {
 
     #[test]
     fn downward_and_same_layer_imports_pass() {
-        let dir = crate_with(&[
-            (
-                "lib.rs",
-                "pub mod a;\npub mod b;\npub mod c;\nuse crate::a::X;\n",
-            ),
-            ("a/mod.rs", "use crate::b::Y;\nuse crate::c::Z;\n"),
-            ("b.rs", "use crate::c::Z;\n"),
-            ("c.rs", ""),
-            ("bin/tool.rs", "use crate::a::X;\n"),
-        ]);
-        let v = check(dir.path(), &layers(&["a", "b c"])).unwrap();
+        let v = violations(
+            &[
+                (
+                    "lib.rs",
+                    "pub mod a;\npub mod b;\npub mod c;\nuse crate::a::X;\n",
+                ),
+                ("a/mod.rs", "use crate::b::Y;\nuse crate::c::Z;\n"),
+                ("b.rs", "use crate::c::Z;\n"),
+                ("c.rs", ""),
+                ("bin/tool.rs", "use crate::a::X;\n"),
+            ],
+            &["a", "b c"],
+        );
         assert!(v.is_empty(), "{v:?}");
     }
 
     #[test]
     fn an_upward_import_fails_with_file_and_line() {
-        let dir = crate_with(&[("a.rs", ""), ("b/deep.rs", "\nuse crate::{a::X};\n")]);
-        let v = check(dir.path(), &layers(&["a", "b"])).unwrap();
+        let v = violations(
+            &[("a.rs", ""), ("b/deep.rs", "\nuse crate::{a::X};\n")],
+            &["a", "b"],
+        );
         assert_eq!(
             v,
             [Violation::Upward {
@@ -445,12 +456,14 @@ mod tests {
 
     #[test]
     fn a_cycle_within_a_layer_and_an_unplaced_module_fail() {
-        let dir = crate_with(&[
-            ("a.rs", "use crate::b::X;\n"),
-            ("b.rs", "use crate::a::Y;\n"),
-            ("new.rs", ""),
-        ]);
-        let v = check(dir.path(), &layers(&["a b"])).unwrap();
+        let v = violations(
+            &[
+                ("a.rs", "use crate::b::X;\n"),
+                ("b.rs", "use crate::a::Y;\n"),
+                ("new.rs", ""),
+            ],
+            &["a b"],
+        );
         assert!(
             v.contains(&Violation::Cycle {
                 modules: vec!["a".into(), "b".into()],
@@ -468,8 +481,7 @@ mod tests {
 
     #[test]
     fn a_crate_root_item_is_above_every_layer() {
-        let dir = crate_with(&[("a.rs", "use crate::Reported;\n")]);
-        let v = check(dir.path(), &layers(&["a"])).unwrap();
+        let v = violations(&[("a.rs", "use crate::Reported;\n")], &["a"]);
         assert_eq!(v.len(), 1);
         assert!(
             v[0].to_string().contains("an item of the crate root"),
@@ -532,12 +544,14 @@ mod tests {
 
     #[test]
     fn a_circle_of_three_modules_in_a_crate_is_named_with_its_imports() {
-        let dir = crate_with(&[
-            ("a.rs", "use crate::b::X;\n"),
-            ("b/mod.rs", "\nuse crate::c::Y;\n"),
-            ("c.rs", "use crate::{a::Z};\n"),
-        ]);
-        let v = check(dir.path(), &layers(&["a b c"])).unwrap();
+        let v = violations(
+            &[
+                ("a.rs", "use crate::b::X;\n"),
+                ("b/mod.rs", "\nuse crate::c::Y;\n"),
+                ("c.rs", "use crate::{a::Z};\n"),
+            ],
+            &["a b c"],
+        );
         assert_eq!(
             v,
             [Violation::Cycle {

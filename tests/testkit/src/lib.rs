@@ -29,6 +29,7 @@ pub mod admission;
 pub mod apps_repo;
 pub mod audit;
 pub mod binaries;
+pub mod cli;
 pub mod cluster;
 pub mod crds;
 pub mod fixture;
@@ -40,6 +41,7 @@ pub mod manifest;
 pub mod operator_rbac;
 pub mod pki;
 pub mod pod;
+pub mod poll;
 pub mod proxy;
 pub mod reconciler_rbac;
 pub mod scenario;
@@ -126,6 +128,17 @@ pub fn path_with(dirs: &[&std::path::Path]) -> String {
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+/// The lock timing of every `reconciler` process a test or benchmark starts:
+/// a 4 s lease, so that a killed holder is noticed within seconds.
+pub const SHORT_LOCK_ARGS: [&str; 6] = [
+    "--lease-duration",
+    "4s",
+    "--renew-deadline",
+    "3s",
+    "--retry-period",
+    "1s",
+];
 
 /// Binary `bin` of workspace package `package`, built by cargo now (debug;
 /// a no-op when it is up to date), so a test never runs a stale one.

@@ -6,9 +6,12 @@
 //! makes and the file does not allow fails a test.
 
 use anyhow::{Context, bail};
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding, Subject};
-use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 const FILE: &str = "examples/test-double-operator/operator/rbac.yaml";
@@ -41,6 +44,20 @@ impl Placement<'_> {
     fn rename(&self, shipped: &str) -> String {
         shipped.replace(SHIPPED_ID, self.id)
     }
+
+    /// Document `i` of the shipped file, read as `K`, named and placed here.
+    fn place<K: Resource + DeserializeOwned>(
+        &self,
+        document: Value,
+        i: usize,
+    ) -> anyhow::Result<K> {
+        let mut object: K = serde_json::from_value(document)
+            .with_context(|| format!("{FILE}: document {}", i + 1))?;
+        let meta = object.meta_mut();
+        meta.namespace = Some(self.namespace(meta.namespace.as_deref().unwrap_or_default())?);
+        meta.name = meta.name.as_deref().map(|n| self.rename(n));
+        Ok(object)
+    }
 }
 
 /// The Roles and RoleBindings of the shipped file, for `placement`, each
@@ -52,12 +69,7 @@ fn rewritten(placement: &Placement) -> anyhow::Result<(Vec<Role>, Vec<RoleBindin
             serde_saphyr::from_str(doc).with_context(|| format!("{FILE}: document {}", i + 1))?;
         match value["kind"].as_str().unwrap_or_default() {
             "Role" => {
-                let mut role: Role = serde_json::from_value(value)
-                    .with_context(|| format!("{FILE}: document {}", i + 1))?;
-                let meta = &mut role.metadata;
-                meta.namespace =
-                    Some(placement.namespace(meta.namespace.as_deref().unwrap_or_default())?);
-                meta.name = meta.name.as_deref().map(|n| placement.rename(n));
+                let mut role: Role = placement.place(value, i)?;
                 for rule in role.rules.iter_mut().flatten() {
                     for name in rule.resource_names.iter_mut().flatten() {
                         *name = placement.rename(name);
@@ -66,12 +78,7 @@ fn rewritten(placement: &Placement) -> anyhow::Result<(Vec<Role>, Vec<RoleBindin
                 roles.push(role);
             }
             "RoleBinding" => {
-                let mut binding: RoleBinding = serde_json::from_value(value)
-                    .with_context(|| format!("{FILE}: document {}", i + 1))?;
-                let meta = &mut binding.metadata;
-                meta.namespace =
-                    Some(placement.namespace(meta.namespace.as_deref().unwrap_or_default())?);
-                meta.name = meta.name.as_deref().map(|n| placement.rename(n));
+                let mut binding: RoleBinding = placement.place(value, i)?;
                 binding.role_ref.name = placement.rename(&binding.role_ref.name);
                 binding.subjects = Some(vec![Subject {
                     kind: "User".into(),
@@ -93,30 +100,31 @@ fn rewritten(placement: &Placement) -> anyhow::Result<(Vec<Role>, Vec<RoleBindin
 /// Applies the shipped operator RBAC for `placement`; idempotent.
 pub async fn apply(admin: &Client, placement: &Placement<'_>) -> anyhow::Result<()> {
     let (roles, bindings) = rewritten(placement)?;
+    apply_all(admin, roles).await?;
+    apply_all(admin, bindings).await
+}
+
+/// Server-side applies each of `objects` (namespaced, named) as the testkit.
+async fn apply_all<K>(admin: &Client, objects: Vec<K>) -> anyhow::Result<()>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + Serialize
+        + DeserializeOwned,
+{
     let params = PatchParams::apply("camelk-testkit").force();
-    for role in roles {
-        let (ns, name) = (
-            role.metadata.namespace.clone().unwrap_or_default(),
-            role.metadata.name.clone().context("a named Role")?,
-        );
-        Api::<Role>::namespaced(admin.clone(), &ns)
-            .patch(&name, &params, &Patch::Apply(&role))
+    for object in objects {
+        let ns = object.meta().namespace.clone().unwrap_or_default();
+        let name = object
+            .meta()
+            .name
+            .clone()
+            .with_context(|| format!("a named {}", K::kind(&())))?;
+        Api::<K>::namespaced(admin.clone(), &ns)
+            .patch(&name, &params, &Patch::Apply(&object))
             .await
-            .with_context(|| format!("applying Role {ns}/{name}"))?;
-    }
-    for binding in bindings {
-        let (ns, name) = (
-            binding.metadata.namespace.clone().unwrap_or_default(),
-            binding
-                .metadata
-                .name
-                .clone()
-                .context("a named RoleBinding")?,
-        );
-        Api::<RoleBinding>::namespaced(admin.clone(), &ns)
-            .patch(&name, &params, &Patch::Apply(&binding))
-            .await
-            .with_context(|| format!("applying RoleBinding {ns}/{name}"))?;
+            .with_context(|| format!("applying {} {ns}/{name}", K::kind(&())))?;
     }
     Ok(())
 }

@@ -25,7 +25,7 @@
 //! ```
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use camelk_reconciler::camel_k::{CamelKind, OPERATOR_ID_KEY, condition, owner_id, phase};
 use kube::Client;
@@ -89,37 +89,59 @@ pub async fn create_integration(
         .unwrap_or_else(|e| panic!("creating integration {name}: {e}"))
 }
 
-/// Polls `kind ns/name` until `check` holds, or panics after `timeout`
-/// naming `what` and the phase and owner it last showed.
-pub async fn wait_for(
-    client: &Client,
+/// Waiting on one Camel K object, `kind ns/name` as `client`:
+/// `wait_for(..).within(timeout).until(what, check)` polls it until `check`
+/// holds, or panics after `timeout` (60 s unless said) naming `what` and the
+/// phase and owner it last showed.
+pub struct Wait<'a> {
+    client: &'a Client,
     kind: CamelKind,
-    ns: &str,
-    name: &str,
+    ns: &'a str,
+    name: &'a str,
     timeout: Duration,
-    what: &str,
-    check: impl Fn(&DynamicObject) -> bool,
-) -> DynamicObject {
-    let api = camel_api(client.clone(), kind, ns);
-    let deadline = Instant::now() + timeout;
-    loop {
-        let last = api
-            .get_opt(name)
+}
+
+/// A [`Wait`] on `kind ns/name` as `client`.
+pub fn wait_for<'a>(client: &'a Client, kind: CamelKind, ns: &'a str, name: &'a str) -> Wait<'a> {
+    Wait {
+        client,
+        kind,
+        ns,
+        name,
+        timeout: Duration::from_secs(60),
+    }
+}
+
+impl Wait<'_> {
+    /// Gives up after `timeout`.
+    pub fn within(self, timeout: Duration) -> Self {
+        Wait { timeout, ..self }
+    }
+
+    /// Polls until `check` holds and returns the object that passed it.
+    pub async fn until(self, what: &str, check: impl Fn(&DynamicObject) -> bool) -> DynamicObject {
+        let Wait {
+            client,
+            kind,
+            ns,
+            name,
+            timeout,
+        } = self;
+        let api = &camel_api(client.clone(), kind, ns);
+        let read = move || async move {
+            api.get_opt(name)
+                .await
+                .unwrap_or_else(|e| panic!("reading {kind} {ns}/{name}: {e}"))
+        };
+        crate::poll::until(timeout, read, check)
             .await
-            .unwrap_or_else(|e| panic!("reading {kind} {ns}/{name}: {e}"));
-        if let Some(obj) = &last
-            && check(obj)
-        {
-            return obj.clone();
-        }
-        if Instant::now() > deadline {
-            panic!(
-                "{kind} {ns}/{name}: not {what} after {timeout:?}; last seen: phase {:?}, owner {:?}",
-                last.as_ref().and_then(|o| phase(o).map(str::to_string)),
-                last.as_ref().and_then(owner)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+            .unwrap_or_else(|last| {
+                panic!(
+                    "{kind} {ns}/{name}: not {what} after {timeout:?}; last seen: phase {:?}, owner {:?}",
+                    last.as_ref().and_then(|o| phase(o).map(str::to_string)),
+                    last.as_ref().and_then(owner)
+                )
+            })
     }
 }
 
@@ -420,15 +442,8 @@ impl World {
     }
 
     /// [`wait_for`] `kind name` in the tenant namespace, as the admin.
-    pub async fn wait_for(
-        &self,
-        kind: CamelKind,
-        name: &str,
-        timeout: Duration,
-        what: &str,
-        check: impl Fn(&DynamicObject) -> bool,
-    ) -> DynamicObject {
-        wait_for(&self.admin, kind, self.tenant(), name, timeout, what, check).await
+    pub fn wait_for<'a>(&'a self, kind: CamelKind, name: &'a str) -> Wait<'a> {
+        wait_for(&self.admin, kind, self.tenant(), name)
     }
 
     /// The owner label of Integration `name` now; panics if it is missing.

@@ -417,41 +417,30 @@ impl UpstreamOperator {
         }
     }
 
-    /// Waits until its IntegrationPlatform's phase is `Ready`.
-    ///
-    /// Upstream races with itself here: the platform's first check after
-    /// `Ready` looks for the CamelCatalog it has just created in a cache that
-    /// may not have it yet, and then the platform is `Error`, while the catalog
-    /// waits for a `Ready` platform; nothing checks the platform again until it
-    /// changes. So while it is `Error`, this touches an annotation of it every
-    /// 2 s (`client` must be allowed to, e.g. admin), and the check runs again,
-    /// now finding the catalog.
+    /// Waits until its IntegrationPlatform's phase is `Ready`; see
+    /// [`ready_platform`](Self::ready_platform) for when it never is.
     pub async fn wait_platform_ready(
         &self,
         client: &Client,
         timeout: Duration,
     ) -> Result<(), Error> {
-        let api = platforms(client, self.namespace());
-        let deadline = Instant::now() + timeout;
-        let mut phase = String::new();
-        while Instant::now() < deadline {
-            if let Some(p) = api.get_opt(self.id()).await? {
-                phase = p.data["status"]["phase"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                if phase == "Ready" {
-                    return Ok(());
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        Err(self.start_error(format!(
-            "IntegrationPlatform {}/{} not Ready after {timeout:?} (phase {phase:?}); log:\n{}",
-            self.namespace(),
-            self.id(),
-            self.log_tail(30)
-        )))
+        let api = &platforms(client, self.namespace());
+        let id = self.id();
+        let not_ready = move || async move {
+            let phase = api
+                .get_opt(id)
+                .await?
+                .and_then(|p| p.data["status"]["phase"].as_str().map(str::to_string))
+                .unwrap_or_default();
+            Ok::<_, Error>((phase != "Ready").then_some(phase))
+        };
+        self.poll_started(timeout, not_ready, |phase| {
+            format!(
+                "IntegrationPlatform {}/{id} not Ready after {timeout:?} (phase {phase:?})",
+                self.namespace()
+            )
+        })
+        .await
     }
 
     /// [`create_platform`](Self::create_platform), then
@@ -505,23 +494,48 @@ impl UpstreamOperator {
 
     /// Waits until its lock names a holder (it leads and its controllers run).
     pub async fn wait_leading(&self, client: &Client, timeout: Duration) -> Result<(), Error> {
-        let api: Api<Lease> = Api::namespaced(client.clone(), self.namespace());
+        let api = &Api::<Lease>::namespaced(client.clone(), self.namespace());
+        let lock = &self.lock_name();
+        let no_holder = move || async move {
+            let holder = api
+                .get_opt(lock)
+                .await?
+                .and_then(|lease| lease.spec?.holder_identity)
+                .unwrap_or_default();
+            Ok::<_, Error>(holder.is_empty().then_some(holder))
+        };
+        self.poll_started(timeout, no_holder, |_| {
+            format!(
+                "no holder of Lease {}/{lock} after {timeout:?}",
+                self.namespace()
+            )
+        })
+        .await
+    }
+
+    /// Asks `not_yet` every 250 ms until it answers `None`: what it waits for
+    /// came about. After `timeout`, fails with what `missing` makes of its last
+    /// answer, and the tail of this operator's log.
+    async fn poll_started<Probe, Answer>(
+        &self,
+        timeout: Duration,
+        mut not_yet: Probe,
+        missing: impl FnOnce(&str) -> String,
+    ) -> Result<(), Error>
+    where
+        Probe: FnMut() -> Answer,
+        Answer: Future<Output = Result<Option<String>, Error>>,
+    {
         let deadline = Instant::now() + timeout;
+        let mut last = String::new();
         while Instant::now() < deadline {
-            if let Some(lease) = api.get_opt(&self.lock_name()).await? {
-                let holder = lease.spec.and_then(|s| s.holder_identity);
-                if holder.is_some_and(|h| !h.is_empty()) {
-                    return Ok(());
-                }
+            match not_yet().await? {
+                None => return Ok(()),
+                Some(state) => last = state,
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        Err(self.start_error(format!(
-            "no holder of Lease {}/{} after {timeout:?}; log:\n{}",
-            self.namespace(),
-            self.lock_name(),
-            self.log_tail(30)
-        )))
+        Err(self.start_error(format!("{}; log:\n{}", missing(&last), self.log_tail(30))))
     }
 
     async fn wait_healthy(&mut self, timeout: Duration) -> Result<(), Error> {

@@ -81,6 +81,15 @@ fn output(cmd: &mut Command) -> Output {
     cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"))
 }
 
+/// All that the process of `out` printed: its stdout, then its stderr.
+fn printed(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// `helm template` of the chart in `namespace` with `sets` (`--set` each).
 fn template(namespace: &str, sets: &[&str], extra: &[&str]) -> Output {
     let mut cmd = helm();
@@ -331,24 +340,13 @@ fn normalized(value: &Value) -> Value {
 fn helm_lint_passes_strictly() {
     for sets in [&AS_EXAMPLES[..], &AS_SOURCE_CLUSTER_EXAMPLES[..]] {
         let out = lint(sets);
-        assert!(
-            out.status.success(),
-            "{sets:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{sets:?}: {}", printed(&out));
     }
 }
 
 #[test]
 fn the_repository_is_required() {
-    let out = template("camelk-system", &[], &[]);
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("git.repository is required"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    template_fails(&[], &[], "git.repository is required");
     // Said so with `source: git` given too.
     template_fails(&["source=git"], &[], "git.repository is required");
 }
@@ -385,9 +383,8 @@ fn a_source_other_than_git_or_cluster_fails_template_and_lint() {
     assert!(!out.status.success(), "helm lint --strict passed {sets:?}");
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("value must be one of 'git', 'cluster'"),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        "{}",
+        printed(&out)
     );
     // The templates say so themselves when the schema is skipped.
     template_fails(
@@ -830,9 +827,8 @@ fn helm_lint_passes_strictly_with_every_value_and_the_openshift_example() {
         let out = lint_with(sets, extra);
         assert!(
             out.status.success(),
-            "{sets:?} {extra:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            "{sets:?} {extra:?}: {}",
+            printed(&out)
         );
     }
 }
@@ -861,22 +857,14 @@ fn helm_lint_refuses_a_value_of_the_wrong_type() {
     ] {
         let sets = [AS_EXAMPLES[0], set];
         let out = lint(&sets);
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let said = printed(&out);
         assert!(!out.status.success(), "helm lint --strict passed {set}");
         let at = format!("at '{path}'");
         assert!(said.contains(&at), "{set}: no {at} in {said}");
     }
     // `--set-string` gives a string: the number of a label is then right.
     let out = lint_with(&[AS_EXAMPLES[0]], &["--set-string", "podLabels.team=1"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert!(out.status.success(), "{}", printed(&out));
 }
 
 /// Every value of values.yaml is declared in values.schema.json, with a
@@ -1288,12 +1276,8 @@ fn notes_name_the_next_command_and_the_secrets_to_create() {
         cmd.args(["--set", set]);
     }
     let out = output(&mut cmd);
+    assert!(out.status.success(), "{}", printed(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let notes = &stdout[stdout.find("NOTES:").expect("NOTES")..];
     for said in [
         "kubectl camelk check -n camelk-ops",

@@ -21,6 +21,15 @@ fn integrations(client: Client, ns: &str) -> Api<DynamicObject> {
     camelk_testkit::scenario::camel_api(client, CamelKind::Integration, ns)
 }
 
+/// A fresh namespace named after `prefix` on the shared control plane, and
+/// its Integrations as the admin.
+async fn integrations_in(prefix: &str) -> (camelk_testkit::TestNamespace, Api<DynamicObject>) {
+    let cluster = camelk_testkit::shared();
+    let ns = cluster.namespace(prefix).await;
+    let api = integrations(cluster.admin().await, &ns.name);
+    (ns, api)
+}
+
 async fn create_integration(
     api: &Api<DynamicObject>,
     name: &str,
@@ -86,9 +95,7 @@ async fn version_is_the_pinned_kubernetes() {
 
 #[tokio::test]
 async fn label_selected_watch_delivers_only_matching_objects() {
-    let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("watch").await;
-    let api = integrations(cluster.admin().await, &ns.name);
+    let (ns, api) = integrations_in("watch").await;
     create_integration(&api, "mine-before", Some("operator-1")).await;
     create_integration(&api, "other-before", Some("operator-2")).await;
     create_integration(&api, "unlabelled-before", None).await;
@@ -117,7 +124,10 @@ async fn label_selected_watch_delivers_only_matching_objects() {
         BTreeSet::from(["mine-after".to_string(), "mine-before".to_string()])
     );
 
-    let events = cluster.audit_log().events_in(&ns.name).unwrap();
+    let events = camelk_testkit::shared()
+        .audit_log()
+        .events_in(&ns.name)
+        .unwrap();
     let watch = events
         .iter()
         .find(|e| e.verb == "watch" && e.resource() == Some("integrations"))
@@ -235,9 +245,7 @@ async fn lease_owned_by_an_integration_is_garbage_collected_with_it() {
 
 #[tokio::test]
 async fn failed_json_patch_test_is_refused_and_changes_nothing() {
-    let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("fence").await;
-    let api = integrations(cluster.admin().await, &ns.name);
+    let (_ns, api) = integrations_in("fence").await;
     let before = create_integration(&api, "orders", Some("operator-2")).await;
 
     let fenced_flip = |expected_owner: &str| {
@@ -271,9 +279,7 @@ async fn failed_json_patch_test_is_refused_and_changes_nothing() {
 
 #[tokio::test]
 async fn stale_resource_version_precondition_is_a_conflict() {
-    let cluster = camelk_testkit::shared();
-    let ns = cluster.namespace("rv").await;
-    let api = integrations(cluster.admin().await, &ns.name);
+    let (_ns, api) = integrations_in("rv").await;
     let before = create_integration(&api, "orders", Some("operator-1")).await;
     let stale = before.metadata.resource_version.clone().unwrap();
 

@@ -16,7 +16,6 @@
 //! synced by the leader within [`WITHIN`]; with a Git source the standby's
 //! `GET /plan` is 503 with `Retry-After` and the leader's is the plan.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use camelk_reconciler::api::{OperatorAssignment, RECONCILE_REQUEST_ANNOTATION};
@@ -300,7 +299,8 @@ fn requested(object: &OperatorAssignment) -> Option<&str> {
 /// replicas; the webhook Secret (and any in `secrets`) is created first,
 /// `applied` (the object a GitOps tool applies) once the chart's CRD is
 /// installed, before the replicas start: the sync finds an object created
-/// later only at its next interval.
+/// later only at its next interval. The replicas keep their files in the
+/// scratch folder returned first: bound first, it is dropped after them.
 async fn two_replicas(
     cluster: &TestCluster,
     admin: &Client,
@@ -308,8 +308,9 @@ async fn two_replicas(
     values: &[&str],
     secrets: &[SecretData<'_>],
     applied: Option<&OperatorAssignment>,
-    scratch: &Path,
-) -> (Vec<PodProcess>, Vec<Value>) {
+) -> (tempfile::TempDir, Vec<PodProcess>, Vec<Value>) {
+    let scratch_dir = tempfile::tempdir().unwrap();
+    let scratch = scratch_dir.path();
     create_secret(admin, ns, WEBHOOK_SECRET, &[("secret", WEBHOOK_KEY)]).await;
     for (name, data) in secrets {
         create_secret(admin, ns, name, data).await;
@@ -336,7 +337,7 @@ async fn two_replicas(
             .unwrap_or_else(|e| panic!("starting replica {name}: {e:#}"));
         replicas.push(replica);
     }
-    (replicas, cluster_scoped)
+    (scratch_dir, replicas, cluster_scoped)
 }
 
 /// Creates `object` in `ns` as soon as the API server serves its kind (a
@@ -427,7 +428,6 @@ async fn a_webhook_sent_to_the_standby_starts_a_sync_within_a_second() {
     let cluster = camelk_testkit::shared();
     let admin = cluster.admin().await;
     let ns = cluster.namespace("ha").await;
-    let scratch = tempfile::tempdir().unwrap();
     // The object Argo CD or Flux would apply.
     let mut object: OperatorAssignment = serde_saphyr::from_str(&manifest(&ns.name)).unwrap();
     object.metadata.namespace = Some(ns.name.clone());
@@ -437,16 +437,8 @@ async fn a_webhook_sent_to_the_standby_starts_a_sync_within_a_second() {
         "cluster.name=camel-k",
         "cluster.interval=1h",
     ];
-    let (replicas, cluster_scoped) = two_replicas(
-        cluster,
-        &admin,
-        &ns.name,
-        &values,
-        &[],
-        Some(&object),
-        scratch.path(),
-    )
-    .await;
+    let (_scratch, replicas, cluster_scoped) =
+        two_replicas(cluster, &admin, &ns.name, &values, &[], Some(&object)).await;
     let (leader, standby) = leader_and_standby(&replicas).await;
     first_round_done(&api, &replicas).await;
 
@@ -473,7 +465,6 @@ async fn with_a_git_source_the_standby_passes_webhooks_on_and_sends_plans_to_the
     let cluster = camelk_testkit::shared();
     let admin = cluster.admin().await;
     let ns = cluster.namespace("ha-git").await;
-    let scratch = tempfile::tempdir().unwrap();
     let repo = AppsRepo::new();
     let head = repo.commit(
         &[("operator-assignment.yaml", &manifest(&ns.name))],
@@ -493,16 +484,8 @@ async fn with_a_git_source_the_standby_passes_webhooks_on_and_sends_plans_to_the
         (GIT_SECRET, &[("token", GIT_PASSWORD.as_bytes())]),
         (PLAN_TOKEN_SECRET, &[("token", PLAN_TOKEN.as_bytes())]),
     ];
-    let (replicas, cluster_scoped) = two_replicas(
-        cluster,
-        &admin,
-        &ns.name,
-        &values,
-        &secrets,
-        None,
-        scratch.path(),
-    )
-    .await;
+    let (_scratch, replicas, cluster_scoped) =
+        two_replicas(cluster, &admin, &ns.name, &values, &secrets, None).await;
     let api: Api<OperatorAssignment> = Api::namespaced(admin.clone(), &ns.name);
     let (leader, standby) = leader_and_standby(&replicas).await;
     // The leader applies the object from Git in its first round.
