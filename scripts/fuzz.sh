@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs each cargo-fuzz target of fuzz/ for FUZZ_SECONDS (default 600) one after the
-# other: `make fuzz` (FUZZ_SECONDS=600), `make fuzz-smoke` (30 s each, part of
+# other: `make fuzz` (FUZZ_SECONDS=600), `make fuzz-smoke` (10 s each, part of
 # `make test`). Usage: scripts/fuzz.sh [--build-only] [TARGET...] (default: every target).
 #
 # - cargo-fuzz is installed from the crate registry into $CAMELK_CACHE/cargo-fuzz on
@@ -8,8 +8,10 @@
 # - The toolchain is the installed nightly (libFuzzer's instrumentation needs it);
 #   FUZZ_TOOLCHAIN names another one.
 # - Corpora: libFuzzer writes what it finds to its first corpus directory, a scratch
-#   one in $CAMELK_CACHE/fuzz/corpus/<target>; the committed seeds (fuzz/seeds/<target>)
-#   come second and are only read.
+#   one in $CAMELK_CACHE/fuzz/corpus/<target> that grows from run to run; the committed
+#   seeds (fuzz/seeds/<target>) come second and are only read. FUZZ_CORPUS=fresh (the
+#   smoke) uses an empty scratch directory instead, removed afterwards: replaying the
+#   grown one (tens of thousands of inputs) took longer than the smoke's seconds.
 # - A crash or failed check stops that target; its input is saved in
 #   fuzz/artifacts/<target>/ (not committed) and the script exits 1 after the others ran.
 # - FUZZ_SANITIZER (default none): the code under test is safe Rust (unsafe_code is
@@ -19,6 +21,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${FUZZ_SECONDS:-600}
+fresh=
+case ${FUZZ_CORPUS:-kept} in
+  kept) ;;
+  fresh) fresh=1 ;;
+  *) echo "fuzz: FUZZ_CORPUS is kept or fresh, not ${FUZZ_CORPUS}" >&2; exit 2 ;;
+esac
 sanitizer=${FUZZ_SANITIZER:-none}
 # shellcheck source=cache-root.sh
 . scripts/cache-root.sh
@@ -72,6 +80,7 @@ echo "fuzz: built ${#targets[@]} targets with $toolchain in $(( $(date +%s) - t 
 failed=()
 for target in "${targets[@]}"; do
   corpus="$cache/fuzz/corpus/$target"
+  [ -z "$fresh" ] || corpus=$(mktemp -d -t "camelk-fuzz-$target.XXXXXX")
   log="$cache/fuzz/logs/$target.log"
   mkdir -p "$corpus" "$(dirname "$log")" "fuzz/seeds/$target"
   if cargo "+$toolchain" fuzz run "${fuzz[@]}" "$target" "$corpus" "fuzz/seeds/$target" -- \
@@ -85,6 +94,7 @@ for target in "${targets[@]}"; do
     tail -n 40 "$log" >&2
     failed+=("$target")
   fi
+  [ -z "$fresh" ] || rm -rf "$corpus"
 done
 echo "fuzz: done in $(( $(date +%s) - started ))s"
 [ ${#failed[@]} -eq 0 ] ||
