@@ -96,9 +96,9 @@ pub async fn create_owned_integration(api: &Api<DynamicObject>, name: &str, owne
         .unwrap();
 }
 
-/// Reads `name` through `api` every 300 ms until `check` holds, and returns
-/// it; after `timeout`, panics saying it is not `what`, with what `seen`
-/// tells of the last copy.
+/// Reads `name` through `api` ([`camelk_testkit::poll::until`]) until
+/// `check` holds, and returns it; after `timeout`, panics saying it is not
+/// `what`, with what `seen` tells of the last copy.
 pub async fn poll_until(
     api: &Api<DynamicObject>,
     name: &str,
@@ -107,19 +107,13 @@ pub async fn poll_until(
     check: impl Fn(&DynamicObject) -> bool,
     seen: impl Fn(&DynamicObject) -> String,
 ) -> DynamicObject {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let obj = api.get(name).await.unwrap();
-        if check(&obj) {
-            return obj;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name}: not {what}; {}",
-            seen(&obj)
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    let read = || async { Some(api.get(name).await.unwrap()) };
+    camelk_testkit::poll::until(timeout, read, check)
+        .await
+        .unwrap_or_else(|last| {
+            let seen = last.as_ref().map(seen).unwrap_or_default();
+            panic!("{name}: not {what}; {seen}")
+        })
 }
 
 /// A work tree on branch `main` whose first commit holds `manifest`.
