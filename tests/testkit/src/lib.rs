@@ -142,18 +142,59 @@ pub const SHORT_LOCK_ARGS: [&str; 6] = [
 
 /// Binary `bin` of workspace package `package`, built by cargo now (debug;
 /// a no-op when it is up to date), so a test never runs a stale one.
+///
+/// It is built as `make test` builds the workspace (`--workspace
+/// --all-targets`): a `cargo build -p <package>` would resolve other features
+/// for the shared dependencies, rebuild the package, and overwrite the
+/// binary at `target/debug/<bin>` that other test binaries run at that moment
+/// (their `CARGO_BIN_EXE_<bin>`), for the next workspace build to rebuild again.
 pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = std::process::Command::new(cargo)
         .current_dir(workspace_root())
-        .args(["build", "--quiet", "-p", package, "--bin", bin])
+        .args(["build", "--quiet", "--workspace", "--all-targets"])
         .arg("--message-format=json")
         .output()
         .unwrap_or_else(|e| panic!("running cargo build: {e}"));
-    assert_success(&out, &format!("cargo build -p {package} --bin {bin}"));
+    assert_success(&out, "cargo build --workspace --all-targets");
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| {
+            m["reason"] == "compiler-artifact"
+                && m["target"]["name"] == bin
+                && m["target"]["kind"] == serde_json::json!(["bin"])
+                // Not the bin's own unit tests, which `--all-targets` builds too.
+                && m["profile"]["test"] == false
+                && m["package_id"]
+                    .as_str()
+                    .is_some_and(|id| package_id_names(id, package))
+        })
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
         .unwrap_or_else(|| panic!("cargo reports no executable {bin}"))
+}
+
+/// Whether a cargo package id (`path+file:///…/reconciler#camelk-reconciler@0.1.0`,
+/// or `path+file:///…/xtask#0.1.0` where the directory is the name) is `package`'s.
+fn package_id_names(id: &str, package: &str) -> bool {
+    match id.rsplit_once('#') {
+        Some((_, spec)) if spec.contains('@') => spec.split('@').next() == Some(package),
+        Some((url, _)) => url.rsplit('/').next() == Some(package),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::package_id_names;
+
+    #[test]
+    fn a_package_id_names_its_package_in_both_forms() {
+        let named = "path+file:///work/main/reconciler#camelk-reconciler@0.1.0";
+        assert!(package_id_names(named, "camelk-reconciler"));
+        assert!(!package_id_names(named, "reconciler"));
+        let by_dir = "path+file:///work/main/xtask#0.1.0";
+        assert!(package_id_names(by_dir, "xtask"));
+        assert!(!package_id_names(by_dir, "kubectl-camelk"));
+    }
 }
