@@ -55,7 +55,10 @@ lint:
 	cargo clippy -p camelk-reconciler --no-default-features --all-targets --locked -- -D warnings
 	# The API docs, whose links must resolve to items the reader can see.
 	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
-	RUSTDOCFLAGS="-D warnings" cargo doc -p camelk-reconciler --no-default-features --no-deps --locked --quiet
+	# In a target directory of its own: in the same one, the two builds of the library's docs
+	# overwrite each other, and each run documents it twice again.
+	RUSTDOCFLAGS="-D warnings" cargo doc -p camelk-reconciler --no-default-features --no-deps --locked --quiet \
+		--target-dir "$(CARGO_TARGET_DIR)/doc-no-default-features"
 	# The Helm chart, strictly (values.schema.json included): each source, and the
 	# OpenShift example values. Helm comes from the cache (`make helm`, tests/helm/build.sh).
 	helm=$$(bash tests/helm/build.sh)/helm && chart=charts/camelk-reconciler && \
