@@ -8,7 +8,7 @@
 //! even if the task that renews has not run since.
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -36,6 +36,17 @@ impl Leadership {
             .is_some_and(|t| t.elapsed() < self.timing.renew_deadline)
     }
 
+    /// Until when this round's requests may run. A leader's renewal may take
+    /// as long as its leadership still holds, the rest of its renew deadline,
+    /// as client-go gives a renewal the whole deadline rather than a fixed
+    /// share: under a throttled or loaded API server a slow renewal that
+    /// lands keeps the lock, where a short timeout would drop it. A replica
+    /// that does not lead (or no longer does) gets one renew deadline.
+    fn round_deadline(&self, now: Instant) -> Instant {
+        let last = *self.last_renewed.lock().expect("leadership mutex");
+        round_deadline(last, now, self.timing.renew_deadline)
+    }
+
     fn set(&self, at: Option<Instant>) {
         *self.last_renewed.lock().expect("leadership mutex") = at;
     }
@@ -49,9 +60,9 @@ impl Leadership {
             last_renewed: Arc::new(Mutex::new(None)),
             // Long enough for any test to keep leading.
             timing: LockTiming {
-                lease_duration: std::time::Duration::from_secs(7200),
-                renew_deadline: std::time::Duration::from_secs(3600),
-                retry_period: std::time::Duration::from_secs(1),
+                lease_duration: Duration::from_secs(7200),
+                renew_deadline: Duration::from_secs(3600),
+                retry_period: Duration::from_secs(1),
             },
         };
         leadership.set(leading.then(Instant::now));
@@ -142,19 +153,19 @@ impl OperatorLock {
     /// One round: create, renew, or take over an expired Lease. Returns
     /// whether this replica holds the lock afterwards.
     pub(crate) async fn try_acquire_or_renew(&mut self) -> Result<bool, LockError> {
-        // Each call must end well before the renew deadline.
-        let budget = self.timing.renew_deadline / 2;
-        let read = match tokio::time::timeout(budget, self.api.get_opt(&self.name)).await {
-            Ok(Ok(read)) => Ok(read),
-            Ok(Err(source)) => Err(self.api_error(source)),
-            Err(_) => Err(LockError::Timeout(self.name.clone())),
-        };
+        let deadline = self.leadership.round_deadline(Instant::now());
+        let read =
+            match tokio::time::timeout_at(deadline.into(), self.api.get_opt(&self.name)).await {
+                Ok(Ok(read)) => Ok(read),
+                Ok(Err(source)) => Err(self.api_error(source)),
+                Err(_) => Err(LockError::Timeout(self.name.clone())),
+            };
         let current = read.inspect_err(|_| self.observer.read_failed())?;
         let now = Instant::now();
         let Some(lease) = current else {
             let fresh = self.lease(None, 0);
             return self
-                .write(budget, |api, pp| {
+                .write(deadline, |api, pp| {
                     let fresh = fresh.clone();
                     async move { api.create(&pp, &fresh).await }
                 })
@@ -180,7 +191,7 @@ impl OperatorLock {
             return Ok(false);
         };
         let name = self.name.clone();
-        self.write(budget, move |api, pp| {
+        self.write(deadline, move |api, pp| {
             let next = next.clone();
             let name = name.clone();
             async move { api.replace(&name, &pp, &next).await }
@@ -216,12 +227,13 @@ impl OperatorLock {
 
     /// A write that answers "do I hold the lock": a conflict (someone else
     /// wrote first) or an existing object means no.
-    async fn write<F, Fut>(&self, budget: std::time::Duration, call: F) -> Result<bool, LockError>
+    async fn write<F, Fut>(&self, deadline: Instant, call: F) -> Result<bool, LockError>
     where
         F: FnOnce(Api<Lease>, PostParams) -> Fut,
         Fut: std::future::Future<Output = Result<Lease, kube::Error>>,
     {
-        match tokio::time::timeout(budget, call(self.api.clone(), PostParams::default())).await {
+        let call = call(self.api.clone(), PostParams::default());
+        match tokio::time::timeout_at(deadline.into(), call).await {
             Err(_) => Err(LockError::Timeout(self.name.clone())),
             Ok(Ok(_)) => Ok(true),
             Ok(Err(kube::Error::Api(s))) if s.code == 409 => Ok(false),
@@ -254,5 +266,44 @@ impl OperatorLock {
             name: self.name.clone(),
             source,
         }
+    }
+}
+
+/// The end of a round that starts at `now`: the end of the leadership the
+/// last renewal (sent at `last_renewed`) gave, or, without one that still
+/// holds, one renew deadline from now.
+fn round_deadline(
+    last_renewed: Option<Instant>,
+    now: Instant,
+    renew_deadline: Duration,
+) -> Instant {
+    last_renewed
+        .map(|sent| sent + renew_deadline)
+        .filter(|lapses| *lapses > now)
+        .unwrap_or(now + renew_deadline)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn a_leader_renews_for_as_long_as_its_leadership_holds() {
+        let now = Instant::now();
+        let sent = now - Duration::from_secs(4);
+        assert_eq!(
+            round_deadline(Some(sent), now, DEADLINE),
+            now + Duration::from_secs(6)
+        );
+    }
+
+    #[test]
+    fn a_replica_without_leadership_gets_a_whole_renew_deadline() {
+        let now = Instant::now();
+        assert_eq!(round_deadline(None, now, DEADLINE), now + DEADLINE);
+        let lapsed = now - Duration::from_secs(11);
+        assert_eq!(round_deadline(Some(lapsed), now, DEADLINE), now + DEADLINE);
     }
 }

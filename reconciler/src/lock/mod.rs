@@ -9,7 +9,9 @@
 //!   the change was observed. Clocks of different machines are never
 //!   compared (`observer`);
 //! - every write to the Lease is compare-and-swap on its resourceVersion, and
-//!   each API call times out before `renew_deadline` (`election`);
+//!   a round's API calls time out when the leadership they renew would lapse
+//!   (one `renew_deadline` after the last renewal was sent), as client-go's
+//!   renewal runs under one `renew_deadline` context (`election`);
 //! - a leader that has not renewed for `renew_deadline` stops writing. Since
 //!   `renew_deadline < lease_duration`, it stops before any other replica or
 //!   coordinator can judge the Lease expired.
