@@ -143,20 +143,21 @@ pub const SHORT_LOCK_ARGS: [&str; 6] = [
 /// Binary `bin` of workspace package `package`, built by cargo now (debug;
 /// a no-op when it is up to date), so a test never runs a stale one.
 ///
-/// It is built as `make test` builds the workspace (`--workspace
-/// --all-targets`): a `cargo build -p <package>` would resolve other features
-/// for the shared dependencies, rebuild the package, and overwrite the
-/// binary at `target/debug/<bin>` that other test binaries run at that moment
-/// (their `CARGO_BIN_EXE_<bin>`), for the next workspace build to rebuild again.
+/// It is built as `make test` builds the workspace's tests (`cargo test
+/// --workspace --no-run`, which builds the binaries they run): any other
+/// selection (`cargo build -p <package>`, or `--all-targets` with the
+/// benchmarks) resolves other features for shared dependencies, rebuilds
+/// the package, and relinks `target/debug/<bin>` under the test binaries
+/// running it at that moment (their `CARGO_BIN_EXE_<bin>`).
 pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = std::process::Command::new(cargo)
         .current_dir(workspace_root())
-        .args(["build", "--quiet", "--workspace", "--all-targets"])
+        .args(["test", "--quiet", "--workspace", "--no-run"])
         .arg("--message-format=json")
         .output()
-        .unwrap_or_else(|e| panic!("running cargo build: {e}"));
-    assert_success(&out, "cargo build --workspace --all-targets");
+        .unwrap_or_else(|e| panic!("running cargo test --no-run: {e}"));
+    assert_success(&out, "cargo test --workspace --no-run");
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -164,7 +165,7 @@ pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
             m["reason"] == "compiler-artifact"
                 && m["target"]["name"] == bin
                 && m["target"]["kind"] == serde_json::json!(["bin"])
-                // Not the bin's own unit tests, which `--all-targets` builds too.
+                // Not the bin's own unit tests, which are built too.
                 && m["profile"]["test"] == false
                 && m["package_id"]
                     .as_str()
