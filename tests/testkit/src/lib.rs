@@ -151,7 +151,16 @@ pub const SHORT_LOCK_ARGS: [&str; 6] = [
 /// running it at that moment (their `CARGO_BIN_EXE_<bin>`).
 pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = std::process::Command::new(cargo)
+    let mut command = std::process::Command::new(cargo);
+    // Without the variables cargo set for this test: build scripts that track
+    // one (ring's tracks CARGO_MANIFEST_DIR) would be rerun, and everything
+    // above them rebuilt, on every call from a test of another package.
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(set_by_cargo_for_a_crate) {
+            command.env_remove(&name);
+        }
+    }
+    let out = command
         .current_dir(workspace_root())
         .args(["test", "--quiet", "--workspace", "--no-run"])
         .arg("--message-format=json")
@@ -175,6 +184,22 @@ pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("cargo reports no executable {bin}"))
 }
 
+/// Whether cargo sets the environment variable `name` for the crate it
+/// compiles or the test it runs (not a setting of cargo's own).
+fn set_by_cargo_for_a_crate(name: &str) -> bool {
+    const NAMES: [&str; 8] = [
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+    ];
+    NAMES.contains(&name) || name.starts_with("CARGO_PKG_") || name.starts_with("CARGO_BIN_EXE_")
+}
+
 /// Whether a cargo package id (`path+file:///…/reconciler#camelk-reconciler@0.1.0`,
 /// or `path+file:///…/xtask#0.1.0` where the directory is the name) is `package`'s.
 fn package_id_names(id: &str, package: &str) -> bool {
@@ -187,7 +212,26 @@ fn package_id_names(id: &str, package: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::package_id_names;
+    use super::{package_id_names, set_by_cargo_for_a_crate};
+
+    #[test]
+    fn the_variables_cargo_sets_for_a_test_are_told_from_its_settings() {
+        for set in [
+            "CARGO_MANIFEST_DIR",
+            "CARGO_PKG_NAME",
+            "CARGO_BIN_EXE_reconciler",
+        ] {
+            assert!(set_by_cargo_for_a_crate(set), "{set}");
+        }
+        for setting in [
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO",
+            "CARGO_BUILD_JOBS",
+        ] {
+            assert!(!set_by_cargo_for_a_crate(setting), "{setting}");
+        }
+    }
 
     #[test]
     fn a_package_id_names_its_package_in_both_forms() {
