@@ -735,8 +735,10 @@ async fn a_kustomization_waiting_on_the_assignment_it_applies_follows_its_migrat
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the Kustomization did not fail: {:?}\n{}",
+            "the Kustomization did not fail: {:?}\nits status: {}\n{}\n{}",
             ready,
+            k.data["status"],
+            flux.log_tail(30),
             sync.log_tail()
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
