@@ -252,6 +252,14 @@ async fn with_the_product_each_unowned_resource_gets_one_owner_and_one_writer() 
         };
         wait_for(&admin, kind, &ns.name, name)
             .within(Duration::from_secs(240))
+            // Seen once under a loaded make test: it-0 still unowned, "Waiting For Platform".
+            .explained_by(|| {
+                let operators: Vec<String> = operators
+                    .iter()
+                    .map(|o| format!("{}:\n{}", o.id(), o.log_tail(20)))
+                    .collect();
+                format!("sync:\n{}\n{}", sync.log_tail(), operators.join("\n"))
+            })
             .until(what, |o| {
                 let owned = owner_id(&o.metadata).as_deref() == Some(HANDLERS[1]);
                 let settled = match kind {

@@ -99,6 +99,7 @@ pub struct Wait<'a> {
     ns: &'a str,
     name: &'a str,
     timeout: Duration,
+    explain: Option<Box<dyn Fn() -> String + 'a>>,
 }
 
 /// A [`Wait`] on `kind ns/name` as `client`.
@@ -109,13 +110,23 @@ pub fn wait_for<'a>(client: &'a Client, kind: CamelKind, ns: &'a str, name: &'a 
         ns,
         name,
         timeout: Duration::from_secs(60),
+        explain: None,
     }
 }
 
-impl Wait<'_> {
+impl<'a> Wait<'a> {
     /// Gives up after `timeout`.
     pub fn within(self, timeout: Duration) -> Self {
         Wait { timeout, ..self }
+    }
+
+    /// Adds what `explain` says (the logs of the processes at work) to the
+    /// failure of a wait that times out.
+    pub fn explained_by(self, explain: impl Fn() -> String + 'a) -> Self {
+        Wait {
+            explain: Some(Box::new(explain)),
+            ..self
+        }
     }
 
     /// Polls until `check` holds and returns the object that passed it.
@@ -126,6 +137,7 @@ impl Wait<'_> {
             ns,
             name,
             timeout,
+            explain,
         } = self;
         let api = &camel_api(client.clone(), kind, ns);
         let read = move || async move {
@@ -137,9 +149,10 @@ impl Wait<'_> {
             .await
             .unwrap_or_else(|last| {
                 panic!(
-                    "{kind} {ns}/{name}: not {what} after {timeout:?}; last seen: phase {:?}, owner {:?}",
+                    "{kind} {ns}/{name}: not {what} after {timeout:?}; last seen: phase {:?}, owner {:?}\n{}",
                     last.as_ref().and_then(|o| phase(o).map(str::to_string)),
-                    last.as_ref().and_then(owner)
+                    last.as_ref().and_then(owner),
+                    explain.map(|f| f()).unwrap_or_default()
                 )
             })
     }
