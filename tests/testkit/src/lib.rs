@@ -140,8 +140,9 @@ pub const SHORT_LOCK_ARGS: [&str; 6] = [
     "1s",
 ];
 
-/// Binary `bin` of workspace package `package`, built by cargo now (debug;
-/// a no-op when it is up to date), so a test never runs a stale one.
+/// Binary `bin` of workspace package `package`, built by cargo on the first
+/// call of the test process (debug; a no-op when it is up to date), so a test
+/// never runs a stale one; later calls reuse that build's answer.
 ///
 /// It is built as `make test` builds the workspace's tests (`cargo test
 /// --workspace --no-run`, which builds the binaries they run): any other
@@ -150,6 +151,23 @@ pub const SHORT_LOCK_ARGS: [&str; 6] = [
 /// the package, and relinks `target/debug/<bin>` under the test binaries
 /// running it at that moment (their `CARGO_BIN_EXE_<bin>`).
 pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
+    static BUILT: std::sync::OnceLock<Vec<serde_json::Value>> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(build_workspace_binaries)
+        .iter()
+        .filter(|m| {
+            m["target"]["name"] == bin
+                && m["package_id"]
+                    .as_str()
+                    .is_some_and(|id| package_id_names(id, package))
+        })
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .unwrap_or_else(|| panic!("cargo reports no executable {bin}"))
+}
+
+/// Builds the workspace's tests and returns cargo's messages about the
+/// binaries they run.
+fn build_workspace_binaries() -> Vec<serde_json::Value> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = std::process::Command::new(cargo);
     // Without the variables cargo set for this test: build scripts that track
@@ -172,16 +190,11 @@ pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|m| {
             m["reason"] == "compiler-artifact"
-                && m["target"]["name"] == bin
                 && m["target"]["kind"] == serde_json::json!(["bin"])
-                // Not the bin's own unit tests, which are built too.
+                // Not the bins' own unit tests, which are built too.
                 && m["profile"]["test"] == false
-                && m["package_id"]
-                    .as_str()
-                    .is_some_and(|id| package_id_names(id, package))
         })
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .unwrap_or_else(|| panic!("cargo reports no executable {bin}"))
+        .collect()
 }
 
 /// Whether cargo sets the environment variable `name` for the crate it
