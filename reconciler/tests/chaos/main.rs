@@ -1,18 +1,24 @@
-//! The fault matrix at scale: each scenario starts a control plane of its
-//! own, rolls N Integrations and Pipes between two operators in four steps
-//! (half of them from operator-1 to operator-2, the other half the other way)
-//! through `reconciler sync` and the operators (the reference ones, or
-//! real upstream Camel K ones on `kamel run -x` resources), injects its
-//! fault in the middle of step 2, and checks afterwards, from the audit log
-//! and the objects: no dual-owner write, every resource's spec, user labels
+//! The fault matrix at scale: each scenario rolls N Integrations and Pipes
+//! between two operators in four steps (half of them from operator-1 to
+//! operator-2, the other half the other way) through `reconciler sync` and
+//! the operators (the reference ones, or real upstream Camel K ones on
+//! `kamel run -x` resources) in a world with a control plane of its own,
+//! injects its fault in the middle of step 2, and checks afterwards, from
+//! the audit log (from the scenario's start on) and the objects: no
+//! dual-owner write, every resource's spec, user labels
 //! and user annotations as before (or as a third party last wrote them),
 //! every resource with the owner the manifest wants, the rollout `Ready`
 //! within the flavour's patience of the fault clearing (`Flavour::patience`:
 //! 5 minutes and 0.6 s a resource, 1.5 s with upstream operators), no
 //! handoff request left.
 //!
-//! `cargo test` runs the reduced matrix (100 resources, the quickest faults);
-//! `make chaos` the whole one: `CHAOS_RESOURCES` (default 100),
+//! `cargo test` runs the reduced matrix (100 resources, the quickest faults),
+//! whose scenarios take turns in one world per flavour, each rolling back
+//! from where the one before left it: half of a scenario's time at 100 is
+//! building its world. `make chaos` runs the whole one, each scenario in a
+//! world of its own, so that none inherits another's outage or leftovers
+//! (a throttle stays in place, a standby leads); `CHAOS_WORLDS=own` or
+//! `shared` says otherwise. `CHAOS_RESOURCES` (default 100),
 //! `CHAOS_SCENARIOS` (`quick`, the default, or `all`), `CHAOS_OPERATORS`
 //! (`reference`, `upstream`, or both, the default; `CHAOS_ONLY=etcd,Git`
 //! keeps the scenarios whose name contains one of the words; `CHAOS_PARALLEL`
@@ -73,16 +79,31 @@ fn main() -> ExitCode {
     // CHAOS_ONLY=<words>[,<words>...]: only the scenarios whose name contains
     // one of them.
     let only = std::env::var("CHAOS_ONLY").unwrap_or_default();
-    let scenarios: Vec<(Fault, Flavour)> = faults
+    // CHAOS_WORLDS=own|shared: a world for each scenario, or one for each
+    // flavour whose scenarios take turns in it.
+    let shared_worlds = match std::env::var("CHAOS_WORLDS").as_deref() {
+        Ok("own") => false,
+        Ok("shared") => true,
+        _ => !all,
+    };
+    // The worlds, each with the faults it runs in turn.
+    let worlds: Vec<(Vec<Fault>, Flavour)> = flavours
         .iter()
-        .flat_map(|fault| flavours.iter().map(move |flavour| (*fault, *flavour)))
-        .filter(|(fault, flavour)| {
-            let name = scenarios::scenario_name(*fault, *flavour);
-            only.split(',').any(|words| name.contains(words))
+        .map(|flavour| {
+            let chosen = faults.iter().copied().filter(|fault| {
+                let name = scenarios::scenario_name(*fault, *flavour);
+                only.split(',').any(|words| name.contains(words))
+            });
+            (chosen.collect::<Vec<_>>(), *flavour)
+        })
+        .flat_map(|(chosen, flavour)| {
+            scenarios::worlds(chosen, shared_worlds)
+                .into_iter()
+                .map(move |faults| (faults, flavour))
         })
         .collect();
-    // CHAOS_PARALLEL=<n>: scenarios run n at a time, each in its own world;
-    // two keep both cores of a machine of this kind busy.
+    // CHAOS_PARALLEL=<n>: n worlds at a time; two keep both cores of a
+    // machine of this kind busy.
     let parallel: usize = std::env::var("CHAOS_PARALLEL")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -93,31 +114,18 @@ fn main() -> ExitCode {
     // Each scenario's problems are said as it ends, not after the matrix. A
     // world that ends frees its place for the next at once (unordered: with
     // `buffered`, a world that ended before an older one held its place).
-    let mut results: Vec<(usize, Option<scenarios::Outcome>)> = runtime.block_on(
-        futures::stream::iter(scenarios.into_iter().enumerate())
-            .map(|(index, (fault, flavour))| async move {
-                let name = scenarios::scenario_name(fault, flavour);
-                eprintln!("chaos: {name} with {resources} resources");
-                let outcome = match scenarios::run(fault, flavour, resources).await {
-                    Ok(outcome) => {
-                        for problem in &outcome.problems {
-                            eprintln!("chaos: {name}: {problem}");
-                        }
-                        Some(outcome)
-                    }
-                    Err(e) => {
-                        eprintln!("chaos: {name}: {e:#}");
-                        None
-                    }
-                };
-                (index, outcome)
+    let mut results: Vec<(usize, Vec<Option<scenarios::Outcome>>)> = runtime.block_on(
+        futures::stream::iter(worlds.into_iter().enumerate())
+            .map(|(index, (faults, flavour))| async move {
+                (index, scenarios::run(&faults, flavour, resources).await)
             })
             .buffer_unordered(parallel)
             .collect(),
     );
     // The table in the matrix's order, whatever order the worlds ended in.
     results.sort_by_key(|(index, _)| *index);
-    let results: Vec<Option<scenarios::Outcome>> = results.into_iter().map(|(_, o)| o).collect();
+    let results: Vec<Option<scenarios::Outcome>> =
+        results.into_iter().flat_map(|(_, o)| o).collect();
     let failed = results
         .iter()
         .any(|r| r.as_ref().is_none_or(|o| !o.problems.is_empty()));

@@ -110,40 +110,105 @@ pub fn scenario_name(fault: Fault, flavour: Flavour) -> String {
     format!("{} ({})", fault.name(), flavour.name())
 }
 
-pub async fn run(fault: Fault, flavour: Flavour, n: usize) -> anyhow::Result<Outcome> {
-    let name = scenario_name(fault, flavour);
-    let slug: String = name
+/// The worlds `faults` run in: one each, or, `shared`, one for each kind of
+/// world (the faults' [`Plumbing`] and [`Handlers`]), in which they take
+/// turns in the order given.
+pub fn worlds(faults: Vec<Fault>, shared: bool) -> Vec<Vec<Fault>> {
+    let mut worlds: Vec<Vec<Fault>> = Vec::new();
+    for fault in faults {
+        let kind = |f: &Fault| (f.plumbing(), f.handlers());
+        match worlds
+            .iter_mut()
+            .find(|w| shared && kind(&w[0]) == kind(&fault))
+        {
+            Some(world) => world.push(fault),
+            None => worlds.push(vec![fault]),
+        }
+    }
+    worlds
+}
+
+/// Runs the scenarios of `faults` in turn in one world of `flavour` with
+/// `n` resources, each rolling out from where the one before left it (they
+/// share the world's [`Plumbing`] and [`Handlers`]); says each one's figures
+/// and problems as it ends. One result per fault: `None` for a scenario that
+/// could not be judged, or that was not run because one before it in the
+/// world failed (the world is then kept, as that one left it).
+pub async fn run(faults: &[Fault], flavour: Flavour, n: usize) -> Vec<Option<Outcome>> {
+    let world_name = match faults {
+        [fault] => scenario_name(*fault, flavour),
+        _ => format!("{} faults in turn ({})", faults.len(), flavour.name()),
+    };
+    let slug: String = world_name
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
-    let started = Instant::now();
-    let mut w = World::start(Blueprint {
+    let (plumbing, handlers) = (faults[0].plumbing(), faults[0].handlers());
+    assert!(
+        faults
+            .iter()
+            .all(|f| f.plumbing() == plumbing && f.handlers() == handlers),
+        "scenarios that share a world need the same plumbing and handlers"
+    );
+    let mut started = Instant::now();
+    let mut w = match World::start(Blueprint {
         scenario: &slug,
         n,
-        plumbing: fault.plumbing(),
+        plumbing,
         flavour,
-        handlers: fault.handlers(),
+        handlers,
     })
-    .await?;
+    .await
+    {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("chaos: {world_name}: {e:#}");
+            return faults.iter().map(|_| None).collect();
+        }
+    };
     eprintln!(
-        "chaos: {name}: world of {n} ready in {:.1} s",
+        "chaos: {world_name}: world of {n} ready in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    match exercise(&mut w, fault, &name, n, started).await {
-        Err(e) => {
-            let kept = w.keep();
-            Err(e.context(format!("state kept in {}", kept.display())))
+    let mut outcomes = Vec::new();
+    let mut failed = false;
+    for fault in faults {
+        let name = scenario_name(*fault, flavour);
+        if failed {
+            eprintln!("chaos: {name}: not run, a scenario before it in its world failed");
+            outcomes.push(None);
+            continue;
         }
-        Ok(outcome) => {
-            // Each row as it comes: a long matrix shows its figures early.
-            eprintln!("chaos: {}", outcome.row());
-            Ok(outcome)
+        eprintln!("chaos: {name} with {n} resources");
+        let judged = match w.begin_scenario().await {
+            Ok(()) => exercise(&mut w, *fault, &name, n, started).await,
+            Err(e) => Err(e.context("the world before the scenario")),
+        };
+        match judged {
+            Ok(outcome) => {
+                failed = !outcome.problems.is_empty();
+                for problem in &outcome.problems {
+                    eprintln!("chaos: {name}: {problem}");
+                }
+                // Each row as it comes: a long matrix shows its figures early.
+                eprintln!("chaos: {}", outcome.row());
+                outcomes.push(Some(outcome));
+            }
+            Err(e) => {
+                failed = true;
+                let kept = w.keep();
+                eprintln!("chaos: {name}: {e:#}; state kept in {}", kept.display());
+                outcomes.push(None);
+            }
         }
+        started = Instant::now();
     }
+    outcomes
 }
 
-/// The rollout, the fault in its step 2, and the checks of the scenario
-/// `started` at that instant.
+/// The rollout from the world's layout to its swap, the fault in its step
+/// 2, and the checks of the scenario `started` at that instant. Leaves the
+/// world's layout, revision and fingerprints as the scenario ended them.
 async fn exercise(
     w: &mut World,
     fault: Fault,
@@ -151,8 +216,9 @@ async fn exercise(
     n: usize,
     started: Instant,
 ) -> anyhow::Result<Outcome> {
+    let from = w.layout;
     let rollout = w.remote.push(
-        &world::manifest_rollout(w.flavour, w.handlers, n),
+        &world::manifest_rollout(w.flavour, w.handlers, n, from),
         "the groups swap operators",
     );
     let pushed = Instant::now();
@@ -173,7 +239,7 @@ async fn exercise(
     let mut arrived: Vec<(CamelKind, String)> = Vec::new();
     let mut expected_fingerprints = w.before.clone();
     let mut final_revision = rollout.clone();
-    let mut half = false;
+    let mut layout = from.swapped();
     // Upstream Camel K can fail an Integration for good on an error the
     // fault causes; the user's remedy runs from the fault on (rebuild.rs).
     let (stop_rebuilds, stopped) = tokio::sync::oneshot::channel();
@@ -240,11 +306,11 @@ async fn exercise(
             }
         }
         Fault::ManifestEdit => {
+            layout = from.half_swapped();
             final_revision = w.remote.push(
-                &world::manifest_half(w.flavour, w.handlers, n),
-                "group b stays with operator-2",
+                &world::manifest_at(w.flavour, w.handlers, n, layout),
+                "group b stays where it was",
             );
-            half = true;
         }
         Fault::GitHang(d) => {
             let proxy = w.proxy.as_ref().expect("the Git proxy");
@@ -304,12 +370,12 @@ async fn exercise(
             world::throttle(&w.admin, "reconciler").await?;
         }
         Fault::GitRewrite => {
+            layout = from.half_swapped();
             final_revision = w.remote.force_push_from(
-                &w.start_revision,
-                &world::manifest_half(w.flavour, w.handlers, n),
-                "group b stays with operator-2, history rewritten",
+                &w.settled_revision,
+                &world::manifest_at(w.flavour, w.handlers, n, layout),
+                "group b stays where it was, history rewritten",
             );
-            half = true;
         }
         Fault::DeleteRecreate => {
             for (kind, name) in w.names.iter().take(6) {
@@ -360,7 +426,7 @@ async fn exercise(
 
     let owners = w.owners().await?;
     for ((kind, name), owner) in &owners {
-        let wanted = world::final_owner(name, half);
+        let wanted = layout.owner(name);
         if owner.as_deref() != Some(wanted) {
             problems.push(format!("{kind} {name}: owner {owner:?}, wanted {wanted}"));
         }
@@ -375,7 +441,7 @@ async fn exercise(
         let owner = integration
             .as_ref()
             .and_then(|i| camelk_reconciler::camel_k::owner_id(&i.metadata));
-        let wanted = world::final_owner(pipe, half);
+        let wanted = layout.owner(pipe);
         if owner.as_deref() != Some(wanted) {
             problems.push(format!(
                 "the Integration of Pipe {pipe}: {}, wanted owner {wanted}",
@@ -446,6 +512,9 @@ async fn exercise(
     if !problems.is_empty() || std::env::var_os("CHAOS_KEEP").is_some() {
         eprintln!("chaos: {name}: state kept in {}", w.keep().display());
     }
+    w.layout = layout;
+    w.settled_revision = final_revision;
+    w.before = now;
     Ok(Outcome {
         scenario: name.to_string(),
         resources: n,

@@ -174,6 +174,24 @@ pub const STEPS: [&str; 4] = ["25%", "50%", "75%", "100%"];
 /// Labels and annotations of a user's, kept through every fault.
 const USER_KEY: &str = "team.example.com/owner";
 
+/// Where a scenario's share of a world's history begins: the audit log of
+/// a world that several scenarios share in turn is judged from there.
+#[derive(Clone, Copy, Debug)]
+struct Since {
+    /// etcd's revision (commit order, as resourceVersions count it).
+    revision: u64,
+    /// The API server's clock: the audit log's timestamps.
+    at: k8s_openapi::jiff::Timestamp,
+    /// This process's clock: when operators went down.
+    instant: Instant,
+}
+
+impl Since {
+    fn includes(&self, event: &camelk_testkit::AuditEvent) -> bool {
+        event.received_at().is_some_and(|t| t >= self.at)
+    }
+}
+
 /// A `Stalled` report, when first seen.
 struct StallSeen {
     at: Instant,
@@ -195,20 +213,27 @@ pub struct World {
     /// [`Plumbing::Operator1`].
     operator1_server: Option<std::net::SocketAddr>,
     pub sync: OperatorProcess,
-    /// Every resource the scenario created, by (plural, name).
+    /// Every resource the world's scenarios created, by (plural, name).
     pub names: Vec<(CamelKind, String)>,
-    /// The digest of each resource's spec, user labels and annotations.
+    /// The digest of each resource's spec, user labels and annotations, as
+    /// the last scenario left it.
     pub before: BTreeMap<(CamelKind, String), String>,
+    /// Who owns what, as the last scenario left it.
+    pub layout: Layout,
     /// The proxy of [`Plumbing`], when there is one.
     pub proxy: Option<Proxy>,
     /// The standby sync replica of [`Plumbing::Sync`].
     pub standby: Option<OperatorProcess>,
-    /// The revision of [`manifest_start`].
-    pub start_revision: String,
-    /// The scenario's slug, part of every process identity so that the
-    /// logs of scenarios run at once do not mix.
+    /// The revision the last scenario left applied (the start manifest's
+    /// before the first).
+    pub settled_revision: String,
+    /// Where the scenario under way began: [`World::begin_scenario`].
+    since: Since,
+    /// The world's slug, part of every process identity so that the logs of
+    /// worlds run at once do not mix.
     tag: String,
-    /// Each distinct `Stalled` report [`World::wait_status`] saw.
+    /// Each distinct `Stalled` report [`World::wait_status`] saw since the
+    /// scenario began.
     stalled: Mutex<Vec<StallSeen>>,
     _git_server: Option<camelk_testkit::git_http::GitHttpServer>,
     /// The control plane's state (audit log, logs); deleted unless kept.
@@ -240,25 +265,52 @@ fn name_of(kind: CamelKind, i: usize) -> String {
     format!("{}-{group}-{i:04}", kind.plural().trim_end_matches('s'))
 }
 
-/// Who owns resource `name` before the rollout: operator-1 group `a`,
-/// operator-2 group `b`. The rollout swaps them, so both operators release
-/// and take over at once, each at its own pace (an upstream one's client is
-/// held to 20 requests a second).
-pub fn start_owner(name: &str) -> &'static str {
-    if name.contains("-a-") {
-        "operator-1"
-    } else {
-        "operator-2"
-    }
+/// Which operator holds each group of resources (`<kind>-a-…` and
+/// `<kind>-b-…`, [`name_of`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub a: &'static str,
+    pub b: &'static str,
 }
 
-/// Who owns resource `name` once the rollout is done, or once the revision
-/// that reverses half the moves is (`half`: group `b` stays with operator-2).
-pub fn final_owner(name: &str, half: bool) -> &'static str {
-    if half || name.contains("-a-") {
-        "operator-2"
-    } else {
-        "operator-1"
+impl Layout {
+    /// As a world starts: group `a` with operator-1, group `b` with
+    /// operator-2. A rollout swaps them, so both operators release and take
+    /// over at once, each at its own pace (an upstream one's client is held
+    /// to 20 requests a second).
+    pub const START: Layout = Layout {
+        a: "operator-1",
+        b: "operator-2",
+    };
+
+    /// The owner of resource `name`.
+    pub fn owner(self, name: &str) -> &'static str {
+        if name.contains("-a-") { self.a } else { self.b }
+    }
+
+    /// Where a rollout from this layout ends: each group with the other
+    /// operator.
+    pub fn swapped(self) -> Layout {
+        let other = |id| {
+            if id == "operator-1" {
+                "operator-2"
+            } else {
+                "operator-1"
+            }
+        };
+        Layout {
+            a: other(self.a),
+            b: other(self.b),
+        }
+    }
+
+    /// Where the revision that reverses half of a rollout from this layout
+    /// ends: group `a` goes on to its new operator, group `b` stays.
+    pub fn half_swapped(self) -> Layout {
+        Layout {
+            a: self.swapped().a,
+            b: self.b,
+        }
     }
 }
 
@@ -281,7 +333,7 @@ fn object(kind: CamelKind, name: &str, i: usize, flavour: Flavour) -> DynamicObj
             json!({ "flows": flow, "traits": { "container": { "image": IMAGE } } })
         }
     };
-    let owner = start_owner(name);
+    let owner = Layout::START.owner(name);
     let mut labels = json!({ USER_KEY: format!("team-{}", i % 7) });
     if flavour == Flavour::Reference {
         labels[OPERATOR_ID_KEY] = json!(owner);
@@ -341,32 +393,26 @@ pub fn api(client: &Client, kind: CamelKind) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), NS, &kind.api_resource())
 }
 
-/// The manifest everything starts from: group `a` with operator-1, group `b`
-/// with operator-2.
-pub fn manifest_start(flavour: Flavour, handlers: Handlers, n: usize) -> String {
-    base(flavour, handlers, n).render()
+/// The manifest of `layout`, with no rollout: what a world starts from
+/// ([`Layout::START`]), and the revision that reverses half the moves of a
+/// rollout ([`Layout::half_swapped`]).
+pub fn manifest_at(flavour: Flavour, handlers: Handlers, n: usize, layout: Layout) -> String {
+    base(flavour, handlers, n, layout).render()
 }
 
-/// The rollout: the two groups swap operators in [`STEPS`], each step moving
-/// a quarter of each group.
-pub fn manifest_rollout(flavour: Flavour, handlers: Handlers, n: usize) -> String {
-    base(flavour, handlers, n)
+/// The rollout from `layout` to its [`Layout::swapped`]: the two groups
+/// swap operators in [`STEPS`], each step moving a quarter of each group.
+pub fn manifest_rollout(flavour: Flavour, handlers: Handlers, n: usize, layout: Layout) -> String {
+    base(flavour, handlers, n, layout)
         .staged_move("operator-1", "operator-2", &STEPS)
         .staged_move("operator-2", "operator-1", &STEPS)
         .render()
 }
 
-/// A revision that reverses half the moves: group `b` stays with operator-2,
-/// group `a` goes on to it.
-pub fn manifest_half(flavour: Flavour, handlers: Handlers, n: usize) -> String {
-    base(flavour, handlers, n)
-        .rule(Rule::to("operator-2").named("group-a").names(&["*-a-*"]))
-        .render()
-}
-
 /// The operators of `flavour` (the one that handles unowned resources
-/// marked so), and a world of `n` resources' timeouts.
-fn base(flavour: Flavour, handlers: Handlers, n: usize) -> Assignment {
+/// marked so), a rule for each group of `layout`, and a world of `n`
+/// resources' timeouts.
+fn base(flavour: Flavour, handlers: Handlers, n: usize, layout: Layout) -> Assignment {
     let operators = match flavour {
         Flavour::Reference => Assignment::new(NAME)
             .operator("operator-1", NS)
@@ -386,7 +432,8 @@ fn base(flavour: Flavour, handlers: Handlers, n: usize) -> Assignment {
     };
     operators
         .scope(&[NS], &[CamelKind::Integration, CamelKind::Pipe])
-        .rule(Rule::to("operator-2").named("group-b").names(&["*-b-*"]))
+        .rule(Rule::to(layout.a).named("group-a").names(&["*-a-*"]))
+        .rule(Rule::to(layout.b).named("group-b").names(&["*-b-*"]))
         .default_operator("operator-1")
         // A step's health gate waits as long as a step may take: upstream
         // operators take over ~85 moved Integrations a minute (each starts
@@ -407,8 +454,8 @@ pub struct Blueprint<'a> {
 }
 
 impl World {
-    /// Starts the world of `blueprint`, each resource owned by its
-    /// [`start_owner`] and running, the start manifest applied.
+    /// Starts the world of `blueprint`, each resource owned as
+    /// [`Layout::START`] has it and running, the start manifest applied.
     /// When that fails, its control plane is stopped and its state kept.
     pub async fn start(blueprint: Blueprint<'_>) -> anyhow::Result<World> {
         let state = tempfile::Builder::new()
@@ -486,7 +533,7 @@ impl World {
         let identity = |base: &str| format!("{base}-{scenario}");
         let remote = GitRemote::new();
         remote.push(
-            &manifest_start(flavour, handlers, n),
+            &manifest_at(flavour, handlers, n, Layout::START),
             "a to operator-1, b to operator-2",
         );
         let mut git_server = None;
@@ -559,9 +606,15 @@ impl World {
             sync,
             names,
             before: BTreeMap::new(),
+            layout: Layout::START,
             proxy,
             standby,
-            start_revision: String::new(),
+            settled_revision: String::new(),
+            since: Since {
+                revision: 0,
+                at: k8s_openapi::jiff::Timestamp::now(),
+                instant: Instant::now(),
+            },
             tag: scenario.to_string(),
             stalled: Mutex::default(),
             _git_server: git_server,
@@ -589,7 +642,7 @@ impl World {
             .try_collect::<Vec<_>>()
             .await?;
         let head = world.remote_head();
-        world.start_revision = head.clone();
+        world.settled_revision = head.clone();
         world
             .wait_status(flavour.patience(n), "the start manifest applied", |s| {
                 s.last_applied_revision.as_deref() == Some(head.as_str())
@@ -646,6 +699,30 @@ impl World {
                 Operator::new(Process::Upstream(operator))
             }
         })
+    }
+
+    /// Marks where a scenario begins: what it is judged on (the audit log,
+    /// `Stalled` reports, operators going down) starts here. Waits until
+    /// every resource runs under its owner, as a world ready for the first
+    /// scenario does: a rollout is `Ready` before its last takeovers have
+    /// all run again.
+    pub async fn begin_scenario(&mut self) -> anyhow::Result<()> {
+        self.wait_all_running().await?;
+        // A list's resourceVersion is etcd's revision when it was read.
+        let revision = Api::<Lease>::namespaced(self.admin.clone(), NS)
+            .list(&ListParams::default().limit(1))
+            .await?
+            .metadata
+            .resource_version
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("a list with no resourceVersion"))?;
+        self.since = Since {
+            revision,
+            at: k8s_openapi::jiff::Timestamp::now(),
+            instant: Instant::now(),
+        };
+        self.stalled.lock().unwrap().clear();
+        Ok(())
     }
 
     /// The identity of process `base` (`r1`, `operator-2`, ...) in this world.
@@ -732,7 +809,7 @@ impl World {
     }
 
     /// Waits until every created Integration, and the Integration of every
-    /// created Pipe (named after it), runs under its [`start_owner`]. A watch
+    /// created Pipe (named after it), runs under its [`World::layout`] owner. A watch
     /// keeps each Integration's owner and phase: listing them every few
     /// seconds instead cost the API server ~7 MB of JSON a look at 1,000 (an
     /// upstream Integration's status is long), in every world at once.
@@ -745,7 +822,7 @@ impl World {
                 (owner_id(&o.metadata), phase),
             )
         };
-        let running = |seen: &Seen, name: &str| matches!(seen.get(name), Some((Some(o), Some(p))) if o == start_owner(name) && p == "Running");
+        let running = |seen: &Seen, name: &str| matches!(seen.get(name), Some((Some(o), Some(p))) if o == self.layout.owner(name) && p == "Running");
         let waiting = |seen: &Seen| -> Vec<String> {
             self.names
                 .iter()
@@ -775,7 +852,7 @@ impl World {
                 Err(_) => {
                     let waiting = waiting(&seen);
                     anyhow::bail!(
-                        "{} of {} not running under their first owner: {}",
+                        "{} of {} not running under their owner: {}",
                         waiting.len(),
                         self.names.len(),
                         waiting[..waiting.len().min(5)].join(", ")
@@ -852,8 +929,8 @@ impl World {
         }
     }
 
-    /// How many `Stalled` reports were seen (distinct messages), and the
-    /// ones no real outage explains. A handoff to an operator that is down
+    /// How many `Stalled` reports the scenario saw (distinct messages), and
+    /// the ones no real outage during it explains. A handoff to an operator that is down
     /// does stall, and saying so is right: the scenario killed it or cut it
     /// off from the API server, or, upstream, it exited when it could not renew its lock (etcd stopped
     /// past its renew deadline) and runs again after a back-off. So a report
@@ -866,7 +943,7 @@ impl World {
                 .iter()
                 .filter(|o| o.id() == id)
                 .flat_map(Operator::downs)
-                .any(|at| at <= seen)
+                .any(|at| self.since.instant <= at && at <= seen)
         };
         let seen = self.stalled.lock().unwrap();
         let unexplained = seen
@@ -890,14 +967,15 @@ impl World {
             .any(|e| e.reason.as_deref() == Some(reason)))
     }
 
-    /// Requests of `user` that API Priority and Fairness refused (429).
+    /// Requests of `user` that API Priority and Fairness refused (429)
+    /// during the scenario.
     pub fn throttled_requests(&self, user: &str) -> anyhow::Result<usize> {
         Ok(self
             .cluster
             .audit_log()
             .events()?
             .iter()
-            .filter(|e| e.user.username == user && e.code() == Some(429))
+            .filter(|e| self.since.includes(e) && e.user.username == user && e.code() == Some(429))
             .count())
     }
 
@@ -930,7 +1008,8 @@ impl World {
     }
 
     /// How many requests of `apps` by an operator identity the audit log
-    /// records as answered (stage `ResponseComplete`) and `matching` holds for.
+    /// records as answered (stage `ResponseComplete`) during the scenario and
+    /// `matching` holds for.
     fn operator_answers_counted(
         &self,
         matching: impl Fn(&camelk_testkit::AuditEvent) -> bool,
@@ -942,6 +1021,7 @@ impl World {
             .iter()
             .filter(|e| {
                 e.stage == "ResponseComplete"
+                    && self.since.includes(e)
                     && ["operator-1", "operator-2"].contains(&e.user.username.as_str())
                     && matching(e)
             })
@@ -960,22 +1040,26 @@ impl World {
             .collect())
     }
 
-    /// The writes the moves cost (owner-key changes of Camel K resources
-    /// and writes of handoff request Leases, by anyone), the moves (owner
-    /// changes, Integrations of Pipes included), and dual-owner writes, from
-    /// the audit log.
+    /// The writes the scenario's moves cost (owner-key changes of Camel K
+    /// resources and writes of handoff request Leases, by anyone), the moves
+    /// (owner changes, Integrations of Pipes included), and dual-owner
+    /// writes, from the audit log. The judge reads the whole history (who
+    /// owned what when) and reports the writes made since the scenario began.
     pub fn audit(&self) -> anyhow::Result<(usize, usize, Vec<String>)> {
         let events = self.cluster.audit_log().events_in(NS)?;
         // Moves between operators: the first label an upstream resource gets
         // (adoption, from no owner label) is not one.
         let flips = support::owner_changes(&self.cluster, NS)
             .iter()
-            .filter(|c| c.from.is_some() && c.to.is_some())
+            .filter(|c| {
+                c.resource_version > self.since.revision && c.from.is_some() && c.to.is_some()
+            })
             .count();
         let requests = events
             .iter()
             .filter(|e| {
                 e.stage == "ResponseComplete"
+                    && self.since.includes(e)
                     && e.is_successful_write()
                     && e.object_ref.as_ref().is_some_and(|o| {
                         o.resource == "leases"
@@ -985,11 +1069,12 @@ impl World {
             .count();
         let writes = flips + requests;
         // The operator the policy lets write what has no owner yet may.
-        let violations = camelk_testkit::audit::single_owner_violations_with(
+        let violations = camelk_testkit::audit::single_owner_violations_after(
             &events,
             NS,
             &["operator-1", "operator-2"],
             unowned_handler(self.flavour, self.handlers),
+            self.since.revision,
         );
         Ok((writes, flips, violations))
     }

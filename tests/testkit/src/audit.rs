@@ -463,6 +463,19 @@ pub fn single_owner_violations_with(
     operators: &[&str],
     unowned_handler: Option<&str>,
 ) -> Vec<String> {
+    single_owner_violations_after(events, namespace, operators, unowned_handler, 0)
+}
+
+/// [`single_owner_violations_with`], reporting only the writes committed
+/// after resourceVersion `after_revision`; the writes before it still say who owned
+/// what. For a cluster whose history several checks judge in turn.
+pub fn single_owner_violations_after(
+    events: &[AuditEvent],
+    namespace: &str,
+    operators: &[&str],
+    unowned_handler: Option<&str>,
+    after_revision: u64,
+) -> Vec<String> {
     let mut violations = Vec::new();
     for ((resource, name), history) in write_histories(events, namespace) {
         let mut owner: Option<String> = None;
@@ -488,7 +501,7 @@ pub fn single_owner_violations_with(
                 || (named.is_none() && unowned_handler == Some(writer))
                 || tested_owner(event).as_deref() == Some(writer)
                 || kept_coordinators_keys(&response, writer);
-            if is_operator && !entitled {
+            if is_operator && !entitled && rv > after_revision {
                 violations.push(format!(
                     "{resource}/{name}: {} by {writer} at resourceVersion {rv} while the owner was {}",
                     event.verb,
@@ -848,6 +861,21 @@ mod tests {
         let v = single_owner_violations_with(&events, "ns", &ops, Some("operator-1"));
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].contains("by operator-2") && v[0].contains("owner was nobody"));
+        assert_eq!(single_owner_violations(&events, "ns", &ops).len(), 2);
+    }
+
+    #[test]
+    fn a_judge_from_a_revision_on_reports_later_writes_and_knows_earlier_owners() {
+        let ops = ["operator-1", "operator-2"];
+        let events = vec![
+            kamel_write("developer", "create", Some("operator-1"), 1),
+            kamel_write("operator-2", "patch", Some("operator-1"), 2),
+            kamel_write("operator-1", "patch", Some("operator-1"), 3),
+            kamel_write("operator-2", "patch", Some("operator-1"), 4),
+        ];
+        let v = single_owner_violations_after(&events, "ns", &ops, None, 2);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].contains("resourceVersion 4"), "{v:?}");
         assert_eq!(single_owner_violations(&events, "ns", &ops).len(), 2);
     }
 }
