@@ -101,6 +101,55 @@ pub async fn config(
     }
 }
 
+/// The clients of a process that holds a lock (the sync, the reference
+/// operator): one for its work, and one of the lock's own.
+#[derive(Clone)]
+pub struct Clients {
+    /// Everything but the lock: kube's default client, which waits out a
+    /// refusal's `Retry-After` (429, 503, 504) before it asks again.
+    pub work: kube::Client,
+    /// The lock's renewals: its own connections, and a refused request asked
+    /// again within tens of milliseconds. API Priority and Fairness answers
+    /// `Retry-After: 1`; a renewal that waits that long, twice, while the
+    /// process's own work holds its few seats, outlives its renew deadline and
+    /// gives up a lock it would have kept (seen under a throttle: two 429s a
+    /// second apart, then the round's time ran out). The round's deadline
+    /// bounds the retries.
+    pub lock: kube::Client,
+}
+
+/// How the lock's client asks again: 25 ms, doubling to 250 ms, 40 times at
+/// most (the round's deadline ends it first: 10 s by default).
+const LOCK_RETRIES: (Duration, Duration, u32) =
+    (Duration::from_millis(25), Duration::from_millis(250), 40);
+
+impl Clients {
+    /// Both clients, for the cluster and user of `config`. Called inside a
+    /// Tokio runtime: the lock client's buffer is a task of it.
+    pub fn new(config: kube::Config) -> Result<Clients, kube::Error> {
+        use kube::client::retry::RetryPolicy;
+        use tower::ServiceBuilder;
+        use tower::buffer::BufferLayer;
+        use tower::retry::RetryLayer;
+        let work = kube::Client::try_from(config.clone())?;
+        let (min, max, times) = LOCK_RETRIES;
+        let policy = RetryPolicy::new(min, max, times, false).expect("valid lock retries");
+        let mut config = config;
+        config.default_retry = false;
+        let lock = kube::client::ClientBuilder::try_from(config)?
+            // The retry clones the service it asks again; a buffer makes kube's
+            // boxed stack one that can be cloned.
+            .with_layer(
+                &ServiceBuilder::new()
+                    .layer(RetryLayer::new(policy))
+                    .layer(BufferLayer::new(64))
+                    .into_inner(),
+            )
+            .build();
+        Ok(Clients { work, lock })
+    }
+}
+
 /// `$KUBECONFIG` as kubectl reads it: files that do not exist are skipped,
 /// the first file to set a value wins.
 pub fn merged(list: &std::ffi::OsStr) -> Result<Kubeconfig, ConnectError> {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use camelk_reconciler::api::OperatorId;
 use camelk_reconciler::camel_k::OPERATOR_ID_KEY;
 use camelk_reconciler::camel_k::phase;
+use camelk_reconciler::connect::Clients;
 use camelk_reconciler::lock::LockTiming;
 use camelk_reconciler::operator::{self, OperatorConfig};
 use camelk_reconciler::source::GitSource;
@@ -237,7 +238,7 @@ pub async fn start_operator(
     stop: &CancellationToken,
 ) {
     cluster.grant_operator(id, ns, ns).await;
-    let client = cluster.client_as(id).await;
+    let clients = Clients::new(cluster.config_as(id).await).unwrap();
     let cfg = OperatorConfig {
         id: OperatorId::new(id).unwrap(),
         lock_namespace: ns.into(),
@@ -253,7 +254,7 @@ pub async fn start_operator(
         .unwrap(),
         resync: Duration::from_millis(300),
     };
-    tokio::spawn(operator::run(client, cfg, stop.clone()));
+    tokio::spawn(operator::run(clients, cfg, stop.clone()));
 }
 
 /// Waits until `name` runs under `owner` (label and phase).
@@ -409,10 +410,12 @@ pub async fn start_sync(
     );
     // The sync loop's future is not Send (handoff progress callbacks): it
     // gets a runtime of its own, as in the `reconciler` binary.
-    let client = cluster.client_as("reconciler").await;
+    let config = cluster.config_as("reconciler").await;
     let stop = stop.clone();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Runtime::new().unwrap();
+        // The lock client's buffer runs on the runtime that builds it.
+        let clients = runtime.block_on(async { Clients::new(config) }).unwrap();
         // A listener belongs to the runtime that serves it.
         let serving = endpoints.map(|(listener, token_file)| {
             listener.set_nonblocking(true).unwrap();
@@ -423,6 +426,6 @@ pub async fn start_sync(
                 plan_token_file: Some(token_file),
             }
         });
-        runtime.block_on(sync::run(client, source.into(), cfg, serving, stop))
+        runtime.block_on(sync::run(clients, source.into(), cfg, serving, stop))
     })
 }

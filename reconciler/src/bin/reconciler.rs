@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use camelk_reconciler::api::{OperatorId, parse_duration};
 use camelk_reconciler::camel_k::CamelKind;
+use camelk_reconciler::connect::Clients;
 use camelk_reconciler::lock::LockTiming;
 use camelk_reconciler::operator::{self, OperatorConfig};
 use camelk_reconciler::preflight::{self, Crd, PreflightError};
@@ -247,14 +248,14 @@ fn on_signal() -> CancellationToken {
     shutdown
 }
 
-async fn client(connection: &Connection) -> Result<kube::Client, String> {
+async fn clients(connection: &Connection) -> Result<Clients, String> {
     let config = camelk_reconciler::connect::config(
         connection.kubeconfig.as_deref(),
         connection.context.as_deref(),
     )
     .await
     .map_err(|e| e.to_string())?;
-    kube::Client::try_from(config).map_err(|e| format!("creating a Kubernetes client: {e}"))
+    Clients::new(config).map_err(|e| format!("creating a Kubernetes client: {e}"))
 }
 
 /// Checks, before anything is written (no Lease, no Event, no status), that
@@ -389,13 +390,14 @@ fn run_sync(args: SyncArgs) -> ExitCode {
     };
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     runtime.block_on(async move {
-        let client = match client(&args.connection).await {
+        let clients = match clients(&args.connection).await {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::from(1);
             }
         };
+        let client = clients.work.clone();
         // The OperatorAssignment is applied (Git source) or read (cluster
         // source), and its status written; Integrations are what it moves.
         let required = [Crd::OperatorAssignment, Crd::INTEGRATION];
@@ -442,7 +444,7 @@ fn run_sync(args: SyncArgs) -> ExitCode {
             webhook_secret: secret,
             plan_token_file: args.plan_token_file.clone(),
         };
-        sync::run(client, source, cfg, Some(serving), on_signal()).await;
+        sync::run(clients, source, cfg, Some(serving), on_signal()).await;
         ExitCode::SUCCESS
     })
 }
@@ -480,13 +482,14 @@ fn run_operator(args: OperatorArgs) -> ExitCode {
     };
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     runtime.block_on(async move {
-        let client = match client(&args.connection).await {
+        let clients = match clients(&args.connection).await {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::from(1);
             }
         };
+        let client = clients.work.clone();
         // What the reference lifecycle creates (kits, builds) and what it
         // runs; the other kinds it reconciles or reads are optional.
         let required = [
@@ -509,7 +512,7 @@ fn run_operator(args: OperatorArgs) -> ExitCode {
             }
             on_signal.cancel();
         });
-        operator::run(client, cfg, shutdown).await;
+        operator::run(clients, cfg, shutdown).await;
         ExitCode::SUCCESS
     })
 }

@@ -11,7 +11,9 @@
 //! - every write to the Lease is compare-and-swap on its resourceVersion, and
 //!   a round's API calls time out when the leadership they renew would lapse
 //!   (one `renew_deadline` after the last renewal was sent), as client-go's
-//!   renewal runs under one `renew_deadline` context (`election`);
+//!   renewal runs under one `renew_deadline` context (`election`); the lock
+//!   asks through a client of its own that retries a refusal at once
+//!   ([`crate::connect::Clients`]);
 //! - a leader that has not renewed for `renew_deadline` stops writing. Since
 //!   `renew_deadline < lease_duration`, it stops before any other replica or
 //!   coordinator can judge the Lease expired.

@@ -52,6 +52,7 @@ use crate::camel_k::release::owner_may_release;
 use crate::camel_k::release::work_in_flight;
 use crate::camel_k::status::phase;
 use crate::camel_k::{CamelKind, OPERATOR_ID_KEY, owner_id};
+use crate::connect::Clients;
 use crate::handoff::fence::FlipGuard;
 use crate::handoff::owner_writes::{FlipResult, flip};
 use crate::handoff::request::{FROM_LABEL, HandoffRequest};
@@ -148,9 +149,10 @@ fn watches(
 }
 
 /// Runs the operator until `shutdown`.
-pub async fn run(client: Client, cfg: OperatorConfig, shutdown: CancellationToken) {
+pub async fn run(clients: Clients, cfg: OperatorConfig, shutdown: CancellationToken) {
+    let client = clients.work;
     let lock = OperatorLock::new(
-        client.clone(),
+        clients.lock,
         &cfg.lock_namespace,
         cfg.id.as_str(),
         &cfg.identity,

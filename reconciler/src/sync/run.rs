@@ -28,13 +28,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
-use kube::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::newcomers::Newcomers;
 use super::plan_endpoint::PlanService;
 use super::server::{Relay, RelayTarget};
 use super::{LOCK_ID, SyncConfig, Syncer, owner_watch, server};
+use crate::connect::Clients;
 use crate::lock::OperatorLock;
 use crate::source::Source;
 
@@ -53,14 +53,15 @@ pub struct Serving {
 /// interval or at once when a valid webhook arrives. With `serving`, the
 /// HTTP endpoints of `server` are served.
 pub async fn run(
-    client: Client,
+    clients: Clients,
     source: Source,
     cfg: SyncConfig,
     serving: Option<Serving>,
     shutdown: CancellationToken,
 ) {
+    let client = clients.work;
     let lock = OperatorLock::new(
-        client.clone(),
+        clients.lock,
         &cfg.lock_namespace,
         LOCK_ID,
         &cfg.identity,

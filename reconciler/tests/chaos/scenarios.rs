@@ -367,7 +367,7 @@ async fn exercise(
         Fault::Throttled => {
             // In place until the end: the rollout has to finish under it, so
             // the recovery is counted from the throttle's start.
-            world::throttle(&w.admin, "reconciler").await?;
+            camelk_testkit::apf::throttle(&w.admin, "reconciler").await?;
         }
         Fault::GitRewrite => {
             layout = from.half_swapped();

@@ -18,9 +18,8 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -1078,49 +1077,6 @@ impl World {
         );
         Ok((writes, flips, violations))
     }
-}
-
-/// Puts every request of `user` in a priority level of its own with no
-/// nominal seats, no borrowing and no queue. API Priority and Fairness then
-/// serves its requests about one at a time and answers the others 429 (seen
-/// in the audit log: concurrent LISTs, a lease GET next to an Event).
-pub async fn throttle(admin: &Client, user: &str) -> anyhow::Result<()> {
-    let level = json!({
-        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
-        "kind": "PriorityLevelConfiguration",
-        "metadata": { "name": "chaos-throttle" },
-        "spec": { "type": "Limited", "limited": {
-            "nominalConcurrencyShares": 0,
-            "lendablePercent": 0,
-            "borrowingLimitPercent": 0,
-            "limitResponse": { "type": "Reject" }
-        } }
-    });
-    let schema = json!({
-        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
-        "kind": "FlowSchema",
-        "metadata": { "name": "chaos-throttle" },
-        "spec": {
-            "priorityLevelConfiguration": { "name": "chaos-throttle" },
-            // Ahead of the suggested schemas a plain user matches (`global-default`).
-            "matchingPrecedence": 100,
-            "distinguisherMethod": { "type": "ByUser" },
-            "rules": [{
-                "subjects": [{ "kind": "User", "user": { "name": user } }],
-                "resourceRules": [{ "verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                    "namespaces": ["*"], "clusterScope": true }],
-                "nonResourceRules": [{ "verbs": ["*"], "nonResourceURLs": ["*"] }]
-            }]
-        }
-    });
-    let apply = PatchParams::apply("chaos").force();
-    Api::<PriorityLevelConfiguration>::all(admin.clone())
-        .patch("chaos-throttle", &apply, &Patch::Apply(&level))
-        .await?;
-    Api::<FlowSchema>::all(admin.clone())
-        .patch("chaos-throttle", &apply, &Patch::Apply(&schema))
-        .await?;
-    Ok(())
 }
 
 /// A copy of the cluster's kubeconfig that dials `proxy` (the certificate

@@ -11,7 +11,9 @@
 //! with its binding ([`camelk_testkit::TestCluster::grant_camelk_roles`]),
 //! and the shipped
 //! admission policy, whose bindings name one test namespace each
-//! ([`camelk_testkit::admission`]). No test deletes or changes any of these.
+//! ([`camelk_testkit::admission`]), and API Priority and Fairness objects
+//! that throttle only the `throttled` user, whom no other test acts as
+//! ([`camelk_testkit::apf`]). No test deletes or changes any of these.
 //!
 //! Not here, each in a binary (and control plane) of its own:
 //!
@@ -33,3 +35,4 @@ mod outage;
 mod recreated;
 mod source;
 mod sync;
+mod throttle;

@@ -428,13 +428,17 @@ pub fn write_kubeconfig_copy(
 
 /// A client for `context` (an identity's name) of the cluster in `dir`.
 pub async fn client_for(dir: &ClusterDir, context: &str) -> Result<Client, Error> {
+    Ok(Client::try_from(config_for(dir, context).await?)?)
+}
+
+/// The client configuration of `context` (an identity) of the cluster in `dir`.
+pub async fn config_for(dir: &ClusterDir, context: &str) -> Result<kube::Config, Error> {
     let kubeconfig = Kubeconfig::read_from(dir.kubeconfig())?;
     let options = KubeConfigOptions {
         context: Some(context.to_string()),
         ..Default::default()
     };
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?;
-    Ok(Client::try_from(config)?)
+    Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?)
 }
 
 async fn admin_client(dir: &ClusterDir) -> Result<Client, Error> {

@@ -160,7 +160,14 @@ impl TestCluster {
         self.client_as(ADMIN).await
     }
 
-    /// A client acting as `identity` (a context of the kubeconfig).
+    /// The client configuration of `identity` (a context of the kubeconfig).
+    pub async fn config_as(&self, identity: &str) -> kube::Config {
+        cluster::config_for(&self.dir, identity)
+            .await
+            .unwrap_or_else(|e| panic!("client configuration for {identity}: {e}"))
+    }
+
+    /// A client that acts as `identity` (a context of the cluster's kubeconfig).
     pub async fn client_as(&self, identity: &str) -> Client {
         cluster::client_for(&self.dir, identity)
             .await

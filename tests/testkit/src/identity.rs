@@ -20,7 +20,7 @@ pub const RECONCILER: &str = "reconciler";
 
 /// Users every local control plane has. The operators and the reconciler get
 /// identities of their own so the audit log can tell who wrote what.
-pub const UNPRIVILEGED: [&str; 7] = [
+pub const UNPRIVILEGED: [&str; 8] = [
     RECONCILER,
     "operator-1",
     "operator-2",
@@ -29,7 +29,12 @@ pub const UNPRIVILEGED: [&str; 7] = [
     "operator-4",
     "developer",
     "viewer",
+    THROTTLED,
 ];
+
+/// A user that a test throttles with API Priority and Fairness
+/// ([`crate::apf::throttle`]); no other test acts as it.
+pub const THROTTLED: &str = "throttled";
 
 impl Identity {
     /// The standard set: admin plus [`UNPRIVILEGED`], with fresh random tokens.

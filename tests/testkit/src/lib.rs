@@ -26,6 +26,7 @@
 //! ```
 
 pub mod admission;
+pub mod apf;
 pub mod apps_repo;
 pub mod audit;
 pub mod binaries;
