@@ -100,7 +100,7 @@ async fn status_until(
 async fn an_apps_repository_is_cleaned_of_owner_keys_with_no_resource_ever_unowned() {
     let cluster = camelk_testkit::shared();
     let admin = admin_with_crd(cluster).await;
-    let _operators =
+    let operators =
         camelk_testkit::scenario::ready_upstream_operators(cluster, &["operator-1", "operator-2"])
             .await;
     let ns = cluster.namespace("gitops-cleanup").await;
@@ -273,8 +273,23 @@ async fn an_apps_repository_is_cleaned_of_owner_keys_with_no_resource_ever_unown
     })
     .await;
     if moved.is_err() {
+        // Seen once under load: both with operator-2, `Building Kit` after
+        // 240 s. Their status and the operators' logs say why.
         let status = assignments.get(NAME).await.unwrap().status;
-        panic!("not moved to operator-2 after the cleanup; the assignment's status: {status:#?}");
+        let mut statuses = String::new();
+        for name in NAMES {
+            let object = integrations.get(name).await.unwrap();
+            statuses += &format!("\n{name}: {:#}", object.data["status"]);
+        }
+        let logs: Vec<String> = operators
+            .iter()
+            .map(|o| format!("{}:\n{}", o.id(), o.log_tail(40)))
+            .collect();
+        panic!(
+            "not moved to operator-2 after the cleanup; the assignment's status: {status:#?}\n\
+             the Integrations' status:{statuses}\n{}",
+            logs.join("\n")
+        );
     }
     for name in NAMES {
         wait_until(
