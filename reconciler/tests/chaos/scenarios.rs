@@ -94,7 +94,8 @@ pub struct Outcome {
     pub resources: usize,
     /// From the fault clearing to the rollout `Ready`.
     pub recovery: Duration,
-    /// The whole scenario: world, rollout, fault, checks.
+    /// The whole scenario: rollout, fault, checks, and the world's start
+    /// for the first scenario of a world.
     pub wall: Duration,
     pub writes_per_move: f64,
     pub dual_owner_writes: usize,
