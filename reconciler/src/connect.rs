@@ -126,7 +126,7 @@ const LOCK_RETRIES: (Duration, Duration, u32) =
 impl Clients {
     /// Both clients, for the cluster and user of `config`. Called inside a
     /// Tokio runtime: the lock client's buffer is a task of it.
-    pub fn new(config: kube::Config) -> Result<Clients, kube::Error> {
+    pub fn new(mut config: kube::Config) -> Result<Clients, kube::Error> {
         use kube::client::retry::RetryPolicy;
         use tower::ServiceBuilder;
         use tower::buffer::BufferLayer;
@@ -134,7 +134,6 @@ impl Clients {
         let work = kube::Client::try_from(config.clone())?;
         let (min, max, times) = LOCK_RETRIES;
         let policy = RetryPolicy::new(min, max, times, false).expect("valid lock retries");
-        let mut config = config;
         config.default_retry = false;
         let lock = kube::client::ClientBuilder::try_from(config)?
             // The retry clones the service it asks again; a buffer makes kube's

@@ -707,14 +707,7 @@ impl World {
     /// all run again.
     pub async fn begin_scenario(&mut self) -> anyhow::Result<()> {
         self.wait_all_running().await?;
-        // A list's resourceVersion is etcd's revision when it was read.
-        let revision = Api::<Lease>::namespaced(self.admin.clone(), NS)
-            .list(&ListParams::default().limit(1))
-            .await?
-            .metadata
-            .resource_version
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| anyhow::anyhow!("a list with no resourceVersion"))?;
+        let revision = camelk_testkit::audit::current_revision(&self.admin).await?;
         self.since = Since {
             revision,
             at: k8s_openapi::jiff::Timestamp::now(),

@@ -78,14 +78,8 @@ async fn lock_read_while_seat_held(
     ns: &str,
 ) -> Vec<(k8s_openapi::jiff::Timestamp, u16)> {
     let leases = |client: &kube::Client| Api::<Lease>::namespaced(client.clone(), ns);
-    let current: u64 = leases(admin)
-        .list(&ListParams::default().limit(1))
+    let current = camelk_testkit::audit::current_revision(admin)
         .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap()
-        .parse()
         .unwrap();
     // A list that must not be older than a resourceVersion etcd has not
     // reached waits in the watch cache for up to 3 s, holding the user's

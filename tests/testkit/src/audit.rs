@@ -283,6 +283,21 @@ impl AuditLog {
     }
 }
 
+/// etcd's revision now, in the order resourceVersions count (a list's
+/// resourceVersion is the revision it was read at): a point to judge an
+/// audit log's writes from ([`single_owner_violations_after`]).
+pub async fn current_revision(client: &kube::Client) -> Result<u64, kube::Error> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let list = kube::Api::<Namespace>::all(client.clone())
+        .list(&kube::api::ListParams::default().limit(1))
+        .await?;
+    Ok(list
+        .metadata
+        .resource_version
+        .and_then(|v| v.parse().ok())
+        .expect("a list carries the resourceVersion it was read at"))
+}
+
 /// Label and annotation key naming a Camel K resource's operator.
 const OWNER_KEY: &str = "camel.apache.org/operator.id";
 
