@@ -12,6 +12,8 @@
 --                metadata.generation yet
 --   Degraded     Stalled=True: a gate or a handoff holds the rollout, it was
 --                rolled back, or the revision is invalid
+--   Suspended    a step waits for `kubectl camelk approve` (rollout state
+--                WaitingForApproval): it goes on only when a person acts
 --   Progressing  a resume not yet acted on (Suspended=True, annotation gone),
 --                Reconciling=True, Ready missing or Unknown, or Ready=True for
 --                a revision older than the one being rolled out
@@ -134,6 +136,12 @@ local stalled = condition(status, "Stalled")
 if is_true(stalled) then
   hs.status = "Degraded"
   hs.message = said(stalled) .. rollout_note(rollout)
+  return hs
+end
+
+if rollout ~= nil and rollout.state == "WaitingForApproval" then
+  hs.status = "Suspended"
+  hs.message = (rollout.message or "") .. rollout_note(rollout)
   return hs
 end
 

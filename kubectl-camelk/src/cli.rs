@@ -160,6 +160,9 @@ pub enum Command {
     /// Ask the reconciler to sync an OperatorAssignment now (fetch, plan,
     /// act), as `flux reconcile`; with --wait, follow it until it is done.
     Sync(SyncArgs),
+    /// Let a rollout step that waits for approval (`rollout.approval`)
+    /// start: records you as its approver, for that revision and step only.
+    Approve(ApproveArgs),
     /// Stop the reconciler from acting on an OperatorAssignment (as `flux suspend`).
     Suspend(NameArgs),
     /// Let the reconciler act on a suspended OperatorAssignment again.
@@ -206,6 +209,7 @@ impl Command {
             | Command::Operators(_)
             | Command::Status(_)
             | Command::Sync(_)
+            | Command::Approve(_)
             | Command::Suspend(_)
             | Command::Resume(_)
             | Command::Check(_)
@@ -524,6 +528,20 @@ pub struct NameArgs {
     /// The OperatorAssignment (default: every one in the namespace).
     #[arg(value_name = "NAME")]
     pub name: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ApproveArgs {
+    /// The OperatorAssignment (default: the only one in the namespace).
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// The step to approve (from 1): the one the rollout waits on.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub step: u32,
+    /// The revision (a commit SHA or its prefix) you approve; refused unless
+    /// it is the one rolling out.
+    #[arg(long, value_name = "REV")]
+    pub revision: Option<String>,
 }
 
 #[derive(Args, Debug)]

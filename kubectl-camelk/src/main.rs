@@ -144,6 +144,7 @@ async fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Check(args) => return commands::check::run(cli, args).await,
         Command::Events(args) => commands::events::run(cli, args).await?,
         Command::History(args) => commands::history::run(cli, args).await?,
+        Command::Approve(args) => commands::approve::run(cli, args).await?,
         Command::Suspend(args) => commands::assignments::suspend(cli, args, true).await?,
         Command::Resume(args) => commands::assignments::suspend(cli, args, false).await?,
         Command::Completion { shell } => {

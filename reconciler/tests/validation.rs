@@ -82,10 +82,25 @@ fn every_error_is_reported_not_only_the_first() {
 }
 
 #[test]
+fn approval_steps_count_from_one_and_a_soak_is_a_duration() {
+    let errors = check(
+        "  defaultOperator: op-1\n  rollout:\n    healthGate: {soak: awhile}\n    approval:\n      steps: [0, 2]\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        errors,
+        vec![
+            "t.yaml:13:24: error: `awhile` is not a duration; write for example `30s`, `5m` or `1h30m`",
+            "t.yaml:15:15: error: steps are numbered from 1: approval of step `0` names no step",
+        ]
+    );
+}
+
+#[test]
 fn the_crd_and_the_checks_agree_on_field_names() {
     // Every field the types know is accepted (nothing is reported unknown).
     let manifest = check(
-        "  scope: {namespaces: [shop], kinds: [Integration]}\n  defaultOperator: op-1\n  rules:\n    - name: r\n      match:\n        kinds: [Integration]\n        namespaces: [shop]\n        names: [\"*\"]\n        selector: {matchLabels: {a: b}, matchExpressions: [{key: c, operator: Exists}]}\n      operator: op-2\n  pins:\n    - {kind: Integration, namespace: shop, name: x, operator: op-1}\n  stagedMoves:\n    - {from: op-1, to: op-2, selector: {matchLabels: {w: \"1\"}}, steps: [1, \"100%\"]}\n  rollout:\n    steps: [\"10%\"]\n    healthGate: {requireReady: false, timeout: 1m}\n    pause: 30s\n  handoff: {drainTimeout: 1m, force: AfterTimeout, forceAfter: 5m}\n",
+        "  scope: {namespaces: [shop], kinds: [Integration]}\n  defaultOperator: op-1\n  rules:\n    - name: r\n      match:\n        kinds: [Integration]\n        namespaces: [shop]\n        names: [\"*\"]\n        selector: {matchLabels: {a: b}, matchExpressions: [{key: c, operator: Exists}]}\n      operator: op-2\n  pins:\n    - {kind: Integration, namespace: shop, name: x, operator: op-1}\n  stagedMoves:\n    - {from: op-1, to: op-2, selector: {matchLabels: {w: \"1\"}}, steps: [1, \"100%\"]}\n  rollout:\n    steps: [\"10%\"]\n    healthGate: {requireReady: false, timeout: 1m, soak: 2m}\n    pause: 30s\n    approval: {steps: [2]}\n  handoff: {drainTimeout: 1m, force: AfterTimeout, forceAfter: 5m}\n",
     );
     assert!(manifest.is_ok(), "{manifest:?}");
 }

@@ -1,6 +1,7 @@
 //! One module per command group; each turns arguments into library calls and
 //! prints the result. Shared here: finding the manifest and the cluster.
 
+pub mod approve;
 pub mod assignments;
 pub mod check;
 pub mod edit;

@@ -18,6 +18,7 @@
 //!   plugin.
 
 mod annotations;
+mod approval;
 mod operator_id;
 mod outcome;
 mod selector;
@@ -31,6 +32,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use annotations::{RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, is_suspended};
+pub use approval::{RolloutApproval, RolloutApprovalSpec};
 pub use operator_id::{InvalidOperatorId, OperatorId};
 pub use outcome::{MigrationResult, RolloutState};
 pub(crate) use selector::{LabelMatcher, NameGlob};
@@ -306,6 +308,35 @@ pub struct RolloutSettings {
     /// Wait between two steps, as a duration (`30s`, `5m`, `1h`).
     #[serde(default = "default_pause")]
     pub pause: String,
+    /// Steps that start only once a person approves them.
+    #[serde(default, skip_serializing_if = "Approval::is_empty")]
+    pub approval: Approval,
+}
+
+/// Steps that wait for `kubectl camelk approve` before they start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Approval {
+    /// Numbers of the plan's steps (from 1) that wait for an approval of
+    /// their revision and step (a [`RolloutApproval`]) before they start.
+    #[serde(
+        default,
+        deserialize_with = "list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub steps: Vec<u32>,
+}
+
+impl Approval {
+    /// No step waits for approval.
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// Whether step `n` (from 1) waits for approval.
+    pub fn requires(&self, n: u32) -> bool {
+        self.steps.contains(&n)
+    }
 }
 
 fn default_pause() -> String {
@@ -318,6 +349,7 @@ impl Default for RolloutSettings {
             steps: Vec::new(),
             health_gate: HealthGate::default(),
             pause: default_pause(),
+            approval: Approval::default(),
         }
     }
 }
@@ -336,6 +368,19 @@ pub struct HealthGate {
     /// What a failed gate does: `Pause` (default) or `Rollback`.
     #[serde(default)]
     pub on_failure: GateFailure,
+    /// How long moved resources must stay healthy, once they all are,
+    /// before the step is done (a duration; `0s`, the default: at once).
+    /// One that fails during the soak fails the gate at once.
+    #[serde(default = "default_soak", skip_serializing_if = "is_zero_soak")]
+    pub soak: String,
+}
+
+fn default_soak() -> String {
+    "0s".into()
+}
+
+fn is_zero_soak(soak: &String) -> bool {
+    *soak == default_soak()
 }
 
 /// What happens when a step's moved resources are not healthy in time.
@@ -363,6 +408,7 @@ impl Default for HealthGate {
             require_ready: true,
             timeout: default_health_timeout(),
             on_failure: GateFailure::default(),
+            soak: default_soak(),
         }
     }
 }
@@ -426,7 +472,8 @@ pub struct OperatorAssignmentStatus {
     /// The revision the last round worked on, applied or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_attempted_revision: Option<String>,
-    /// Conditions `Ready`, `Reconciling`, `Stalled`, `Suspended` and `Drifted`,
+    /// Conditions `Ready`, `Reconciling`, `Stalled`, `Suspended`, `Drifted` and
+    /// `WaitingForApproval`,
     /// in the Kubernetes condition format.
     #[serde(
         default,
@@ -462,7 +509,8 @@ pub struct RolloutStatus {
     pub current_step: u32,
     /// Last step whose moves were all done and found healthy.
     pub completed_steps: u32,
-    /// `Progressing`, `WaitingForHealth`, `Pausing`, `Paused`, `RolledBack`, `Complete`.
+    /// `Progressing`, `WaitingForHealth`, `Pausing`, `WaitingForApproval`,
+    /// `Paused`, `RolledBack`, `Complete`.
     #[schemars(with = "String")]
     pub state: RolloutState,
     /// Why the rollout is in its state, for people; empty when nothing to say.
@@ -488,6 +536,10 @@ pub struct RolloutStatus {
     /// it takes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check_started_at: Option<String>,
+    /// When every moved resource of the step now waited on was first found
+    /// healthy (RFC 3339): the soak (`healthGate.soak`) counts from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak_started_at: Option<String>,
 }
 
 /// One revision's migration, for `status.history`.
@@ -524,6 +576,21 @@ pub struct MigrationRecord {
     /// there), `RolledBack`, `Succeeded`, `Superseded`.
     #[schemars(with = "String")]
     pub result: MigrationResult,
+    /// The approvals its steps started on, in step order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<ApprovalRecord>,
+}
+
+/// Who let a step start, for `status.history`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRecord {
+    /// The step approved (from 1).
+    pub step: u32,
+    /// The user who approved it, as the API server named them.
+    pub approver: String,
+    /// When the approval was created (RFC 3339).
+    pub approved_at: String,
 }
 
 /// The generated CustomResourceDefinition of `OperatorAssignment`.
@@ -566,9 +633,34 @@ where
     Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
 }
 
-/// The generated CRD as YAML, as `reconciler crds` prints it.
+/// The generated CRD of `RolloutApproval`.
+fn approval_crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    use kube::CustomResourceExt;
+    RolloutApproval::crd()
+}
+
+/// Every CRD of the project: `OperatorAssignment`, then `RolloutApproval`.
+pub fn crds()
+-> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
+{
+    vec![crd(), approval_crd()]
+}
+
+/// One generated CRD as YAML, as committed in `examples/deploy/crds/`.
+pub fn crd_file(
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> String {
+    serde_saphyr::to_string(crd).expect("a CRD serializes")
+}
+
+/// Every generated CRD as one YAML stream, as `reconciler crds` prints it.
 pub fn crd_yaml() -> String {
-    serde_saphyr::to_string(&crd()).expect("a CRD serializes")
+    crds()
+        .iter()
+        .map(crd_file)
+        .collect::<Vec<_>>()
+        .join("---\n")
 }
 
 /// Parses a duration as Kubernetes writes one (Go's `time.ParseDuration`,

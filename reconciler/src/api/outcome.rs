@@ -82,6 +82,9 @@ status_word! {
         WaitingForHealth = "WaitingForHealth",
         /// The manifest's `rollout.pause` before the next step.
         Pausing = "Pausing",
+        /// The next step waits for `kubectl camelk approve`
+        /// (`rollout.approval`).
+        WaitingForApproval = "WaitingForApproval",
         /// A gate or a handoff holds the rollout; a later round retries the
         /// same step.
         Paused = "Paused",
@@ -120,7 +123,8 @@ impl From<RolloutState> for MigrationResult {
             RolloutState::New
             | RolloutState::Progressing
             | RolloutState::WaitingForHealth
-            | RolloutState::Pausing => MigrationResult::Progressing,
+            | RolloutState::Pausing
+            | RolloutState::WaitingForApproval => MigrationResult::Progressing,
         }
     }
 }

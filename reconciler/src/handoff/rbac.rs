@@ -65,7 +65,8 @@ pub fn operator_cluster_role(name: &str) -> ClusterRole {
 /// keys, and create, mark and delete handoff Leases (and read locks), and
 /// read whether the owner-keys policy is installed. As
 /// `reconciler sync` it also holds its own lock (update), applies the
-/// `OperatorAssignment` object and its status, and records Events.
+/// `OperatorAssignment` object and its status, reads approvals of rollout
+/// steps, and records Events.
 pub fn coordinator_cluster_role(name: &str) -> ClusterRole {
     ClusterRole {
         metadata: ObjectMeta {
@@ -94,6 +95,12 @@ pub fn coordinator_cluster_role(name: &str) -> ClusterRole {
                 crate::api::GROUP,
                 &["operatorassignments/status".into()],
                 &["get", "patch", "update"],
+            ),
+            // Approvals of rollout steps: read, and watched to go on at once.
+            rule(
+                crate::api::GROUP,
+                &["rolloutapprovals".into()],
+                &["get", "list", "watch"],
             ),
             rule("events.k8s.io", &["events".into()], &["create", "patch"]),
             rule(

@@ -304,6 +304,16 @@ fn check_rollout_and_handoff(out: &mut Findings, root: &FieldPath, spec: &Operat
         rollout.key("healthGate").key("timeout"),
         &spec.rollout.health_gate.timeout,
     );
+    check_duration(
+        out,
+        rollout.key("healthGate").key("soak"),
+        &spec.rollout.health_gate.soak,
+    );
+    check_approval_steps(
+        out,
+        &rollout.key("approval").key("steps"),
+        &spec.rollout.approval.steps,
+    );
 
     let handoff = root.key("handoff");
     check_duration(
@@ -353,6 +363,21 @@ fn check_steps(out: &mut Findings, path: &FieldPath, steps: &[Step]) {
             }
         }
         previous = Some(*step);
+    }
+}
+
+/// Steps that wait for approval: numbered from 1, each once.
+fn check_approval_steps(out: &mut Findings, path: &FieldPath, steps: &[u32]) {
+    let mut seen = BTreeSet::new();
+    for (i, step) in steps.iter().enumerate() {
+        if *step == 0 {
+            out.error(
+                path.index(i),
+                "steps are numbered from 1: approval of step `0` names no step",
+            );
+        } else if !seen.insert(step) {
+            out.warning(path.index(i), format!("step `{step}` is listed twice"));
+        }
     }
 }
 

@@ -275,6 +275,15 @@ fn a_generation_not_yet_observed_is_progressing_even_when_ready() {
     );
 }
 
+/// The rollout `object` records.
+fn rollout_of(object: &mut OperatorAssignment) -> &mut RolloutStatus {
+    object
+        .status
+        .as_mut()
+        .and_then(|s| s.rollout.as_mut())
+        .expect("a rollout")
+}
+
 #[test]
 fn a_step_waiting_for_health_is_progressing_and_names_the_step() {
     assert_eq!(
@@ -291,11 +300,7 @@ fn a_step_waiting_for_health_is_progressing_and_names_the_step() {
 #[test]
 fn a_pause_between_steps_is_progressing() {
     let mut object = waiting_for_health_at_step_2_of_3();
-    let rollout = object
-        .status
-        .as_mut()
-        .and_then(|s| s.rollout.as_mut())
-        .expect("a rollout");
+    let rollout = rollout_of(&mut object);
     rollout.completed_steps = 2;
     rollout.state = RolloutState::Pausing;
     rollout.message = "pause of 5m before step 3".into();
@@ -304,6 +309,27 @@ fn a_pause_between_steps_is_progressing() {
         Health {
             status: "Progressing".into(),
             message: "pause of 5m before step 3 (rollout Pausing, step 2/3)".into(),
+        }
+    );
+}
+
+#[test]
+fn a_step_waiting_for_approval_is_suspended_and_says_how_to_approve() {
+    let mut object = waiting_for_health_at_step_2_of_3();
+    let rollout = rollout_of(&mut object);
+    rollout.completed_steps = 1;
+    rollout.state = RolloutState::WaitingForApproval;
+    rollout.message = "step 2 of 3 of revision 0a1b2c3d4e5f waits for approval: \
+                       kubectl camelk approve fleet --step 2 -n camelk-system"
+        .into();
+    assert_eq!(
+        health(&object),
+        Health {
+            status: "Suspended".into(),
+            message: "step 2 of 3 of revision 0a1b2c3d4e5f waits for approval: \
+                      kubectl camelk approve fleet --step 2 -n camelk-system \
+                      (rollout WaitingForApproval, step 2/3)"
+                .into(),
         }
     );
 }

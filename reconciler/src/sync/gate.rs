@@ -5,8 +5,12 @@
 //! 2. Each round checks for at most one interval ([`health::wait`]), so a
 //!    new revision, a suspension or a sync request is acted on while a gate
 //!    waits; a later round goes on with the same gate.
-//! 3. Healthy: the rollout goes on. Past the deadline (`healthCheckStartedAt`
-//!    plus `healthGate.timeout`): the rollout pauses (`onFailure: Pause`), or
+//! 3. Healthy: with `healthGate.soak`, the soak starts (`soakStartedAt`) and
+//!    each round checks again, every poll, that all stay healthy; one that
+//!    does not fails the gate at once. Healthy (and soaked): the rollout goes
+//!    on. Past the deadline (`healthCheckStartedAt` plus
+//!    `healthGate.timeout`), or failed during the soak: the rollout pauses
+//!    (`onFailure: Pause`; the soak starts again once all are healthy), or
 //!    the step's moves are handed back ([`rollout::reversal`]) and it waits
 //!    for a new revision (`onFailure: Rollback`).
 
@@ -39,10 +43,14 @@ pub(super) enum Verdict {
     Healthy,
     /// Not yet, and the deadline has not passed: a later round checks again.
     Waiting,
-    /// The deadline has passed with these resources not healthy.
+    /// All healthy, and soaking since `since` (RFC 3339): a later round
+    /// checks again.
+    Soaking { since: String, left: Duration },
+    /// These resources are not healthy: past the deadline, or during the soak.
     Failed {
         failing: Vec<String>,
-        timeout: Duration,
+        /// How they failed, for people ("not healthy within 10m0s").
+        how: String,
     },
 }
 
@@ -90,14 +98,70 @@ impl HealthGate {
             cancel,
         )
         .await?;
-        Ok(if failing.is_empty() {
+        if !failing.is_empty() {
+            return Ok(if budget < left {
+                Verdict::Waiting
+            } else {
+                Verdict::Failed {
+                    failing,
+                    how: format!("not healthy within {timeout:?}"),
+                }
+            });
+        }
+        let soak = parse_duration(&rules.soak).unwrap_or_default();
+        let verdict = self
+            .soak(gate, ro, soak, rules.require_ready, cancel)
+            .await?;
+        if matches!(verdict, Verdict::Healthy) {
             self.memory.cache = Default::default(); // its watches end with the gate
-            Verdict::Healthy
-        } else if budget < left {
-            Verdict::Waiting
-        } else {
-            Verdict::Failed { failing, timeout }
-        })
+        }
+        Ok(verdict)
+    }
+
+    /// All are healthy now: this round's share of the soak. It checks
+    /// every poll, for at most an interval, that all stay healthy.
+    async fn soak(
+        &mut self,
+        gate: &Gate<'_>,
+        ro: &RolloutStatus,
+        soak: Duration,
+        require_ready: bool,
+        cancel: &CancellationToken,
+    ) -> Result<Verdict, SyncError> {
+        let since = ro.soak_started_at.clone().unwrap_or_else(status::now);
+        let until_round_ends = tokio::time::Instant::now() + self.interval;
+        let watches = watches(gate.steps, step_started(ro));
+        loop {
+            let left = soak.saturating_sub(status::elapsed_since(Some(&since)));
+            if left.is_zero() {
+                return Ok(Verdict::Healthy);
+            }
+            let now = tokio::time::Instant::now();
+            if now >= until_round_ends {
+                return Ok(Verdict::Soaking { since, left });
+            }
+            let nap = self.poll.min(left).min(until_round_ends - now);
+            tokio::select! {
+                _ = cancel.cancelled() => return Err(SyncError::Cancelled),
+                _ = tokio::time::sleep(nap) => {}
+            }
+            let failing = health::wait(
+                &self.client,
+                &watches,
+                require_ready,
+                Duration::ZERO,
+                self.poll,
+                &mut self.memory,
+                cancel,
+            )
+            .await?;
+            if !failing.is_empty() {
+                return Ok(Verdict::Failed {
+                    failing,
+                    how: format!("failed during the soak of {soak:?}"),
+                });
+            }
+        }
     }
 }
 
@@ -123,9 +187,29 @@ impl Syncer {
                 }
                 Ok(false)
             }
-            Verdict::Failed { failing, timeout } => {
+            Verdict::Soaking { since, left } => {
+                let mut status = status.clone();
+                let mut ro = ro.clone();
+                if ro.soak_started_at.is_none() {
+                    tracing::info!(step = ro.current_step, soak = %gate.head.rollout.health_gate.soak, "moved resources healthy; soaking");
+                }
+                ro.soak_started_at = Some(since);
+                if ro.state != RolloutState::Paused {
+                    ro.message = format!(
+                        "step {} of {}: all moved resources healthy; soaking {}s more",
+                        ro.current_step,
+                        ro.total_steps,
+                        left.as_secs()
+                    );
+                }
+                status.rollout = Some(ro);
+                handled(gate.object, &mut status);
+                writer.write(&status, Checkpoint::WaitingForHealth).await?;
+                Ok(false)
+            }
+            Verdict::Failed { failing, how } => {
                 let status = status.clone();
-                self.on_unhealthy(gate, writer, status, ro.clone(), failing, timeout)
+                self.on_unhealthy(gate, writer, status, ro.clone(), failing, how)
                     .await?;
                 Ok(false)
             }
@@ -142,16 +226,18 @@ impl Syncer {
         status: OperatorAssignmentStatus,
         mut ro: RolloutStatus,
         failing: Vec<String>,
-        timeout: Duration,
+        how: String,
     ) -> Result<(), SyncError> {
         let unhealthy = format!(
-            "step {} of {}: {} moved resources not healthy within {timeout:?}",
+            "step {} of {}: {} moved resources {how}",
             ro.current_step,
             ro.total_steps,
             failing.len()
         );
         let listed = failing.join("; ");
         ro.failing = failing;
+        // A soak starts again only once all are healthy again.
+        ro.soak_started_at = None;
         let pause = if gate.head.rollout.health_gate.on_failure == GateFailure::Pause {
             let summary = format!("{unhealthy}; rollout paused");
             Pause {

@@ -73,6 +73,7 @@
 //! # Limits
 //! - A rollout in progress waits while the branch head is invalid.
 
+mod approval;
 #[cfg(test)]
 mod argocd_health;
 mod execute;
@@ -169,6 +170,14 @@ pub(crate) enum SyncError {
     Handoff(#[from] HandoffError),
     #[error(transparent)]
     Gate(#[from] health::GateError),
+    #[error(
+        "listing RolloutApprovals in {namespace}: {source} (a step waits for approval; is the RolloutApproval CRD installed? `reconciler crds | kubectl apply -f -`)"
+    )]
+    Approvals {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("this replica no longer leads")]
     NotLeading,
     #[error("cancelled")]
@@ -195,6 +204,7 @@ impl SyncError {
             SyncError::Assign { .. } => "assign",
             SyncError::Requests { .. } | SyncError::Handoff(_) => "handoff",
             SyncError::Gate(_) => "health_gate",
+            SyncError::Approvals { .. } => "approval",
             SyncError::NotLeading => "leadership",
             SyncError::Cancelled => "cancelled",
         }
@@ -219,6 +229,8 @@ pub(crate) struct Syncer {
     owners: execute::OwnerWrites,
     gate: gate::HealthGate,
     report: report::Report,
+    /// Where steps that wait for a person find their approvals.
+    approvals: approval::Approvals,
     /// Gives resources that appear without owner keys their owner at once.
     newcomers: Option<newcomers::Newcomers>,
 }
@@ -246,6 +258,7 @@ impl Syncer {
                 telemetry.clone(),
             ),
             gate: gate::HealthGate::new(client.clone(), cfg.interval, cfg.poll),
+            approvals: approval::Approvals::new(client.clone(), &cfg.namespace),
             report: report::Report::new(client, cfg.namespace.clone(), events, telemetry),
             source,
             cfg,

@@ -14,14 +14,17 @@
 //!   of one that never ended.
 
 use crate::api::{
-    MigrationRecord, MigrationResult, OperatorAssignmentStatus, RolloutState, RolloutStatus,
+    ApprovalRecord, MigrationRecord, MigrationResult, OperatorAssignmentStatus, RolloutState,
+    RolloutStatus,
 };
 use crate::plan::Plan;
 use crate::plan::rollout::Drift;
 use crate::source::Commit;
 use crate::source::origin::Origin;
 
-use super::status::{self, DRIFTED, READY, RECONCILING, STALLED, SUSPENDED, set_condition};
+use super::status::{
+    self, DRIFTED, READY, RECONCILING, STALLED, SUSPENDED, WAITING_FOR_APPROVAL, set_condition,
+};
 
 /// Reason of the conditions of a round that applied its revision.
 pub(crate) const SUCCEEDED: &str = "ReconciliationSucceeded";
@@ -66,6 +69,68 @@ pub(crate) fn succeeded(
     set_condition(status, READY, true, SUCCEEDED, message, generation);
     set_condition(status, RECONCILING, false, SUCCEEDED, message, generation);
     set_condition(status, STALLED, false, SUCCEEDED, "", generation);
+}
+
+/// The next step waits for a person: Reconciling (the revision is not
+/// applied and will go on by itself once approved), not Ready, not
+/// Stalled, and `WaitingForApproval=True`, all with `message`.
+pub(crate) fn waiting_for_approval(
+    status: &mut OperatorAssignmentStatus,
+    message: &str,
+    generation: Option<i64>,
+) {
+    let reason = WAITING_FOR_APPROVAL;
+    set_condition(status, RECONCILING, true, reason, message, generation);
+    set_condition(status, READY, false, reason, message, generation);
+    set_condition(status, STALLED, false, reason, "", generation);
+    set_condition(
+        status,
+        WAITING_FOR_APPROVAL,
+        true,
+        reason,
+        message,
+        generation,
+    );
+}
+
+/// The approval of a step was found: recorded on the revision's history row
+/// (once per step), and `WaitingForApproval=False` naming the approver.
+pub(crate) fn approved(
+    status: &mut OperatorAssignmentStatus,
+    revision: &str,
+    approval: ApprovalRecord,
+    generation: Option<i64>,
+) {
+    let message = format!("step {} approved by {}", approval.step, approval.approver);
+    set_condition(
+        status,
+        WAITING_FOR_APPROVAL,
+        false,
+        "Approved",
+        &message,
+        generation,
+    );
+    if let Some(row) = status.history.iter_mut().find(|r| r.revision == revision)
+        && !row.approvals.iter().any(|a| a.step == approval.step)
+    {
+        row.approvals.push(approval);
+        row.approvals.sort_by_key(|a| a.step);
+    }
+}
+
+/// The approval of step `step` of `revision` recorded in history, if any.
+pub(crate) fn recorded_approval<'a>(
+    status: &'a OperatorAssignmentStatus,
+    revision: &str,
+    step: u32,
+) -> Option<&'a ApprovalRecord> {
+    status
+        .history
+        .iter()
+        .find(|r| r.revision == revision)?
+        .approvals
+        .iter()
+        .find(|a| a.step == step)
 }
 
 /// The source could not be read; the rest of the status stays as it was.
@@ -230,6 +295,7 @@ pub(crate) fn step_healthy(ro: &mut RolloutStatus, done: usize) {
     ro.step_completed_at = Some(status::now());
     ro.step_started_at = None;
     ro.health_check_started_at = None;
+    ro.soak_started_at = None;
     ro.failing.clear();
 }
 

@@ -361,6 +361,12 @@ impl Syncer {
             if !leading.is_leading() {
                 return Err(SyncError::NotLeading);
             }
+            let Continue(()) = self
+                .approved(r, &mut rollout.ro, i + 1, plan.batches.len())
+                .await?
+            else {
+                return Ok(Break(()));
+            };
             let step = Step {
                 index: i,
                 total: plan.batches.len(),
@@ -437,6 +443,68 @@ impl Syncer {
             _ = cancel.cancelled() => Err(SyncError::Cancelled),
             _ = tokio::time::sleep(rest) => Ok(()),
         }
+    }
+
+    /// Whether step `n` may start as far as approval goes: it needs none,
+    /// its approval is recorded, or one is found now (recorded, with an
+    /// Event). Otherwise the rollout waits for one and the round ends.
+    async fn approved(
+        &mut self,
+        r: &mut Round,
+        ro: &mut RolloutStatus,
+        n: usize,
+        total: usize,
+    ) -> Result<ControlFlow<()>, SyncError> {
+        let step = n as u32;
+        if !r.head.rollout.approval.requires(step)
+            || progress::recorded_approval(&r.status, &r.rev.sha, step).is_some()
+        {
+            return Ok(Continue(()));
+        }
+        let name = r.object.metadata.name.clone().unwrap_or_default();
+        let generation = r.generation();
+        if let Some(approval) = self.approvals.find(&name, &r.rev.sha, step).await? {
+            let note = format!(
+                "step {n} of {total} of revision {} approved by {}",
+                r.rev.short(),
+                approval.approver
+            );
+            tracing::info!(revision = %r.rev.short(), step = n, approver = %approval.approver, "step approved");
+            progress::approved(&mut r.status, &r.rev.sha, approval, generation);
+            r.status.rollout = Some(ro.clone());
+            r.writer.write(&r.status, Checkpoint::StepStarted).await?;
+            self.report
+                .events
+                .on(&r.object, EventType::Normal, "Approved", note)
+                .await;
+            return Ok(Continue(()));
+        }
+        let newly = !(ro.state == RolloutState::WaitingForApproval && ro.current_step == step);
+        ro.current_step = step;
+        ro.state = RolloutState::WaitingForApproval;
+        ro.message = format!(
+            "step {n} of {total} of revision {} waits for approval: kubectl camelk approve {name} --step {n} -n {}",
+            r.rev.short(),
+            self.cfg.namespace
+        );
+        progress::waiting_for_approval(&mut r.status, &ro.message, generation);
+        progress::history_result(&mut r.status, &r.rev.sha, MigrationResult::Progressing);
+        r.status.rollout = Some(ro.clone());
+        handled(&r.object, &mut r.status);
+        r.writer.write(&r.status, Checkpoint::RoundEnd).await?;
+        if newly {
+            tracing::info!(revision = %r.rev.short(), step = n, "step waits for approval");
+            self.report
+                .events
+                .on(
+                    &r.object,
+                    EventType::Normal,
+                    "WaitingForApproval",
+                    ro.message.clone(),
+                )
+                .await;
+        }
+        Ok(Break(()))
     }
 
     /// One step: its pending moves handed over, then its health gate.

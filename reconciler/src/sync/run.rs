@@ -95,6 +95,13 @@ pub async fn run(
         trigger.clone(),
         shutdown.clone(),
     );
+    // A step waiting for approval goes on as soon as one is created.
+    super::approval::watch(
+        client.clone(),
+        &cfg.namespace,
+        trigger.clone(),
+        shutdown.clone(),
+    );
     if let Some(serving) = serving {
         let plan = match (serving.plan_token_file, &source) {
             (Some(token_file), Source::Git(git)) => Some(Arc::new(PlanService {

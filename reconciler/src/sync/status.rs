@@ -28,6 +28,8 @@ pub(crate) const RECONCILING: &str = "Reconciling";
 pub(crate) const STALLED: &str = "Stalled";
 pub(crate) const SUSPENDED: &str = "Suspended";
 pub(crate) const DRIFTED: &str = "Drifted";
+/// A step waits for `kubectl camelk approve` (`rollout.approval`).
+pub(crate) const WAITING_FOR_APPROVAL: &str = "WaitingForApproval";
 
 /// Sets condition `type_` on `status`, keeping its transition time when its
 /// status is unchanged.

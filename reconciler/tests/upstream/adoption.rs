@@ -30,7 +30,9 @@ const IMAGE: &str = "docker.io/library/camelk-e2e:1.0";
 
 /// A namespace with the owner policy enforced, the shipped RBAC granted,
 /// the OperatorAssignment CRD installed and operator-1 and operator-2 running.
-async fn setup(prefix: &str) -> (&'static TestCluster, camelk_testkit::TestNamespace, Client) {
+pub(crate) async fn setup(
+    prefix: &str,
+) -> (&'static TestCluster, camelk_testkit::TestNamespace, Client) {
     let cluster = camelk_testkit::shared();
     shared_operators(cluster).await;
     let (ns, admin) = policed_sync_namespace(cluster, prefix, &OPERATORS, None).await;
@@ -40,19 +42,25 @@ async fn setup(prefix: &str) -> (&'static TestCluster, camelk_testkit::TestNames
 /// The assignment of these tests: `protocol: Upstream` operators 1..3 (each
 /// locked in its own namespace) for Integrations and Pipes of `ns`, Ready
 /// required within 3 minutes; a test adds the rest.
-fn fleet(ns: &str) -> Assignment {
+pub(crate) fn fleet(ns: &str) -> Assignment {
     let kinds = [CamelKind::Integration, CamelKind::Pipe];
     upstream_fleet(NAME, ns, &OPERATORS, &kinds)
 }
 
 /// [`fleet`] with everything in scope going to `default_operator`.
-fn manifest(ns: &str, default_operator: &str) -> String {
+pub(crate) fn manifest(ns: &str, default_operator: &str) -> String {
     fleet(ns).default_operator(default_operator).render()
 }
 
 /// An Integration as `kamel run -x` creates it: the owner annotation (when
 /// given) and no label; `prebuilt` gives it an image, so no build runs.
-async fn kamel_run(client: &Client, ns: &str, name: &str, owner: Option<&str>, prebuilt: bool) {
+pub(crate) async fn kamel_run(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    owner: Option<&str>,
+    prebuilt: bool,
+) {
     let mut meta = json!({ "name": name, "annotations": { "team": "shop" } });
     if let Some(o) = owner {
         meta["annotations"][OPERATOR_ID_KEY] = json!(o);
@@ -76,7 +84,12 @@ async fn kamel_run(client: &Client, ns: &str, name: &str, owner: Option<&str>, p
         .unwrap_or_else(|e| panic!("creating integration {name}: {e}"));
 }
 
-async fn wait_ready_under(client: &Client, ns: &str, name: &str, id: &str) -> DynamicObject {
+pub(crate) async fn wait_ready_under(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    id: &str,
+) -> DynamicObject {
     let what = format!("Running and Ready under {id}");
     let api = camel_api(client.clone(), CamelKind::Integration, ns);
     let deadline = Instant::now() + Duration::from_secs(240);

@@ -16,6 +16,7 @@ mod support;
 
 mod adoption;
 mod gitops;
+mod progressive;
 mod restart;
 mod unowned;
 mod unowned_handlers;

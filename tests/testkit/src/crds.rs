@@ -126,27 +126,29 @@ pub async fn install(client: &Client, crds: &[CustomResourceDefinition]) -> Resu
     Ok(())
 }
 
-/// Applies the project's `OperatorAssignment` CRD (server-side, as
-/// `field_manager`; idempotent) and waits, 30 s at most, until the API server
-/// serves the kind: a test of the sync starts from there.
+/// Applies the project's CRDs (`OperatorAssignment`, `RolloutApproval`;
+/// server-side, as `field_manager`; idempotent) and waits, 30 s at most,
+/// until the API server serves both kinds: a test of the sync starts from
+/// there.
 pub async fn install_assignment_crd(admin: &Client, field_manager: &str) {
-    let crd = camelk_reconciler::api::crd();
-    let name = crd.metadata.name.clone().unwrap();
-    Api::<CustomResourceDefinition>::all(admin.clone())
-        .patch(
-            &name,
-            &PatchParams::apply(field_manager).force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .expect("applying the OperatorAssignment CRD");
-    let api: Api<camelk_reconciler::api::OperatorAssignment> = Api::all(admin.clone());
+    for crd in camelk_reconciler::api::crds() {
+        let name = crd.metadata.name.clone().unwrap();
+        Api::<CustomResourceDefinition>::all(admin.clone())
+            .patch(
+                &name,
+                &PatchParams::apply(field_manager).force(),
+                &Patch::Apply(&crd),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("applying the CRD {name}: {e}"));
+    }
+    let assignments: Api<camelk_reconciler::api::OperatorAssignment> = Api::all(admin.clone());
+    let approvals: Api<camelk_reconciler::api::RolloutApproval> = Api::all(admin.clone());
     let deadline = Instant::now() + Duration::from_secs(30);
-    while api.list(&Default::default()).await.is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "OperatorAssignment CRD not served"
-        );
+    while assignments.list(&Default::default()).await.is_err()
+        || approvals.list(&Default::default()).await.is_err()
+    {
+        assert!(Instant::now() < deadline, "the project's CRDs not served");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

@@ -27,6 +27,7 @@
 
 pub mod admission;
 pub mod apf;
+pub mod approvals;
 pub mod apps_repo;
 pub mod audit;
 pub mod binaries;

@@ -87,7 +87,9 @@ pub struct Rollout {
     require_ready: Option<bool>,
     gate_timeout: Option<String>,
     on_failure: Option<String>,
+    soak: Option<String>,
     pause: Option<String>,
+    approval_steps: Vec<u32>,
 }
 
 impl Assignment {
@@ -283,6 +285,10 @@ impl fmt::Display for Assignment {
                     .on_failure
                     .as_ref()
                     .map(|o| format!("onFailure: {}", scalar(o))),
+                rollout
+                    .soak
+                    .as_ref()
+                    .map(|t| format!("soak: {}", scalar(t))),
             ];
             if gate.iter().any(Option::is_some) {
                 writeln!(out, "    healthGate:")?;
@@ -292,6 +298,12 @@ impl fmt::Display for Assignment {
             }
             if let Some(pause) = &rollout.pause {
                 writeln!(out, "    pause: {}", scalar(pause))?;
+            }
+            if !rollout.approval_steps.is_empty() {
+                let steps: Vec<String> =
+                    rollout.approval_steps.iter().map(u32::to_string).collect();
+                writeln!(out, "    approval:")?;
+                writeln!(out, "      steps: [{}]", steps.join(", "))?;
             }
         }
         if let Some(timeout) = &self.drain_timeout {
@@ -398,6 +410,18 @@ impl Rollout {
     /// `pause` between two steps (a duration).
     pub fn pause(mut self, pause: &str) -> Rollout {
         self.pause = Some(pause.into());
+        self
+    }
+
+    /// `healthGate.soak` (a duration).
+    pub fn soak(mut self, soak: &str) -> Rollout {
+        self.soak = Some(soak.into());
+        self
+    }
+
+    /// `approval.steps`: the steps that start only once approved.
+    pub fn approval_steps(mut self, steps: &[u32]) -> Rollout {
+        self.approval_steps = steps.to_vec();
         self
     }
 }

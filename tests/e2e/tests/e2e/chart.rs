@@ -1225,45 +1225,66 @@ fn a_pod_disruption_budget_comes_with_more_than_one_replica_or_when_asked() {
 }
 
 #[test]
-fn the_crd_is_a_template_upgrades_update_and_keep_leaves_in_place() {
-    let shipped: Value = serde_saphyr::from_str(
-        &std::fs::read_to_string(
-            root()
-                .join(CHART)
-                .join("files/crds/operatorassignments.camelk.dev.yaml"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+fn the_crds_are_templates_upgrades_update_and_keep_leaves_in_place() {
     assert!(
         !root().join(CHART).join("crds").exists(),
         "crds/ is installed once and never upgraded by Helm"
     );
-    let crd = |sets: &[&str]| -> Option<Value> {
+    let crds = |sets: &[&str]| -> Vec<Value> {
         let mut all = vec![AS_EXAMPLES[0]];
         all.extend(sets);
         rendered("camelk-system", &all, &[])
             .into_iter()
-            .find(|o| o["kind"] == "CustomResourceDefinition")
+            .filter(|o| o["kind"] == "CustomResourceDefinition")
+            .collect()
     };
-    let kept = crd(&[]).expect("the CRD by default");
-    // The same definition (a YAML round trip writes 0 for 0.0).
-    assert_eq!(normalized(&kept["spec"]), normalized(&shipped["spec"]));
+    let kept = crds(&[]);
+    let files = [
+        "operatorassignments.camelk.dev.yaml",
+        "rolloutapprovals.camelk.dev.yaml",
+    ];
+    assert_eq!(kept.len(), files.len(), "every CRD by default");
+    for (kept, file) in kept.iter().zip(files) {
+        let shipped: Value = serde_saphyr::from_str(
+            &std::fs::read_to_string(root().join(CHART).join("files/crds").join(file)).unwrap(),
+        )
+        .unwrap();
+        // The same definition (a YAML round trip writes 0 for 0.0).
+        assert_eq!(
+            normalized(&kept["spec"]),
+            normalized(&shipped["spec"]),
+            "{file}"
+        );
+        assert_eq!(
+            kept["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
+            "kept on uninstall by default: deleting it deletes every object of its kind"
+        );
+        assert_eq!(
+            kept["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "Helm"
+        );
+    }
+    for dropped in crds(&["crds.keep=false"]) {
+        assert!(
+            dropped["metadata"].get("annotations").is_none(),
+            "{}",
+            dropped["metadata"]
+        );
+    }
+    assert!(crds(&["crds.enabled=false"]).is_empty());
+}
+
+#[test]
+fn the_approval_policy_is_the_shipped_one() {
+    let shipped =
+        std::fs::read_to_string(root().join("examples/deploy/admission/approval-policy.yaml"))
+            .unwrap();
+    let copy =
+        std::fs::read_to_string(root().join(CHART).join("files/approval-policy.yaml")).unwrap();
     assert_eq!(
-        kept["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
-        "kept on uninstall by default: deleting it deletes every OperatorAssignment"
+        copy, shipped,
+        "copy examples/deploy/admission/approval-policy.yaml to the chart's files/"
     );
-    assert_eq!(
-        kept["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-        "Helm"
-    );
-    let dropped = crd(&["crds.keep=false"]).unwrap();
-    assert!(
-        dropped["metadata"].get("annotations").is_none(),
-        "{}",
-        dropped["metadata"]
-    );
-    assert!(crd(&["crds.enabled=false"]).is_none());
 }
 
 #[test]

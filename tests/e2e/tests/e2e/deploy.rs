@@ -516,15 +516,19 @@ pub(crate) fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Valu
 
 #[test]
 fn committed_crds_are_what_reconciler_crds_prints() {
-    for file in [
-        "examples/deploy/crds/operatorassignments.camelk.dev.yaml",
-        "charts/camelk-reconciler/files/crds/operatorassignments.camelk.dev.yaml",
-    ] {
-        let committed = std::fs::read_to_string(root().join(file)).unwrap();
-        assert!(
-            committed == camelk_reconciler::api::crd_yaml(),
-            "{file} is stale: regenerate it with `cargo run -p camelk-reconciler --bin reconciler -- crds > {file}`"
-        );
+    for crd in camelk_reconciler::api::crds() {
+        let name = crd.metadata.name.clone().unwrap();
+        for dir in [
+            "examples/deploy/crds",
+            "charts/camelk-reconciler/files/crds",
+        ] {
+            let file = format!("{dir}/{name}.yaml");
+            let committed = std::fs::read_to_string(root().join(&file)).unwrap();
+            assert!(
+                committed == camelk_reconciler::api::crd_file(&crd),
+                "{file} is stale: regenerate it from `cargo run -p camelk-reconciler --bin reconciler -- crds` (one file per CRD)"
+            );
+        }
     }
 }
 

@@ -441,14 +441,16 @@ fn path_str(path: &Path) -> anyhow::Result<&str> {
 
 async fn install_assignment_crd(admin: &Client) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    let crd = camelk_reconciler::api::crd();
-    let name = crd.metadata.name.clone().unwrap_or_default();
-    crds.patch(
-        &name,
-        &PatchParams::apply("camelk-demo").force(),
-        &Patch::Apply(&crd),
-    )
-    .await?;
+    // Both of the project's kinds, as a user's install has them.
+    for crd in camelk_reconciler::api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.patch(
+            &name,
+            &PatchParams::apply("camelk-demo").force(),
+            &Patch::Apply(&crd),
+        )
+        .await?;
+    }
     let api: Api<OperatorAssignment> = Api::all(admin.clone());
     let deadline = Instant::now() + Duration::from_secs(30);
     while api.list(&ListParams::default()).await.is_err() {

@@ -1,0 +1,224 @@
+//! Progressive delivery with real upstream operators: a step that waits for
+//! a person's approval (`rollout.approval`), approved with `kubectl camelk
+//! approve` under the shipped approver role and admission policy, and a
+//! health gate that soaks (`healthGate.soak`).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::NAME;
+use crate::adoption::{fleet, kamel_run, manifest, setup, wait_ready_under};
+use crate::support::*;
+use camelk_reconciler::api::{RolloutApproval, RolloutApprovalSpec, RolloutState};
+use camelk_reconciler::camel_k::{CamelKind, owner_id};
+use camelk_testkit::manifest::Rollout;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DynamicObject, PostParams};
+
+/// Who approves: a user granted the shipped approver role, nothing more.
+const APPROVER: &str = "developer";
+
+/// `kubectl camelk approve` in `ns` as `user`, with `args`.
+fn approve(
+    cluster: &camelk_testkit::TestCluster,
+    user: &str,
+    ns: &str,
+    args: &[&str],
+) -> std::process::Output {
+    std::process::Command::new(camelk_testkit::workspace_binary(
+        "kubectl-camelk",
+        "kubectl-camelk",
+    ))
+    .arg("--kubeconfig")
+    .arg(cluster.kubeconfig())
+    .args(["--context", user, "-n", ns, "approve", NAME])
+    .args(args)
+    .env("NO_COLOR", "1")
+    .output()
+    .unwrap()
+}
+
+fn refused(out: &std::process::Output, says: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains(says),
+        "expected a refusal saying {says:?}; exit {:?}, stderr: {stderr}",
+        out.status.code()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_waits_for_its_approval_and_goes_on_once_approved() {
+    let (cluster, ns, admin) = setup("up-approve").await;
+    camelk_testkit::approvals::enforce_policy(&admin, &ns.name)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    camelk_testkit::approvals::grant_approver(&admin, &ns.name, APPROVER)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let names = ["it-a", "it-b"];
+    for name in names {
+        kamel_run(&admin, &ns.name, name, Some("operator-1"), true).await;
+    }
+    for name in names {
+        wait_ready_under(&admin, &ns.name, name, "operator-1").await;
+    }
+    let git = GitRemote::new();
+    let rev1 = git.push(&manifest(&ns.name, "operator-1"), "operators");
+    let sync = start_sync(cluster, &ns.name, &git, "reconciler", &[]);
+    let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
+    assignment.wait(120, "applied", applied(&rev1)).await;
+
+    // Two steps, each soaking 5 s once healthy; the second waits for approval.
+    let rollout = Rollout::new()
+        .require_ready(true)
+        .gate_timeout("3m")
+        .soak("5s")
+        .approval_steps(&[2]);
+    let rev2 = git.push(
+        &fleet(&ns.name)
+            .default_operator("operator-1")
+            .staged_move("operator-1", "operator-2", &["50%", "100%"])
+            .rollout(rollout)
+            .render(),
+        "operator-2 takes over, the second half once approved",
+    );
+    let messages = Mutex::new(Vec::<String>::new());
+    let waiting = assignment
+        .wait(300, "waiting for approval of step 2", |s| {
+            let ro = s.rollout.as_ref();
+            if let Some(ro) = ro {
+                let mut seen = messages.lock().unwrap();
+                if seen.last() != Some(&ro.message) {
+                    seen.push(ro.message.clone());
+                }
+            }
+            ro.is_some_and(|r| r.revision == rev2 && r.state == RolloutState::WaitingForApproval)
+        })
+        .await;
+    let ro = waiting.rollout.as_ref().unwrap();
+    assert_eq!(
+        (ro.current_step, ro.completed_steps, ro.total_steps),
+        (2, 1, 2)
+    );
+    let condition = waiting
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "WaitingForApproval")
+        .expect("a WaitingForApproval condition");
+    assert_eq!(condition.status, "True");
+    for says in [
+        &rev2[..12],
+        "step 2 of 2",
+        &format!("kubectl camelk approve {NAME} --step 2"),
+    ] {
+        assert!(condition.message.contains(says), "{}", condition.message);
+    }
+    let soaked = messages.lock().unwrap().clone();
+    assert!(
+        soaked
+            .iter()
+            .any(|m| m.contains("step 1 of 2: all moved resources healthy; soaking")),
+        "step 1 soaked before it was done: {soaked:#?}"
+    );
+    let api = camel_api(admin.clone(), CamelKind::Integration, &ns.name);
+    let owners = |objects: Vec<DynamicObject>| -> Vec<String> {
+        let mut o: Vec<String> = objects
+            .iter()
+            .filter_map(|o| owner_id(&o.metadata))
+            .collect();
+        o.sort();
+        o
+    };
+    let listed = api.list(&Default::default()).await.unwrap().items;
+    assert_eq!(
+        owners(listed),
+        ["operator-1", "operator-2"],
+        "step 1 moved one, step 2 none yet"
+    );
+
+    // What is refused: another step, an older revision, and an approval
+    // that names someone else than its creator (the admission policy).
+    refused(
+        &approve(cluster, APPROVER, &ns.name, &["--step", "1"]),
+        "step 1 does not wait for approval",
+    );
+    refused(
+        &approve(
+            cluster,
+            APPROVER,
+            &ns.name,
+            &["--step", "2", "--revision", &rev1[..10]],
+        ),
+        "is not the one rolling out",
+    );
+    let as_approver = cluster.client_as(APPROVER).await;
+    let forged = RolloutApproval::new(
+        "forged",
+        RolloutApprovalSpec {
+            assignment: NAME.into(),
+            revision: rev2.clone(),
+            step: 2,
+            approver: "release-manager".into(),
+        },
+    );
+    let forged = Api::<RolloutApproval>::namespaced(as_approver, &ns.name)
+        .create(&PostParams::default(), &forged)
+        .await;
+    assert!(
+        matches!(&forged, Err(kube::Error::Api(e)) if e.message.contains("spec.approver must be the user who approves")),
+        "{forged:?}"
+    );
+    // None of that let the step start.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let still = assignment.wait(5, "still waiting", |_| true).await;
+    assert_eq!(
+        still.rollout.as_ref().map(|r| r.state),
+        Some(RolloutState::WaitingForApproval)
+    );
+
+    let out = approve(cluster, APPROVER, &ns.name, &["--step", "2"]);
+    camelk_testkit::assert_success(&out, "kubectl camelk approve");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains(&format!("approved by {APPROVER}")), "{said}");
+
+    let done = assignment.wait(300, "applied", applied(&rev2)).await;
+    let row = done.history.iter().find(|r| r.revision == rev2).unwrap();
+    let approvals: Vec<(u32, &str)> = row
+        .approvals
+        .iter()
+        .map(|a| (a.step, a.approver.as_str()))
+        .collect();
+    assert_eq!(
+        approvals,
+        [(2, APPROVER)],
+        "the approver, as the API server named them"
+    );
+    let condition = done
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "WaitingForApproval")
+        .unwrap();
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_str()),
+        ("False", "Approved")
+    );
+    for name in names {
+        wait_ready_under(&admin, &ns.name, name, "operator-2").await;
+    }
+    let events = Api::<Event>::namespaced(admin.clone(), &ns.name)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    let approved: Vec<&str> = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Approved"))
+        .filter_map(|e| e.note.as_deref())
+        .collect();
+    assert!(
+        approved.len() == 1 && approved[0].contains(&format!("approved by {APPROVER}")),
+        "one Approved Event naming the approver: {approved:?}"
+    );
+    assert_single_owner(cluster, &ns.name);
+}
