@@ -97,10 +97,26 @@ fn approval_steps_count_from_one_and_a_soak_is_a_duration() {
 }
 
 #[test]
+fn freeze_windows_are_checked_field_by_field() {
+    let errors = check(
+        "  defaultOperator: op-1\n  rollout:\n    windows:\n    - {kind: Deny, schedule: \"0 22 * *\", duration: 2h}\n    - {kind: Allow, schedule: \"0 9 * * 1-5\", duration: 8h, timeZone: Mars/Olympus}\n    - {kind: Deny, schedule: \"0 22 * * *\", duration: 0s}\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        errors,
+        vec![
+            "t.yaml:14:30: error: schedule `0 22 * *` must have 5 fields: minute hour day-of-month month day-of-week",
+            "t.yaml:15:70: error: unknown time zone `Mars/Olympus`",
+            "t.yaml:16:54: error: window `0 22 * * *` must have a duration greater than zero",
+        ]
+    );
+}
+
+#[test]
 fn the_crd_and_the_checks_agree_on_field_names() {
     // Every field the types know is accepted (nothing is reported unknown).
     let manifest = check(
-        "  scope: {namespaces: [shop], kinds: [Integration]}\n  defaultOperator: op-1\n  rules:\n    - name: r\n      match:\n        kinds: [Integration]\n        namespaces: [shop]\n        names: [\"*\"]\n        selector: {matchLabels: {a: b}, matchExpressions: [{key: c, operator: Exists}]}\n      operator: op-2\n  pins:\n    - {kind: Integration, namespace: shop, name: x, operator: op-1}\n  stagedMoves:\n    - {from: op-1, to: op-2, selector: {matchLabels: {w: \"1\"}}, steps: [1, \"100%\"]}\n  rollout:\n    steps: [\"10%\"]\n    healthGate: {requireReady: false, timeout: 1m, soak: 2m}\n    pause: 30s\n    approval: {steps: [2]}\n  handoff: {drainTimeout: 1m, force: AfterTimeout, forceAfter: 5m}\n",
+        "  scope: {namespaces: [shop], kinds: [Integration]}\n  defaultOperator: op-1\n  rules:\n    - name: r\n      match:\n        kinds: [Integration]\n        namespaces: [shop]\n        names: [\"*\"]\n        selector: {matchLabels: {a: b}, matchExpressions: [{key: c, operator: Exists}]}\n      operator: op-2\n  pins:\n    - {kind: Integration, namespace: shop, name: x, operator: op-1}\n  stagedMoves:\n    - {from: op-1, to: op-2, selector: {matchLabels: {w: \"1\"}}, steps: [1, \"100%\"]}\n  rollout:\n    steps: [\"10%\"]\n    healthGate: {requireReady: false, timeout: 1m, soak: 2m}\n    pause: 30s\n    approval: {steps: [2]}\n    windows: [{kind: Deny, schedule: \"0 22 * * *\", duration: 8h, timeZone: Europe/Berlin}]\n  handoff: {drainTimeout: 1m, force: AfterTimeout, forceAfter: 5m}\n",
     );
     assert!(manifest.is_ok(), "{manifest:?}");
 }

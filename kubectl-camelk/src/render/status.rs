@@ -51,6 +51,9 @@ pub fn assignment_status(a: &camelk_reconciler::api::OperatorAssignment) -> Stri
                 format!(": {}", r.message)
             }
         );
+        if let Some(at) = &r.next_step_at {
+            let _ = writeln!(out, "  next step at:    {at}");
+        }
         for f in &r.failing {
             let _ = writeln!(out, "  failing:         {f}");
         }

@@ -14,8 +14,6 @@ use camelk_reconciler::camel_k::phase;
 use camelk_reconciler::connect::Clients;
 use camelk_reconciler::lock::LockTiming;
 use camelk_reconciler::operator::{self, OperatorConfig};
-use camelk_reconciler::source::GitSource;
-use camelk_reconciler::sync::{self, SyncConfig};
 use kube::api::{Api, DynamicObject};
 use tempfile::TempDir;
 use tokio_util::sync::CancellationToken;
@@ -374,9 +372,9 @@ pub async fn install_crd(admin: &kube::Client) {
 }
 
 /// Runs a `reconciler sync` loop as `reconciler` until `stop`, its object and
-/// lock in `ns`, following branch `main` of `repo`; it fetches once an hour,
-/// so only a sync request makes it look sooner. With `endpoints` (a listener
-/// and a token file), it serves its HTTP endpoints on the listener, the plan
+/// lock in `ns`, following branch `main` of `repo`
+/// ([`camelk_testkit::in_process_sync`]). With `endpoints` (a listener and a
+/// token file), it serves its HTTP endpoints on the listener, the plan
 /// endpoint with the token in the file.
 pub async fn start_sync(
     cluster: &camelk_testkit::TestCluster,
@@ -386,46 +384,10 @@ pub async fn start_sync(
     stop: &CancellationToken,
     endpoints: Option<(std::net::TcpListener, std::path::PathBuf)>,
 ) -> std::thread::JoinHandle<()> {
-    let timing = LockTiming::new(
-        Duration::from_secs(4),
-        Duration::from_secs(3),
-        Duration::from_secs(1),
-    )
-    .unwrap();
-    let cfg = SyncConfig {
-        namespace: ns.into(),
-        identity: "plugin-sync-test".into(),
-        lock_namespace: ns.into(),
-        lock_timing: timing,
-        operator_lock_timing: timing,
-        interval: Duration::from_secs(3600),
-        poll: Duration::from_millis(300),
-        live_cache: Default::default(),
+    let options = camelk_testkit::in_process_sync::Options {
+        endpoints,
+        ..Default::default()
     };
-    let source = GitSource::new(
-        &repo.display().to_string(),
-        "main",
-        MANIFEST,
-        &cache.join("clone"),
-    );
-    // The sync loop's future is not Send (handoff progress callbacks): it
-    // gets a runtime of its own, as in the `reconciler` binary.
-    let config = cluster.config_as("reconciler").await;
-    let stop = stop.clone();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        // The lock client's buffer runs on the runtime that builds it.
-        let clients = runtime.block_on(async { Clients::new(config) }).unwrap();
-        // A listener belongs to the runtime that serves it.
-        let serving = endpoints.map(|(listener, token_file)| {
-            listener.set_nonblocking(true).unwrap();
-            let _entered = runtime.enter();
-            sync::Serving {
-                listener: tokio::net::TcpListener::from_std(listener).unwrap(),
-                webhook_secret: None,
-                plan_token_file: Some(token_file),
-            }
-        });
-        runtime.block_on(sync::run(clients, source.into(), cfg, serving, stop))
-    })
+    let url = repo.display().to_string();
+    camelk_testkit::in_process_sync::start(cluster, ns, &url, cache, options, stop).await
 }

@@ -311,6 +311,41 @@ pub struct RolloutSettings {
     /// Steps that start only once a person approves them.
     #[serde(default, skip_serializing_if = "Approval::is_empty")]
     pub approval: Approval,
+    /// When steps may start: no step starts inside a `Deny` window, nor
+    /// outside every `Allow` window when there is one. A step in progress
+    /// finishes.
+    #[serde(
+        default,
+        deserialize_with = "list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub windows: Vec<Window>,
+}
+
+/// A freeze window: open at each time of a cron schedule, for a duration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Window {
+    /// `Deny` (no step starts while it is open) or `Allow` (steps start only
+    /// while one is open).
+    pub kind: WindowKind,
+    /// When it opens: a standard 5-field cron schedule (minute hour
+    /// day-of-month month day-of-week), in `timeZone`.
+    pub schedule: String,
+    /// How long it stays open each time (a duration: `8h`, `90m`).
+    pub duration: String,
+    /// The IANA time zone of the schedule (`Europe/Berlin`); absent: UTC.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub time_zone: String,
+}
+
+/// Whether a window forbids or permits starting steps while it is open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum WindowKind {
+    /// No step starts while the window is open.
+    Deny,
+    /// When any `Allow` window exists, steps start only while one is open.
+    Allow,
 }
 
 /// Steps that wait for `kubectl camelk approve` before they start.
@@ -350,6 +385,7 @@ impl Default for RolloutSettings {
             health_gate: HealthGate::default(),
             pause: default_pause(),
             approval: Approval::default(),
+            windows: Vec::new(),
         }
     }
 }
@@ -510,7 +546,7 @@ pub struct RolloutStatus {
     /// Last step whose moves were all done and found healthy.
     pub completed_steps: u32,
     /// `Progressing`, `WaitingForHealth`, `Pausing`, `WaitingForApproval`,
-    /// `Paused`, `RolledBack`, `Complete`.
+    /// `WaitingForWindow`, `Paused`, `RolledBack`, `Complete`.
     #[schemars(with = "String")]
     pub state: RolloutState,
     /// Why the rollout is in its state, for people; empty when nothing to say.
@@ -540,6 +576,10 @@ pub struct RolloutStatus {
     /// healthy (RFC 3339): the soak (`healthGate.soak`) counts from here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soak_started_at: Option<String>,
+    /// When the next step may start, while a freeze window holds it
+    /// (`WaitingForWindow`; RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_step_at: Option<String>,
 }
 
 /// One revision's migration, for `status.history`.

@@ -85,6 +85,9 @@ status_word! {
         /// The next step waits for `kubectl camelk approve`
         /// (`rollout.approval`).
         WaitingForApproval = "WaitingForApproval",
+        /// The next step waits for a freeze window (`rollout.windows`) to
+        /// let it start.
+        WaitingForWindow = "WaitingForWindow",
         /// A gate or a handoff holds the rollout; a later round retries the
         /// same step.
         Paused = "Paused",
@@ -124,7 +127,8 @@ impl From<RolloutState> for MigrationResult {
             | RolloutState::Progressing
             | RolloutState::WaitingForHealth
             | RolloutState::Pausing
-            | RolloutState::WaitingForApproval => MigrationResult::Progressing,
+            | RolloutState::WaitingForApproval
+            | RolloutState::WaitingForWindow => MigrationResult::Progressing,
         }
     }
 }

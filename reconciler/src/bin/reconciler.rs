@@ -387,6 +387,7 @@ fn run_sync(args: SyncArgs) -> ExitCode {
         interval: args.interval,
         poll: args.poll,
         live_cache: args.live_cache,
+        clock: camelk_reconciler::sync::Clock::system(),
     };
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     runtime.block_on(async move {

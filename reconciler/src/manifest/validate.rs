@@ -314,6 +314,7 @@ fn check_rollout_and_handoff(out: &mut Findings, root: &FieldPath, spec: &Operat
         &rollout.key("approval").key("steps"),
         &spec.rollout.approval.steps,
     );
+    check_windows(out, &rollout.key("windows"), &spec.rollout.windows);
 
     let handoff = root.key("handoff");
     check_duration(
@@ -377,6 +378,18 @@ fn check_approval_steps(out: &mut Findings, path: &FieldPath, steps: &[u32]) {
             );
         } else if !seen.insert(step) {
             out.warning(path.index(i), format!("step `{step}` is listed twice"));
+        }
+    }
+}
+
+/// Freeze windows: a cron schedule of 5 fields, a duration over zero, a
+/// known time zone.
+fn check_windows(out: &mut Findings, path: &FieldPath, windows: &[crate::api::Window]) {
+    for (i, window) in windows.iter().enumerate() {
+        let at = path.index(i);
+        check_duration(out, at.key("duration"), &window.duration);
+        if let Err(Some(e)) = crate::plan::windows::compile(window) {
+            out.error(at.key(e.field()), e.to_string());
         }
     }
 }

@@ -76,6 +76,7 @@
 mod approval;
 #[cfg(test)]
 mod argocd_health;
+mod clock;
 mod execute;
 mod gate;
 mod gate_cache;
@@ -104,6 +105,7 @@ use crate::inventory::metadata_list::ClusterReadError;
 use crate::lock::LockTiming;
 use crate::source::{Revision, Source, SourceError};
 
+pub use clock::Clock;
 pub use owner_watch::LiveCacheMode;
 pub use run::{Serving, run};
 // The webhook's signature check, public for the fuzz target (`fuzz/`).
@@ -133,6 +135,8 @@ pub struct SyncConfig {
     pub poll: Duration,
     /// What the watches of Camel K resources keep.
     pub live_cache: owner_watch::LiveCacheMode,
+    /// The clock freeze windows (`rollout.windows`) are judged by.
+    pub clock: Clock,
 }
 
 /// Why a round failed (it is retried at the next interval).
@@ -233,6 +237,9 @@ pub(crate) struct Syncer {
     approvals: approval::Approvals,
     /// Gives resources that appear without owner keys their owner at once.
     newcomers: Option<newcomers::Newcomers>,
+    /// How long until a freeze window lets the waiting step start: the loop
+    /// runs a round then, if nothing wakes it before.
+    wake_in: Option<Duration>,
 }
 
 impl Syncer {
@@ -265,6 +272,7 @@ impl Syncer {
             last_fetched: None,
             last_name: None,
             newcomers: None,
+            wake_in: None,
         }
     }
 
@@ -287,6 +295,12 @@ impl Syncer {
         if let Some(newcomers) = &self.newcomers {
             newcomers.follow(spec);
         }
+    }
+
+    /// When the round that just ended asked for the next (a freeze window
+    /// opening); asked once.
+    pub(crate) fn take_wake_in(&mut self) -> Option<Duration> {
+        self.wake_in.take()
     }
 
     /// A round that failed: an Event on the object (see [`report::Report::failure`]).

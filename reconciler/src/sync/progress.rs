@@ -71,26 +71,30 @@ pub(crate) fn succeeded(
     set_condition(status, STALLED, false, SUCCEEDED, "", generation);
 }
 
-/// The next step waits for a person: Reconciling (the revision is not
-/// applied and will go on by itself once approved), not Ready, not
-/// Stalled, and `WaitingForApproval=True`, all with `message`.
-pub(crate) fn waiting_for_approval(
+/// The next step waits (for approval, for a freeze window; `reason` says
+/// which): Reconciling (the revision is not applied, and goes on by itself
+/// once what it waits for comes), not Ready, not Stalled, all with
+/// `reason` and `message`. Waiting for approval also sets
+/// `WaitingForApproval=True`.
+pub(crate) fn waiting(
     status: &mut OperatorAssignmentStatus,
+    reason: &str,
     message: &str,
     generation: Option<i64>,
 ) {
-    let reason = WAITING_FOR_APPROVAL;
     set_condition(status, RECONCILING, true, reason, message, generation);
     set_condition(status, READY, false, reason, message, generation);
     set_condition(status, STALLED, false, reason, "", generation);
-    set_condition(
-        status,
-        WAITING_FOR_APPROVAL,
-        true,
-        reason,
-        message,
-        generation,
-    );
+    if reason == WAITING_FOR_APPROVAL {
+        set_condition(
+            status,
+            WAITING_FOR_APPROVAL,
+            true,
+            reason,
+            message,
+            generation,
+        );
+    }
 }
 
 /// The approval of a step was found: recorded on the revision's history row

@@ -27,6 +27,7 @@ use crate::inventory::Inventory;
 use crate::lock::Leadership;
 use crate::manifest::Manifest;
 use crate::plan::rollout::{self, Drift, LiveOwners, Position};
+use crate::plan::windows;
 use crate::plan::{self, Actual, Batch, Plan};
 use crate::source::{Revision, short_sha};
 
@@ -367,6 +368,12 @@ impl Syncer {
             else {
                 return Ok(Break(()));
             };
+            let Continue(()) = self
+                .window_open(r, &mut rollout.ro, i + 1, plan.batches.len())
+                .await?
+            else {
+                return Ok(Break(()));
+            };
             let step = Step {
                 index: i,
                 total: plan.batches.len(),
@@ -479,27 +486,75 @@ impl Syncer {
                 .await;
             return Ok(Continue(()));
         }
-        let newly = !(ro.state == RolloutState::WaitingForApproval && ro.current_step == step);
-        ro.current_step = step;
-        ro.state = RolloutState::WaitingForApproval;
-        ro.message = format!(
+        let message = format!(
             "step {n} of {total} of revision {} waits for approval: kubectl camelk approve {name} --step {n} -n {}",
             r.rev.short(),
             self.cfg.namespace
         );
-        progress::waiting_for_approval(&mut r.status, &ro.message, generation);
+        self.wait_before_step(r, ro, step, RolloutState::WaitingForApproval, message)
+            .await
+    }
+
+    /// Whether the freeze windows (`rollout.windows`) let step `n` start
+    /// now, by the sync's clock. Otherwise the rollout waits, saying when
+    /// the step may start; the round ends and the loop runs one then.
+    async fn window_open(
+        &mut self,
+        r: &mut Round,
+        ro: &mut RolloutStatus,
+        n: usize,
+        total: usize,
+    ) -> Result<ControlFlow<()>, SyncError> {
+        let now = self.cfg.clock.now();
+        let Some((why, opens_at)) = window_closed(&r.head, now) else {
+            return Ok(Continue(()));
+        };
+        ro.next_step_at = opens_at.map(|t| t.to_string());
+        let next = match opens_at {
+            Some(at) => format!("it may start at {at}"),
+            None => "no window lets it start within 400 days".to_string(),
+        };
+        let message = format!(
+            "step {n} of {total} of revision {} waits: {why}; {next}",
+            r.rev.short()
+        );
+        self.wake_in = opens_at
+            .and_then(|at| Duration::try_from(at.duration_since(now)).ok())
+            .map(|wait| wait + Duration::from_secs(1));
+        self.wait_before_step(r, ro, n as u32, RolloutState::WaitingForWindow, message)
+            .await
+    }
+
+    /// The rollout waits before `step` (for approval, for a window): its
+    /// status says so with `message`, an Event too when it starts waiting,
+    /// and the round ends. A later round, woken when what it waits for
+    /// comes, checks again.
+    async fn wait_before_step(
+        &mut self,
+        r: &mut Round,
+        ro: &mut RolloutStatus,
+        step: u32,
+        state: RolloutState,
+        message: String,
+    ) -> Result<ControlFlow<()>, SyncError> {
+        let newly = !(ro.state == state && ro.current_step == step);
+        ro.current_step = step;
+        ro.state = state;
+        ro.message = message;
+        let generation = r.generation();
+        progress::waiting(&mut r.status, state.as_str(), &ro.message, generation);
         progress::history_result(&mut r.status, &r.rev.sha, MigrationResult::Progressing);
         r.status.rollout = Some(ro.clone());
         handled(&r.object, &mut r.status);
         r.writer.write(&r.status, Checkpoint::RoundEnd).await?;
         if newly {
-            tracing::info!(revision = %r.rev.short(), step = n, "step waits for approval");
+            tracing::info!(revision = %r.rev.short(), step, message = %ro.message, "step waits");
             self.report
                 .events
                 .on(
                     &r.object,
                     EventType::Normal,
-                    "WaitingForApproval",
+                    state.as_str(),
                     ro.message.clone(),
                 )
                 .await;
@@ -558,6 +613,13 @@ impl Syncer {
         ro.state = RolloutState::WaitingForHealth;
         ro.message =
             format!("step {n} of {total}: waiting for {moves} moved resources to be healthy");
+        // A window that closed while the step ran does not stop it.
+        if let Some((why, _)) = window_closed(&r.head, self.cfg.clock.now()) {
+            ro.message = format!(
+                "{}; {why}: this step, started before, finishes; the next waits",
+                ro.message
+            );
+        }
         ro.health_check_started_at = Some(status::now());
         r.status.rollout = Some(ro.clone());
         r.writer
@@ -645,12 +707,29 @@ impl Syncer {
     }
 }
 
+/// Why the freeze windows of `head` keep a step from starting at `now`, and
+/// when one may (`None`: none within the search's horizon); `None` when
+/// they do not.
+fn window_closed(
+    head: &OperatorAssignmentSpec,
+    now: jiff::Timestamp,
+) -> Option<(String, Option<jiff::Timestamp>)> {
+    if head.rollout.windows.is_empty() {
+        return None;
+    }
+    match windows::judge(&windows::compile_all(&head.rollout.windows), now) {
+        windows::Gate::Open => None,
+        windows::Gate::Closed { why, opens_at } => Some((why, opens_at)),
+    }
+}
+
 /// Records in the round's status that `step` is progressing.
 fn started(r: &mut Round, ro: &mut RolloutStatus, step: &Step<'_>) {
     let (n, total) = (step.index + 1, step.total);
     ro.current_step = n as u32;
     ro.state = RolloutState::Progressing;
     ro.target_not_alive = None;
+    ro.next_step_at = None;
     progress::history_result(&mut r.status, &r.rev.sha, MigrationResult::Progressing);
     ro.message = format!(
         "step {n} of {total}: moving {} resources",

@@ -196,6 +196,10 @@ pub async fn run(
             }
         }
         interrupter.abort();
+        // A freeze window that opens before the next fetch: a round then.
+        if let Some(wait) = syncer.take_wake_in() {
+            next_fetch = next_fetch.min(tokio::time::Instant::now() + wait);
+        }
         if round_cancel.is_cancelled() {
             // The trigger was spent on the interruption: fetch at once.
             fetch_asked = true;

@@ -222,3 +222,181 @@ async fn a_step_waits_for_its_approval_and_goes_on_once_approved() {
     );
     assert_single_owner(cluster, &ns.name);
 }
+
+/// The status of the assignment once `check` holds (`timeout` at most).
+async fn status_until(
+    admin: &kube::Client,
+    ns: &str,
+    what: &str,
+    timeout: Duration,
+    check: impl Fn(&camelk_reconciler::api::OperatorAssignmentStatus) -> bool,
+) -> camelk_reconciler::api::OperatorAssignmentStatus {
+    let api: Api<camelk_reconciler::api::OperatorAssignment> = Api::namespaced(admin.clone(), ns);
+    let read = || {
+        let api = api.clone();
+        async move {
+            api.get_opt(NAME)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|o| o.status)
+        }
+    };
+    camelk_testkit::poll::until(timeout, read, check)
+        .await
+        .unwrap_or_else(|last| panic!("{ns}/{NAME}: not {what} after {timeout:?}; last: {last:#?}"))
+}
+
+/// Asks the sync for a round now, as `kubectl camelk sync` does.
+async fn request_sync(admin: &kube::Client, ns: &str) {
+    let api: Api<camelk_reconciler::api::OperatorAssignment> = Api::namespaced(admin.clone(), ns);
+    let patch = serde_json::json!({ "metadata": { "annotations": {
+        camelk_reconciler::api::RECONCILE_REQUEST_ANNOTATION: jiff::Timestamp::now().to_string()
+    } } });
+    api.patch(NAME, &Default::default(), &kube::api::Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deny_window_holds_the_rollout_until_it_ends_by_the_sync_clock() {
+    let (cluster, ns, admin) = setup("up-window").await;
+    let names = ["it-a", "it-b"];
+    for name in names {
+        kamel_run(&admin, &ns.name, name, Some("operator-1"), true).await;
+    }
+    for name in names {
+        wait_ready_under(&admin, &ns.name, name, "operator-1").await;
+    }
+    // The sync's clock reads 22:30 in Berlin on a Monday: inside the nightly
+    // freeze from 22:00 to 00:00 (21:00 to 23:00 UTC).
+    let now = std::sync::Arc::new(Mutex::new(
+        "2026-12-07T21:30:00Z".parse::<jiff::Timestamp>().unwrap(),
+    ));
+    let clock = {
+        let now = now.clone();
+        camelk_reconciler::sync::Clock::from_fn(move || *now.lock().unwrap())
+    };
+    let git = GitRemote::new();
+    let rev1 = git.push(&manifest(&ns.name, "operator-1"), "operators");
+    let stop = tokio_util::sync::CancellationToken::new();
+    let url = format!("file://{}", git.url().display());
+    let options = camelk_testkit::in_process_sync::Options {
+        clock,
+        ..Default::default()
+    };
+    let sync = camelk_testkit::in_process_sync::start(
+        cluster,
+        &ns.name,
+        &url,
+        &git.cache("in-process"),
+        options,
+        &stop,
+    )
+    .await;
+    status_until(
+        &admin,
+        &ns.name,
+        "applied",
+        Duration::from_secs(120),
+        applied(&rev1),
+    )
+    .await;
+
+    let rev2 = git.push(
+        &fleet(&ns.name)
+            .default_operator("operator-1")
+            .staged_move("operator-1", "operator-2", &["50%", "100%"])
+            .rollout(
+                Rollout::new()
+                    .require_ready(true)
+                    .gate_timeout("3m")
+                    .window("Deny", "0 22 * * *", "2h", "Europe/Berlin"),
+            )
+            .render(),
+        "operator-2 takes over, outside the nightly freeze",
+    );
+    request_sync(&admin, &ns.name).await;
+    let held = status_until(
+        &admin,
+        &ns.name,
+        "waiting for the window",
+        Duration::from_secs(60),
+        |s| {
+            s.rollout
+                .as_ref()
+                .is_some_and(|r| r.revision == rev2 && r.state == RolloutState::WaitingForWindow)
+        },
+    )
+    .await;
+    let ro = held.rollout.as_ref().unwrap();
+    assert_eq!((ro.current_step, ro.completed_steps), (1, 0));
+    assert_eq!(ro.next_step_at.as_deref(), Some("2026-12-07T23:00:00Z"));
+    assert!(
+        ro.message.contains("deny window `0 22 * * *` (2h, Europe/Berlin) is active until 2026-12-08T00:00:00+01:00[Europe/Berlin]"),
+        "{}",
+        ro.message
+    );
+    let status = std::process::Command::new(camelk_testkit::workspace_binary(
+        "kubectl-camelk",
+        "kubectl-camelk",
+    ))
+    .arg("--kubeconfig")
+    .arg(cluster.kubeconfig())
+    .args(["--context", "reconciler", "-n", &ns.name, "status", NAME])
+    .env("NO_COLOR", "1")
+    .output()
+    .unwrap();
+    let said = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        said.contains("next step at:    2026-12-07T23:00:00Z"),
+        "{said}"
+    );
+
+    // The clock moves on, within the window: still held, nothing moved.
+    *now.lock().unwrap() = "2026-12-07T22:59:00Z".parse().unwrap();
+    request_sync(&admin, &ns.name).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let still = status_until(
+        &admin,
+        &ns.name,
+        "still held",
+        Duration::from_secs(5),
+        |_| true,
+    )
+    .await;
+    assert_eq!(
+        still.rollout.as_ref().map(|r| r.state),
+        Some(RolloutState::WaitingForWindow)
+    );
+    let api = camel_api(admin.clone(), CamelKind::Integration, &ns.name);
+    for o in api.list(&Default::default()).await.unwrap().items {
+        assert_eq!(
+            owner_id(&o.metadata).as_deref(),
+            Some("operator-1"),
+            "nothing moves in the freeze"
+        );
+    }
+
+    // The window ends: the rollout goes on to its end.
+    *now.lock().unwrap() = "2026-12-07T23:00:00Z".parse().unwrap();
+    request_sync(&admin, &ns.name).await;
+    let done = status_until(
+        &admin,
+        &ns.name,
+        "applied",
+        Duration::from_secs(300),
+        applied(&rev2),
+    )
+    .await;
+    assert_eq!(
+        done.rollout.as_ref().and_then(|r| r.next_step_at.clone()),
+        None
+    );
+    for name in names {
+        wait_ready_under(&admin, &ns.name, name, "operator-2").await;
+    }
+    assert_single_owner(cluster, &ns.name);
+    stop.cancel();
+    sync.join().unwrap();
+}

@@ -38,6 +38,8 @@ pub mod fixture;
 pub mod flux;
 pub mod git_http;
 pub mod identity;
+#[cfg(feature = "in-process-sync")]
+pub mod in_process_sync;
 pub mod layers;
 pub mod manifest;
 pub mod operator_rbac;

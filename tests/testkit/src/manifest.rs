@@ -90,6 +90,8 @@ pub struct Rollout {
     soak: Option<String>,
     pause: Option<String>,
     approval_steps: Vec<u32>,
+    /// `windows`: kind, schedule, duration, time zone.
+    windows: Vec<[String; 4]>,
 }
 
 impl Assignment {
@@ -299,6 +301,18 @@ impl fmt::Display for Assignment {
             if let Some(pause) = &rollout.pause {
                 writeln!(out, "    pause: {}", scalar(pause))?;
             }
+            if !rollout.windows.is_empty() {
+                writeln!(out, "    windows:")?;
+                for [kind, schedule, duration, time_zone] in &rollout.windows {
+                    writeln!(
+                        out,
+                        "    - {{kind: {kind}, schedule: {}, duration: {}, timeZone: {}}}",
+                        serde_json::to_string(schedule).map_err(|_| std::fmt::Error)?,
+                        scalar(duration),
+                        scalar(time_zone)
+                    )?;
+                }
+            }
             if !rollout.approval_steps.is_empty() {
                 let steps: Vec<String> =
                     rollout.approval_steps.iter().map(u32::to_string).collect();
@@ -416,6 +430,20 @@ impl Rollout {
     /// `healthGate.soak` (a duration).
     pub fn soak(mut self, soak: &str) -> Rollout {
         self.soak = Some(soak.into());
+        self
+    }
+
+    /// Appends a freeze window to `windows`: `kind` (`Deny`, `Allow`), a
+    /// 5-field cron `schedule`, a `duration`, an IANA `time_zone`.
+    pub fn window(
+        mut self,
+        kind: &str,
+        schedule: &str,
+        duration: &str,
+        time_zone: &str,
+    ) -> Rollout {
+        self.windows
+            .push([kind, schedule, duration, time_zone].map(String::from));
         self
     }
 
