@@ -19,8 +19,9 @@ goal=${1:-test}
 build_packages=(build-essential pkg-config libssl-dev git make)
 # The tests besides: kubectl (`kubectl plugin list`), OpenSSH server and client (the
 # `--push` over SSH test), umoci, skopeo and docker-registry (the image test builds,
-# pushes and pulls on loopback), lua5.4 (the Argo CD health check), shellcheck (`make lint`).
-test_packages=(kubectl openssh-server openssh-client umoci skopeo docker-registry lua5.4 shellcheck)
+# pushes and pulls on loopback), lua5.4 (the Argo CD health check), shellcheck (`make lint`),
+# prometheus (the metric analysis of a rollout step queries a real one on loopback).
+test_packages=(kubectl openssh-server openssh-client umoci skopeo docker-registry lua5.4 shellcheck prometheus)
 # Go builds the control plane, KWOK, Camel K, Helm, Flux and actionlint.
 go_minimum=1.26
 

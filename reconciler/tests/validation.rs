@@ -113,10 +113,27 @@ fn freeze_windows_are_checked_field_by_field() {
 }
 
 #[test]
+fn a_metric_analysis_is_checked_field_by_field() {
+    let errors = check(
+        "  defaultOperator: op-1\n  rollout:\n    healthGate:\n      analysis:\n        prometheus: prometheus:9090\n        count: 0\n        queries:\n        - {name: errors, query: \"sum(x)\", successCondition: \"errors < 1\"}\n        - {name: errors, query: \"sum(y)\", successCondition: \"result <= 0.5\"}\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        errors,
+        vec![
+            "t.yaml:15:21: error: `prometheus:9090` is not an http:// or https:// URL of Prometheus",
+            "t.yaml:16:16: error: an analysis takes at least one measurement",
+            "t.yaml:18:61: error: success condition `errors < 1` is not `result <op> <number>` (op one of <, <=, >, >=, ==, !=), as in `result < 0.05`",
+            "t.yaml:19:18: error: query `errors` is named twice",
+        ]
+    );
+}
+
+#[test]
 fn the_crd_and_the_checks_agree_on_field_names() {
     // Every field the types know is accepted (nothing is reported unknown).
     let manifest = check(
-        "  scope: {namespaces: [shop], kinds: [Integration]}\n  defaultOperator: op-1\n  rules:\n    - name: r\n      match:\n        kinds: [Integration]\n        namespaces: [shop]\n        names: [\"*\"]\n        selector: {matchLabels: {a: b}, matchExpressions: [{key: c, operator: Exists}]}\n      operator: op-2\n  pins:\n    - {kind: Integration, namespace: shop, name: x, operator: op-1}\n  stagedMoves:\n    - {from: op-1, to: op-2, selector: {matchLabels: {w: \"1\"}}, steps: [1, \"100%\"]}\n  rollout:\n    steps: [\"10%\"]\n    healthGate: {requireReady: false, timeout: 1m, soak: 2m}\n    pause: 30s\n    approval: {steps: [2]}\n    windows: [{kind: Deny, schedule: \"0 22 * * *\", duration: 8h, timeZone: Europe/Berlin}]\n  handoff: {drainTimeout: 1m, force: AfterTimeout, forceAfter: 5m}\n",
+        "  scope: {namespaces: [shop], kinds: [Integration]}\n  defaultOperator: op-1\n  rules:\n    - name: r\n      match:\n        kinds: [Integration]\n        namespaces: [shop]\n        names: [\"*\"]\n        selector: {matchLabels: {a: b}, matchExpressions: [{key: c, operator: Exists}]}\n      operator: op-2\n  pins:\n    - {kind: Integration, namespace: shop, name: x, operator: op-1}\n  stagedMoves:\n    - {from: op-1, to: op-2, selector: {matchLabels: {w: \"1\"}}, steps: [1, \"100%\"]}\n  rollout:\n    steps: [\"10%\"]\n    healthGate: {requireReady: false, timeout: 1m, soak: 2m, analysis: {prometheus: \"http://p:9090\", interval: 10s, count: 3, failureLimit: 1, consecutiveErrorLimit: 2, queries: [{name: e, query: \"sum(x)\", successCondition: \"result < 1\"}]}}\n    pause: 30s\n    approval: {steps: [2]}\n    windows: [{kind: Deny, schedule: \"0 22 * * *\", duration: 8h, timeZone: Europe/Berlin}]\n  handoff: {drainTimeout: 1m, force: AfterTimeout, forceAfter: 5m}\n",
     );
     assert!(manifest.is_ok(), "{manifest:?}");
 }

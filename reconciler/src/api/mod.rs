@@ -409,6 +409,67 @@ pub struct HealthGate {
     /// One that fails during the soak fails the gate at once.
     #[serde(default = "default_soak", skip_serializing_if = "is_zero_soak")]
     pub soak: String,
+    /// Metrics the step must keep within bounds once its moved resources
+    /// are healthy (and soaked); a failed analysis hands the step's moves
+    /// back to their former owners, whatever `onFailure` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<Analysis>,
+}
+
+/// PromQL queries measured a number of times after a step, each result
+/// held to a success condition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Analysis {
+    /// Base URL of the Prometheus HTTP API (`http://prometheus.monitoring:9090`).
+    pub prometheus: String,
+    /// Time between two measurements (a duration).
+    #[serde(default = "default_analysis_interval")]
+    pub interval: String,
+    /// Measurements to take; the analysis passes once all are taken within
+    /// the limits below.
+    #[serde(default = "default_analysis_count")]
+    pub count: u32,
+    /// Measurements that may fail a query's condition; one more fails the
+    /// analysis.
+    #[serde(default)]
+    pub failure_limit: u32,
+    /// Measurements in a row that may end in an error (Prometheus
+    /// unreachable, a query it refuses, no data); one more fails the analysis.
+    #[serde(default = "default_consecutive_error_limit")]
+    pub consecutive_error_limit: u32,
+    /// The queries, all measured each time. `{{names}}`, `{{namespaces}}`
+    /// and `{{operators}}` in a query stand for the step's moved resources'
+    /// names, namespaces and new operators, as a regular expression
+    /// alternation (`a|b`), for `=~`.
+    #[serde(deserialize_with = "list")]
+    pub queries: Vec<AnalysisQuery>,
+}
+
+/// One PromQL query of an [`Analysis`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnalysisQuery {
+    /// Its name, in status and messages.
+    pub name: String,
+    /// The PromQL query (an instant query).
+    pub query: String,
+    /// What each sample of the result must satisfy: `result` compared with
+    /// a number (`result < 0.05`, `result >= 1`; `<`, `<=`, `>`, `>=`,
+    /// `==`, `!=`).
+    pub success_condition: String,
+}
+
+fn default_analysis_interval() -> String {
+    "30s".into()
+}
+
+fn default_analysis_count() -> u32 {
+    5
+}
+
+fn default_consecutive_error_limit() -> u32 {
+    4
 }
 
 fn default_soak() -> String {
@@ -445,6 +506,7 @@ impl Default for HealthGate {
             timeout: default_health_timeout(),
             on_failure: GateFailure::default(),
             soak: default_soak(),
+            analysis: None,
         }
     }
 }
@@ -580,6 +642,28 @@ pub struct RolloutStatus {
     /// (`WaitingForWindow`; RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_step_at: Option<String>,
+    /// The metric analysis of the step now waited on
+    /// (`healthGate.analysis`), while it runs or once it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<AnalysisStatus>,
+}
+
+/// Where a step's metric analysis stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnalysisStatus {
+    /// Measurements taken.
+    pub measurements: u32,
+    /// Measurements in which a query failed its condition.
+    pub failures: u32,
+    /// Measurements in a row that ended in an error.
+    pub consecutive_errors: u32,
+    /// When the last measurement was taken (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_measured_at: Option<String>,
+    /// What the last measurement found, per query, for people.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last: Vec<String>,
 }
 
 /// One revision's migration, for `status.history`.

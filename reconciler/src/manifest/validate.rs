@@ -315,6 +315,9 @@ fn check_rollout_and_handoff(out: &mut Findings, root: &FieldPath, spec: &Operat
         &spec.rollout.approval.steps,
     );
     check_windows(out, &rollout.key("windows"), &spec.rollout.windows);
+    if let Some(analysis) = &spec.rollout.health_gate.analysis {
+        check_analysis(out, &rollout.key("healthGate").key("analysis"), analysis);
+    }
 
     let handoff = root.key("handoff");
     check_duration(
@@ -390,6 +393,46 @@ fn check_windows(out: &mut Findings, path: &FieldPath, windows: &[crate::api::Wi
         check_duration(out, at.key("duration"), &window.duration);
         if let Err(Some(e)) = crate::plan::windows::compile(window) {
             out.error(at.key(e.field()), e.to_string());
+        }
+    }
+}
+
+/// A metric analysis: a Prometheus URL, an interval, at least one
+/// measurement, and queries with unique names and conditions that parse.
+fn check_analysis(out: &mut Findings, path: &FieldPath, analysis: &crate::api::Analysis) {
+    let url = &analysis.prometheus;
+    if !(url.starts_with("http://") || url.starts_with("https://"))
+        || url.contains(char::is_whitespace)
+    {
+        out.error(
+            path.key("prometheus"),
+            format!("`{url}` is not an http:// or https:// URL of Prometheus"),
+        );
+    }
+    check_duration(out, path.key("interval"), &analysis.interval);
+    if analysis.count == 0 {
+        out.error(
+            path.key("count"),
+            "an analysis takes at least one measurement",
+        );
+    }
+    if analysis.queries.is_empty() {
+        out.error(path.key("queries"), "an analysis needs at least one query");
+    }
+    let mut names = BTreeSet::new();
+    for (i, query) in analysis.queries.iter().enumerate() {
+        let at = path.key("queries").index(i);
+        if !names.insert(&query.name) {
+            out.error(
+                at.key("name"),
+                format!("query `{}` is named twice", query.name),
+            );
+        }
+        if query.query.trim().is_empty() {
+            out.error(at.key("query"), "an empty query");
+        }
+        if let Err(e) = crate::plan::analysis::Condition::parse(&query.success_condition) {
+            out.error(at.key("successCondition"), e.to_string());
         }
     }
 }

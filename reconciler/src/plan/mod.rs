@@ -33,6 +33,9 @@
 //! do; the inventory file reader refuses a repeated item). `fuzz/` checks
 //! these guarantees on arbitrary inventories and manifests.
 
+// Validation parses analyses in every build; only the sync runs them.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) mod analysis;
 pub(crate) mod batch;
 pub(crate) mod with_phases;
 // Rollout positions, drift and reversal drive the sync loop (feature

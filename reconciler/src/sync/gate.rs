@@ -23,10 +23,11 @@ use super::report::{Pause, handled};
 use super::status_writer::{Checkpoint, StatusWriter};
 use super::{SyncError, Syncer, health, status};
 use crate::api::{
-    GateFailure, OperatorAssignment, OperatorAssignmentSpec, OperatorAssignmentStatus,
-    RolloutState, RolloutStatus, parse_duration,
+    Analysis, AnalysisStatus, GateFailure, OperatorAssignment, OperatorAssignmentSpec,
+    OperatorAssignmentStatus, RolloutState, RolloutStatus, parse_duration,
 };
 use crate::plan::Batch;
+use crate::plan::analysis::{self as plan_analysis, Standing};
 use crate::plan::rollout::{self, LiveOwners};
 
 /// The steps a gate judges, on the object that records them.
@@ -46,6 +47,17 @@ pub(super) enum Verdict {
     /// All healthy, and soaking since `since` (RFC 3339): a later round
     /// checks again.
     Soaking { since: String, left: Duration },
+    /// All healthy (and soaked since `soak_since`), the metric analysis
+    /// under way as `analysis` says: a later round measures again.
+    Analyzing {
+        soak_since: Option<String>,
+        analysis: AnalysisStatus,
+    },
+    /// The metric analysis failed: why, naming the queries and their values.
+    AnalysisFailed {
+        why: String,
+        analysis: AnalysisStatus,
+    },
     /// These resources are not healthy: past the deadline, or during the soak.
     Failed {
         failing: Vec<String>,
@@ -109,9 +121,14 @@ impl HealthGate {
             });
         }
         let soak = parse_duration(&rules.soak).unwrap_or_default();
-        let verdict = self
-            .soak(gate, ro, soak, rules.require_ready, cancel)
+        let since = ro.soak_started_at.clone().unwrap_or_else(status::now);
+        let mut verdict = self
+            .soak(gate, ro, soak, &since, rules.require_ready, cancel)
             .await?;
+        if let (Verdict::Healthy, Some(analysis)) = (&verdict, &rules.analysis) {
+            let soak_since = (!soak.is_zero()).then_some(since);
+            verdict = self.analyze(gate, ro, analysis, soak_since, cancel).await?;
+        }
         if matches!(verdict, Verdict::Healthy) {
             self.memory.cache = Default::default(); // its watches end with the gate
         }
@@ -125,10 +142,11 @@ impl HealthGate {
         gate: &Gate<'_>,
         ro: &RolloutStatus,
         soak: Duration,
+        since: &str,
         require_ready: bool,
         cancel: &CancellationToken,
     ) -> Result<Verdict, SyncError> {
-        let since = ro.soak_started_at.clone().unwrap_or_else(status::now);
+        let since = since.to_string();
         let until_round_ends = tokio::time::Instant::now() + self.interval;
         let watches = watches(gate.steps, step_started(ro));
         loop {
@@ -163,6 +181,73 @@ impl HealthGate {
             }
         }
     }
+}
+
+impl HealthGate {
+    /// All are healthy (and soaked): this round's share of the metric
+    /// analysis (see [`crate::plan::analysis`]). It measures every
+    /// `interval`, for at most an interval of the sync.
+    async fn analyze(
+        &mut self,
+        gate: &Gate<'_>,
+        ro: &RolloutStatus,
+        analysis: &Analysis,
+        soak_since: Option<String>,
+        cancel: &CancellationToken,
+    ) -> Result<Verdict, SyncError> {
+        let mut state = ro.analysis.clone().unwrap_or_default();
+        let every = parse_duration(&analysis.interval).unwrap_or(Duration::from_secs(30));
+        let moved = moved(gate.steps);
+        let queries: Vec<(String, String)> = analysis
+            .queries
+            .iter()
+            .map(|q| (q.name.clone(), plan_analysis::expand(&q.query, &moved)))
+            .collect();
+        let until_round_ends = tokio::time::Instant::now() + self.interval;
+        loop {
+            if state.measurements >= analysis.count {
+                return Ok(Verdict::Healthy);
+            }
+            let wait = state
+                .last_measured_at
+                .as_deref()
+                .map_or(Duration::ZERO, |at| {
+                    every.saturating_sub(status::elapsed_since(Some(at)))
+                });
+            if tokio::time::Instant::now() + wait > until_round_ends {
+                return Ok(Verdict::Analyzing {
+                    soak_since,
+                    analysis: state,
+                });
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return Err(SyncError::Cancelled),
+                _ = tokio::time::sleep(wait) => {}
+            }
+            let readings = super::analysis::measure(&analysis.prometheus, queries.clone()).await;
+            match plan_analysis::record(analysis, &mut state, &readings, status::now()) {
+                Standing::Running => {}
+                Standing::Passed => return Ok(Verdict::Healthy),
+                Standing::Failed(why) => {
+                    return Ok(Verdict::AnalysisFailed {
+                        why,
+                        analysis: state,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The names, namespaces and new operators of what `batches` moved.
+fn moved(batches: &[Batch]) -> plan_analysis::Moved {
+    let mut moved = plan_analysis::Moved::default();
+    for m in batches.iter().flat_map(|b| &b.moves) {
+        moved.names.push(m.resource.name.clone());
+        moved.namespaces.push(m.resource.namespace.clone());
+        moved.operators.push(m.to.to_string());
+    }
+    moved
 }
 
 impl Syncer {
@@ -205,6 +290,49 @@ impl Syncer {
                 status.rollout = Some(ro);
                 handled(gate.object, &mut status);
                 writer.write(&status, Checkpoint::WaitingForHealth).await?;
+                Ok(false)
+            }
+            Verdict::Analyzing {
+                soak_since,
+                analysis,
+            } => {
+                let mut status = status.clone();
+                let mut ro = ro.clone();
+                let count = gate
+                    .head
+                    .rollout
+                    .health_gate
+                    .analysis
+                    .as_ref()
+                    .map_or(0, |a| a.count);
+                if ro.state != RolloutState::Paused {
+                    ro.message = format!(
+                        "step {} of {}: all moved resources healthy; metric analysis: {} of {count} measurements taken, {} failed",
+                        ro.current_step, ro.total_steps, analysis.measurements, analysis.failures
+                    );
+                }
+                ro.soak_started_at = soak_since;
+                ro.analysis = Some(analysis);
+                status.rollout = Some(ro);
+                handled(gate.object, &mut status);
+                writer.write(&status, Checkpoint::WaitingForHealth).await?;
+                Ok(false)
+            }
+            Verdict::AnalysisFailed { why, analysis } => {
+                let mut ro = ro.clone();
+                ro.analysis = Some(analysis);
+                let failed = format!(
+                    "step {} of {}: the metric analysis failed",
+                    ro.current_step, ro.total_steps
+                );
+                tracing::warn!(%why, "metric analysis failed; moving the step back");
+                let mut pause = self.roll_back(&gate, &ro, &failed, &why).await?;
+                if pause.state == RolloutState::RolledBack {
+                    pause.reason = "AnalysisFailed";
+                }
+                self.report
+                    .stop(writer, gate.object, status.clone(), ro, pause)
+                    .await?;
                 Ok(false)
             }
             Verdict::Failed { failing, how } => {

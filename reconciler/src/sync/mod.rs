@@ -73,6 +73,7 @@
 //! # Limits
 //! - A rollout in progress waits while the branch head is invalid.
 
+mod analysis;
 mod approval;
 #[cfg(test)]
 mod argocd_health;

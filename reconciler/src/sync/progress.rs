@@ -300,6 +300,7 @@ pub(crate) fn step_healthy(ro: &mut RolloutStatus, done: usize) {
     ro.step_started_at = None;
     ro.health_check_started_at = None;
     ro.soak_started_at = None;
+    ro.analysis = None;
     ro.failing.clear();
 }
 

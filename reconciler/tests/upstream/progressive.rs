@@ -18,6 +18,59 @@ use kube::api::{Api, DynamicObject, PostParams};
 /// Who approves: a user granted the shipped approver role, nothing more.
 const APPROVER: &str = "developer";
 
+/// The Integrations of these tests, created as `kamel run -x` creates them,
+/// once running under operator-1.
+async fn running_under_operator_1(admin: &kube::Client, ns: &str) -> [&'static str; 2] {
+    let names = ["it-a", "it-b"];
+    for name in names {
+        kamel_run(admin, ns, name, Some("operator-1"), true).await;
+    }
+    for name in names {
+        wait_ready_under(admin, ns, name, "operator-1").await;
+    }
+    names
+}
+
+/// Condition `type_` of `status` (the test fails without it).
+fn condition_in<'a>(
+    status: &'a camelk_reconciler::api::OperatorAssignmentStatus,
+    type_: &str,
+) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .unwrap_or_else(|| panic!("no {type_} condition: {:#?}", status.conditions))
+}
+
+/// The notes of the Events with `reason` in `ns`.
+async fn notes_of(admin: &kube::Client, ns: &str, reason: &str) -> Vec<String> {
+    Api::<Event>::namespaced(admin.clone(), ns)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.note)
+        .collect()
+}
+
+/// Ready required within 3 minutes of a step, as the rest of this binary.
+fn gated() -> Rollout {
+    Rollout::new().require_ready(true).gate_timeout("3m")
+}
+
+/// The assignment that hands everything from operator-1 to operator-2 in
+/// two steps (half, then all), by `rollout`.
+fn two_steps(ns: &str, rollout: Rollout) -> String {
+    fleet(ns)
+        .default_operator("operator-1")
+        .staged_move("operator-1", "operator-2", &["50%", "100%"])
+        .rollout(rollout)
+        .render()
+}
+
 /// `kubectl camelk approve` in `ns` as `user`, with `args`.
 fn approve(
     cluster: &camelk_testkit::TestCluster,
@@ -56,13 +109,7 @@ async fn a_step_waits_for_its_approval_and_goes_on_once_approved() {
     camelk_testkit::approvals::grant_approver(&admin, &ns.name, APPROVER)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
-    let names = ["it-a", "it-b"];
-    for name in names {
-        kamel_run(&admin, &ns.name, name, Some("operator-1"), true).await;
-    }
-    for name in names {
-        wait_ready_under(&admin, &ns.name, name, "operator-1").await;
-    }
+    let names = running_under_operator_1(&admin, &ns.name).await;
     let git = GitRemote::new();
     let rev1 = git.push(&manifest(&ns.name, "operator-1"), "operators");
     let sync = start_sync(cluster, &ns.name, &git, "reconciler", &[]);
@@ -70,17 +117,9 @@ async fn a_step_waits_for_its_approval_and_goes_on_once_approved() {
     assignment.wait(120, "applied", applied(&rev1)).await;
 
     // Two steps, each soaking 5 s once healthy; the second waits for approval.
-    let rollout = Rollout::new()
-        .require_ready(true)
-        .gate_timeout("3m")
-        .soak("5s")
-        .approval_steps(&[2]);
+    let rollout = gated().soak("5s").approval_steps(&[2]);
     let rev2 = git.push(
-        &fleet(&ns.name)
-            .default_operator("operator-1")
-            .staged_move("operator-1", "operator-2", &["50%", "100%"])
-            .rollout(rollout)
-            .render(),
+        &two_steps(&ns.name, rollout),
         "operator-2 takes over, the second half once approved",
     );
     let messages = Mutex::new(Vec::<String>::new());
@@ -101,11 +140,7 @@ async fn a_step_waits_for_its_approval_and_goes_on_once_approved() {
         (ro.current_step, ro.completed_steps, ro.total_steps),
         (2, 1, 2)
     );
-    let condition = waiting
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "WaitingForApproval")
-        .expect("a WaitingForApproval condition");
+    let condition = condition_in(&waiting, "WaitingForApproval");
     assert_eq!(condition.status, "True");
     for says in [
         &rev2[..12],
@@ -194,11 +229,7 @@ async fn a_step_waits_for_its_approval_and_goes_on_once_approved() {
         [(2, APPROVER)],
         "the approver, as the API server named them"
     );
-    let condition = done
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "WaitingForApproval")
-        .unwrap();
+    let condition = condition_in(&done, "WaitingForApproval");
     assert_eq!(
         (condition.status.as_str(), condition.reason.as_str()),
         ("False", "Approved")
@@ -206,16 +237,7 @@ async fn a_step_waits_for_its_approval_and_goes_on_once_approved() {
     for name in names {
         wait_ready_under(&admin, &ns.name, name, "operator-2").await;
     }
-    let events = Api::<Event>::namespaced(admin.clone(), &ns.name)
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items;
-    let approved: Vec<&str> = events
-        .iter()
-        .filter(|e| e.reason.as_deref() == Some("Approved"))
-        .filter_map(|e| e.note.as_deref())
-        .collect();
+    let approved = notes_of(&admin, &ns.name, "Approved").await;
     assert!(
         approved.len() == 1 && approved[0].contains(&format!("approved by {APPROVER}")),
         "one Approved Event naming the approver: {approved:?}"
@@ -261,13 +283,7 @@ async fn request_sync(admin: &kube::Client, ns: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deny_window_holds_the_rollout_until_it_ends_by_the_sync_clock() {
     let (cluster, ns, admin) = setup("up-window").await;
-    let names = ["it-a", "it-b"];
-    for name in names {
-        kamel_run(&admin, &ns.name, name, Some("operator-1"), true).await;
-    }
-    for name in names {
-        wait_ready_under(&admin, &ns.name, name, "operator-1").await;
-    }
+    let names = running_under_operator_1(&admin, &ns.name).await;
     // The sync's clock reads 22:30 in Berlin on a Monday: inside the nightly
     // freeze from 22:00 to 00:00 (21:00 to 23:00 UTC).
     let now = std::sync::Arc::new(Mutex::new(
@@ -304,16 +320,10 @@ async fn a_deny_window_holds_the_rollout_until_it_ends_by_the_sync_clock() {
     .await;
 
     let rev2 = git.push(
-        &fleet(&ns.name)
-            .default_operator("operator-1")
-            .staged_move("operator-1", "operator-2", &["50%", "100%"])
-            .rollout(
-                Rollout::new()
-                    .require_ready(true)
-                    .gate_timeout("3m")
-                    .window("Deny", "0 22 * * *", "2h", "Europe/Berlin"),
-            )
-            .render(),
+        &two_steps(
+            &ns.name,
+            gated().window("Deny", "0 22 * * *", "2h", "Europe/Berlin"),
+        ),
         "operator-2 takes over, outside the nightly freeze",
     );
     request_sync(&admin, &ns.name).await;
@@ -399,4 +409,108 @@ async fn a_deny_window_holds_the_rollout_until_it_ends_by_the_sync_clock() {
     assert_single_owner(cluster, &ns.name);
     stop.cancel();
     sync.join().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_metric_analysis_moves_the_step_back_and_a_good_one_goes_on() {
+    let (cluster, ns, admin) = setup("up-analysis").await;
+    let names = running_under_operator_1(&admin, &ns.name).await;
+    // A real Prometheus scrapes an exporter whose error ratio the test sets:
+    // bad for every Integration at first.
+    let exporter = camelk_testkit::prometheus::Exporter::start().unwrap();
+    let ratio = |value: f64| -> Vec<(String, f64)> {
+        names
+            .iter()
+            .map(|n| {
+                (
+                    format!("integration=\"{n}\",namespace=\"{}\"", ns.name),
+                    value,
+                )
+            })
+            .collect()
+    };
+    let set = |value: f64| {
+        let samples = ratio(value);
+        let samples: Vec<(&str, f64)> = samples.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+        exporter.set("canary_error_ratio", &samples);
+    };
+    set(0.5);
+    let prometheus = camelk_testkit::prometheus::Prometheus::start(&exporter)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+
+    let git = GitRemote::new();
+    let rev1 = git.push(&manifest(&ns.name, "operator-1"), "operators");
+    let sync = start_sync(cluster, &ns.name, &git, "reconciler", &[]);
+    let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
+    assignment.wait(120, "applied", applied(&rev1)).await;
+
+    let query = "max(canary_error_ratio{namespace=~\"{{namespaces}}\",integration=~\"{{names}}\"})";
+    let moving = |message: &str| {
+        git.push(
+            &two_steps(
+                &ns.name,
+                gated().analysis(
+                    &prometheus.url(),
+                    "1s",
+                    3,
+                    0,
+                    &[("canary-errors", query, "result < 0.1")],
+                ),
+            ),
+            message,
+        )
+    };
+    let rev2 = moving("operator-2 takes over, judged by the canary's error ratio");
+    let rolled_back = assignment
+        .wait(300, "rolled back by the analysis", |s| {
+            s.rollout
+                .as_ref()
+                .is_some_and(|r| r.revision == rev2 && r.state == RolloutState::RolledBack)
+        })
+        .await;
+    let stalled = condition_in(&rolled_back, "Stalled");
+    assert_eq!(
+        (stalled.status.as_str(), stalled.reason.as_str()),
+        ("True", "AnalysisFailed")
+    );
+    for says in [
+        "step 1 of 2: the metric analysis failed",
+        "query canary-errors (result < 0.1) gave 0.5",
+        "1 resources handed back",
+    ] {
+        assert!(
+            stalled.message.contains(says),
+            "{says:?} in {}",
+            stalled.message
+        );
+    }
+    let analysis = rolled_back
+        .rollout
+        .as_ref()
+        .and_then(|r| r.analysis.clone())
+        .unwrap();
+    assert_eq!(
+        (analysis.measurements, analysis.failures),
+        (1, 1),
+        "{analysis:?}"
+    );
+    // Every resource is back with its former owner, and runs there.
+    for name in names {
+        wait_ready_under(&admin, &ns.name, name, "operator-1").await;
+    }
+    assert_eq!(
+        notes_of(&admin, &ns.name, "AnalysisFailed").await.len(),
+        1,
+        "one AnalysisFailed Event"
+    );
+
+    // The canary is good now: a new revision goes through both analyses.
+    set(0.0);
+    let rev3 = moving("operator-2 takes over, the canary fixed");
+    let done = assignment.wait(300, "applied", applied(&rev3)).await;
+    assert_eq!(done.rollout.as_ref().map(|r| r.total_steps), Some(2));
+    for name in names {
+        wait_ready_under(&admin, &ns.name, name, "operator-2").await;
+    }
+    assert_single_owner(cluster, &ns.name);
 }

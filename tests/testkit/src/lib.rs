@@ -46,6 +46,7 @@ pub mod operator_rbac;
 pub mod pki;
 pub mod pod;
 pub mod poll;
+pub mod prometheus;
 pub mod proxy;
 pub mod reconciler_rbac;
 pub mod scenario;

@@ -92,6 +92,8 @@ pub struct Rollout {
     approval_steps: Vec<u32>,
     /// `windows`: kind, schedule, duration, time zone.
     windows: Vec<[String; 4]>,
+    /// `healthGate.analysis`, as one flow mapping.
+    analysis: Option<String>,
 }
 
 impl Assignment {
@@ -291,6 +293,7 @@ impl fmt::Display for Assignment {
                     .soak
                     .as_ref()
                     .map(|t| format!("soak: {}", scalar(t))),
+                rollout.analysis.as_ref().map(|a| format!("analysis: {a}")),
             ];
             if gate.iter().any(Option::is_some) {
                 writeln!(out, "    healthGate:")?;
@@ -444,6 +447,37 @@ impl Rollout {
     ) -> Rollout {
         self.windows
             .push([kind, schedule, duration, time_zone].map(String::from));
+        self
+    }
+
+    /// `healthGate.analysis`: PromQL `queries` (name, query, success
+    /// condition) against `prometheus`, `count` measurements `interval`
+    /// apart, `failure_limit` failures allowed.
+    pub fn analysis(
+        mut self,
+        prometheus: &str,
+        interval: &str,
+        count: u32,
+        failure_limit: u32,
+        queries: &[(&str, &str, &str)],
+    ) -> Rollout {
+        let quoted = |s: &str| serde_json::to_string(s).expect("a string serializes");
+        let queries: Vec<String> = queries
+            .iter()
+            .map(|(name, query, condition)| {
+                format!(
+                    "{{name: {}, query: {}, successCondition: {}}}",
+                    quoted(name),
+                    quoted(query),
+                    quoted(condition)
+                )
+            })
+            .collect();
+        self.analysis = Some(format!(
+            "{{prometheus: {}, interval: {interval}, count: {count}, failureLimit: {failure_limit}, queries: [{}]}}",
+            quoted(prometheus),
+            queries.join(", ")
+        ));
         self
     }
 
