@@ -130,6 +130,7 @@ fn spec() -> impl Strategy<Value = OperatorAssignmentSpec> {
                 rollout: Default::default(),
                 handoff: Default::default(),
                 drift_policy: Default::default(),
+                notifications: Vec::new(),
             }
         })
 }

@@ -130,10 +130,28 @@ fn a_metric_analysis_is_checked_field_by_field() {
 }
 
 #[test]
+fn notifications_are_checked_field_by_field() {
+    let errors = check(
+        "  defaultOperator: op-1\n  notifications:\n  - {name: a, webhook: {url: \"ftp://x\"}}\n  - {name: a, slack: {}}\n  - {name: b}\n  - {name: c, gitHubStatus: {api: github.com, repository: o/r, tokenSecretRef: {name: gh, key: token}}}\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        errors,
+        vec![
+            "t.yaml:13:30: error: `ftp://x` is not an http:// or https:// URL",
+            "t.yaml:14:12: error: notification `a` is named twice",
+            "t.yaml:14:22: error: name one of url, urlSecretRef",
+            "t.yaml:15:12: error: notification `b` names one of webhook, slack, gitHubStatus, gitLabStatus",
+            "t.yaml:16:35: error: `github.com` is not an http:// or https:// URL",
+        ]
+    );
+}
+
+#[test]
 fn the_crd_and_the_checks_agree_on_field_names() {
     // Every field the types know is accepted (nothing is reported unknown).
     let manifest = check(
-        "  scope: {namespaces: [shop], kinds: [Integration]}\n  defaultOperator: op-1\n  rules:\n    - name: r\n      match:\n        kinds: [Integration]\n        namespaces: [shop]\n        names: [\"*\"]\n        selector: {matchLabels: {a: b}, matchExpressions: [{key: c, operator: Exists}]}\n      operator: op-2\n  pins:\n    - {kind: Integration, namespace: shop, name: x, operator: op-1}\n  stagedMoves:\n    - {from: op-1, to: op-2, selector: {matchLabels: {w: \"1\"}}, steps: [1, \"100%\"]}\n  rollout:\n    steps: [\"10%\"]\n    healthGate: {requireReady: false, timeout: 1m, soak: 2m, analysis: {prometheus: \"http://p:9090\", interval: 10s, count: 3, failureLimit: 1, consecutiveErrorLimit: 2, queries: [{name: e, query: \"sum(x)\", successCondition: \"result < 1\"}]}}\n    pause: 30s\n    approval: {steps: [2]}\n    windows: [{kind: Deny, schedule: \"0 22 * * *\", duration: 8h, timeZone: Europe/Berlin}]\n  handoff: {drainTimeout: 1m, force: AfterTimeout, forceAfter: 5m}\n",
+        "  scope: {namespaces: [shop], kinds: [Integration]}\n  defaultOperator: op-1\n  rules:\n    - name: r\n      match:\n        kinds: [Integration]\n        namespaces: [shop]\n        names: [\"*\"]\n        selector: {matchLabels: {a: b}, matchExpressions: [{key: c, operator: Exists}]}\n      operator: op-2\n  pins:\n    - {kind: Integration, namespace: shop, name: x, operator: op-1}\n  stagedMoves:\n    - {from: op-1, to: op-2, selector: {matchLabels: {w: \"1\"}}, steps: [1, \"100%\"]}\n  rollout:\n    steps: [\"10%\"]\n    healthGate: {requireReady: false, timeout: 1m, soak: 2m, analysis: {prometheus: \"http://p:9090\", interval: 10s, count: 3, failureLimit: 1, consecutiveErrorLimit: 2, queries: [{name: e, query: \"sum(x)\", successCondition: \"result < 1\"}]}}\n    pause: 30s\n    approval: {steps: [2]}\n    windows: [{kind: Deny, schedule: \"0 22 * * *\", duration: 8h, timeZone: Europe/Berlin}]\n  handoff: {drainTimeout: 1m, force: AfterTimeout, forceAfter: 5m}\n  notifications:\n  - {name: w, webhook: {url: \"https://h/x\"}}\n  - {name: s, slack: {urlSecretRef: {name: slack, key: url}}}\n  - {name: g, gitLabStatus: {api: \"https://gitlab.example.com/api/v4\", repository: \"42\", tokenSecretRef: {name: gl, key: token}}}\n",
     );
     assert!(manifest.is_ok(), "{manifest:?}");
 }

@@ -116,6 +116,73 @@ pub struct OperatorAssignmentSpec {
     /// revision is applied: `revert` (default) or `report`.
     #[serde(default, skip_serializing_if = "DriftPolicy::is_default")]
     pub drift_policy: DriftPolicy,
+    /// Where the rollout's progress is told (webhooks, Slack, Git commit
+    /// statuses): started, step done, waiting for approval, stalled,
+    /// rolled back, applied. A notification that fails is retried, and
+    /// never holds the rollout.
+    #[serde(
+        default,
+        deserialize_with = "list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub notifications: Vec<Notification>,
+}
+
+/// One receiver of the rollout's notifications: exactly one of `webhook`,
+/// `slack`, `gitHubStatus`, `gitLabStatus`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Notification {
+    /// Its name, in logs and Events (never its URL or token).
+    pub name: String,
+    /// POST each notification as JSON to a URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<UrlTarget>,
+    /// POST a Slack incoming-webhook message (`{"text": ...}`) to a URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slack: Option<UrlTarget>,
+    /// Set the commit status `camelk/rollout` of the revision on GitHub.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_hub_status: Option<CommitStatusTarget>,
+    /// Set the commit status `camelk/rollout` of the revision on GitLab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_lab_status: Option<CommitStatusTarget>,
+}
+
+/// A URL to POST to: written out, or (when it holds a secret, as Slack's
+/// do) read from a Secret in the object's namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UrlTarget {
+    /// The URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The key of a Secret that holds the URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_secret_ref: Option<SecretKeyRef>,
+}
+
+/// A Git host's commit status API.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitStatusTarget {
+    /// Base URL of the API (`https://api.github.com`,
+    /// `https://gitlab.example.com/api/v4`).
+    pub api: String,
+    /// GitHub: `owner/name`; GitLab: the project's id or URL-encoded path.
+    pub repository: String,
+    /// The key of a Secret that holds the API token.
+    pub token_secret_ref: SecretKeyRef,
+}
+
+/// A key of a Secret in the `OperatorAssignment`'s namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    pub name: String,
+    /// The key whose value is used.
+    pub key: String,
 }
 
 /// What happens to a resource whose owner key was changed by hand.

@@ -155,6 +155,11 @@ struct SyncArgs {
     /// it the endpoint is off). Needs --source git.
     #[arg(long)]
     plan_token_file: Option<PathBuf>,
+    /// Where the Secrets that the manifest's notifications name are mounted,
+    /// one folder per Secret, its keys as files (the chart mounts those of
+    /// notifications.secrets here).
+    #[arg(long, default_value = "/etc/camelk/notifications")]
+    notification_secrets_dir: PathBuf,
     /// What the watches of Camel K resources fetch and keep: `metadata`
     /// (labels and owner annotation only) or `full` (whole objects, as a
     /// plain informer; for comparison).
@@ -388,6 +393,7 @@ fn run_sync(args: SyncArgs) -> ExitCode {
         poll: args.poll,
         live_cache: args.live_cache,
         clock: camelk_reconciler::sync::Clock::system(),
+        notification_secrets: args.notification_secrets_dir.clone(),
     };
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     runtime.block_on(async move {

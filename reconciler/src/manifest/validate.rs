@@ -68,6 +68,7 @@ pub(crate) fn validate(spec: &OperatorAssignmentSpec) -> Vec<Finding> {
     check_pins(&mut out, &root.key("pins"), spec, &known);
     check_staged_moves(&mut out, &root.key("stagedMoves"), spec, &known);
     check_rollout_and_handoff(&mut out, &root, spec);
+    check_notifications(&mut out, &root.key("notifications"), &spec.notifications);
     out.0
 }
 
@@ -291,6 +292,67 @@ fn check_staged_moves(
             check_selector(out, &path.key("selector"), selector);
         }
         check_steps(out, &path.key("steps"), &staged.steps);
+    }
+}
+
+/// `spec.notifications`: unique names, one receiver each, http(s) URLs.
+fn check_notifications(
+    out: &mut Findings,
+    path: &FieldPath,
+    notifications: &[crate::api::Notification],
+) {
+    let mut names = BTreeSet::new();
+    let is_http = |url: &str| {
+        (url.starts_with("http://") || url.starts_with("https://"))
+            && !url.contains(char::is_whitespace)
+    };
+    for (i, n) in notifications.iter().enumerate() {
+        let at = path.index(i);
+        if !names.insert(&n.name) {
+            out.error(
+                at.key("name"),
+                format!("notification `{}` is named twice", n.name),
+            );
+        }
+        let receivers = [
+            n.webhook.is_some(),
+            n.slack.is_some(),
+            n.git_hub_status.is_some(),
+            n.git_lab_status.is_some(),
+        ];
+        if receivers.iter().filter(|r| **r).count() != 1 {
+            out.error(
+                at.key("name"),
+                format!(
+                    "notification `{}` names one of webhook, slack, gitHubStatus, gitLabStatus",
+                    n.name
+                ),
+            );
+        }
+        for (key, target) in [("webhook", &n.webhook), ("slack", &n.slack)] {
+            let Some(target) = target else { continue };
+            match (&target.url, &target.url_secret_ref) {
+                (Some(url), None) if !is_http(url) => out.error(
+                    at.key(key).key("url"),
+                    format!("`{url}` is not an http:// or https:// URL"),
+                ),
+                (Some(_), None) | (None, Some(_)) => {}
+                _ => out.error(at.key(key), "name one of url, urlSecretRef"),
+            }
+        }
+        for (key, target) in [
+            ("gitHubStatus", &n.git_hub_status),
+            ("gitLabStatus", &n.git_lab_status),
+        ] {
+            if let Some(target) = target
+                && !is_http(&target.api)
+            {
+                out.error(
+                    at.key(key).key("api"),
+                    format!("`{}` is not an http:// or https:// URL", target.api),
+                );
+            }
+        }
     }
 }
 

@@ -162,6 +162,7 @@ fn assignment(generation: i64) -> OperatorAssignment {
         rollout: RolloutSettings::default(),
         handoff: HandoffSettings::default(),
         drift_policy: DriftPolicy::Revert,
+        notifications: Vec::new(),
     };
     let mut object = OperatorAssignment::new("camel-k", spec);
     object.metadata.namespace = Some("camel-k".into());

@@ -83,6 +83,8 @@ mod gate;
 mod gate_cache;
 pub(crate) mod health;
 mod newcomers;
+mod notifications;
+mod notify;
 pub(crate) mod owner_watch;
 mod plan_endpoint;
 mod progress;
@@ -138,6 +140,9 @@ pub struct SyncConfig {
     pub live_cache: owner_watch::LiveCacheMode,
     /// The clock freeze windows (`rollout.windows`) are judged by.
     pub clock: Clock,
+    /// Where the Secrets that notifications name are mounted, one folder
+    /// each (`<dir>/<name>/<key>`).
+    pub notification_secrets: std::path::PathBuf,
 }
 
 /// Why a round failed (it is retried at the next interval).
@@ -267,7 +272,13 @@ impl Syncer {
             ),
             gate: gate::HealthGate::new(client.clone(), cfg.interval, cfg.poll),
             approvals: approval::Approvals::new(client.clone(), &cfg.namespace),
-            report: report::Report::new(client, cfg.namespace.clone(), events, telemetry),
+            report: report::Report::new(
+                client.clone(),
+                cfg.namespace.clone(),
+                events,
+                telemetry,
+                notifications::Notifications::new(cfg.notification_secrets.clone(), source.url()),
+            ),
             source,
             cfg,
             last_fetched: None,

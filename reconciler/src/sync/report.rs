@@ -20,6 +20,8 @@ use kube::{Client, Resource};
 use serde_json::json;
 
 use super::execute::Stall;
+use super::notifications::Notifications;
+use super::notify::Kind;
 use super::status::FIELD_MANAGER;
 use super::status_writer::{Checkpoint, StatusWriter};
 use super::{LOCK_ID, RECONCILE_REQUEST_ANNOTATION, SUSPEND_ANNOTATION, SyncError, is_suspended};
@@ -125,6 +127,8 @@ pub(super) struct Report {
     namespace: String,
     pub(super) events: Events,
     telemetry: Arc<server::Telemetry>,
+    /// The manifest's notifications (webhooks, Slack, commit statuses).
+    pub(super) notifications: Notifications,
 }
 
 impl Report {
@@ -133,12 +137,14 @@ impl Report {
         namespace: String,
         events: Events,
         telemetry: Arc<server::Telemetry>,
+        notifications: Notifications,
     ) -> Report {
         Report {
             client,
             namespace,
             events,
             telemetry,
+            notifications,
         }
     }
 
@@ -169,6 +175,20 @@ impl Report {
         ro.state = pause.state;
         ro.message = pause.summary;
         ro.target_not_alive = pause.target_not_alive.map(|id| id.to_string());
+        // Told once per stop: a paused step checked again each round is not news.
+        let before = object.status.as_ref().and_then(|s| s.rollout.as_ref());
+        let news = before.is_none_or(|b| {
+            (b.revision.as_str(), b.current_step, b.state)
+                != (ro.revision.as_str(), ro.current_step, pause.state)
+        });
+        if news {
+            let kind = if pause.state == RolloutState::RolledBack {
+                Kind::RolledBack
+            } else {
+                Kind::Stalled
+            };
+            self.notifications.send(kind, object, &ro, &pause.message);
+        }
         status.rollout = Some(ro);
         progress::stalled(&mut status, pause.reason, &pause.message, generation);
         // A paused rollout checks again every round; most find it as it was.

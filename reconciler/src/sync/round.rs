@@ -15,6 +15,7 @@ use kube::runtime::events::EventType;
 use tokio_util::sync::CancellationToken;
 
 use super::gate::Gate;
+use super::notify::Kind;
 use super::reads::Reach;
 use super::report::{Pause, handled};
 use super::status_writer::{Checkpoint, StatusWriter};
@@ -187,6 +188,13 @@ impl Syncer {
         status.observed_generation = object.metadata.generation;
         status.last_attempted_revision = Some(rev.sha.clone());
         let head = manifest.assignment.spec;
+        for why in self.report.notifications.follow(&head.notifications).await {
+            tracing::warn!(%why, "notification left out");
+            self.report
+                .events
+                .on(&object, EventType::Warning, "NotificationLeftOut", why)
+                .await;
+        }
         let base = self.base(&status, &rev).await;
         let reach = Reach::of(&head, base.as_ref());
         let wrote_owners = self.owners.wrote_any();
@@ -312,10 +320,17 @@ impl Syncer {
                 r.rev.origin.as_ref(),
             );
         }
+        // What the notifications count as moved: the steps found healthy.
+        let healthy = (opened.rollout.completed_steps as usize).min(plan.batches.len());
+        let moved: usize = plan.batches[..healthy].iter().map(|b| b.moves.len()).sum();
+        self.report.notifications.moved(moved as u64, true);
         if opened.started && plan.move_count() > 0 {
             let (moves, steps) = (plan.move_count(), plan.batches.len());
             tracing::info!(revision = %r.rev.short(), moves, steps, "new rollout");
             let note = format!("revision {}: {moves} moves in {steps} steps", r.rev.short());
+            self.report
+                .notifications
+                .send(Kind::Started, &r.object, &opened.rollout, &note);
             self.report
                 .events
                 .on(&r.object, EventType::Normal, "RolloutStarted", note)
@@ -424,8 +439,20 @@ impl Syncer {
         {
             return Ok(Break(()));
         }
+        let moves: usize = steps.iter().map(|b| b.moves.len()).sum();
         progress::step_healthy(ro, done);
+        self.step_done(&r.object, ro, moves);
         Ok(Continue(()))
+    }
+
+    /// Tells the notifications that the steps up to `ro.completed_steps`
+    /// are done, `moves` more resources moved.
+    fn step_done(&self, object: &OperatorAssignment, ro: &RolloutStatus, moves: usize) {
+        let notifications = &self.report.notifications;
+        notifications.moved(moves as u64, false);
+        let (n, total) = (ro.completed_steps, ro.total_steps);
+        let note = format!("step {n} of {total} done: {moves} resources moved and healthy");
+        notifications.send(Kind::StepDone, object, ro, &note);
     }
 
     /// The manifest's `rollout.pause` before step `i + 1`, counted from when
@@ -549,6 +576,14 @@ impl Syncer {
         r.writer.write(&r.status, Checkpoint::RoundEnd).await?;
         if newly {
             tracing::info!(revision = %r.rev.short(), step, message = %ro.message, "step waits");
+            if state == RolloutState::WaitingForApproval {
+                self.report.notifications.send(
+                    Kind::WaitingForApproval,
+                    &r.object,
+                    ro,
+                    &ro.message,
+                );
+            }
             self.report
                 .events
                 .on(
@@ -642,6 +677,7 @@ impl Syncer {
         r.status.rollout = Some(ro.clone());
         r.writer.write(&r.status, Checkpoint::StepHealthy).await?;
         tracing::info!(revision = %r.rev.short(), step = n, "step done and healthy");
+        self.step_done(&r.object, ro, moves);
         Ok(Continue(()))
     }
 
@@ -676,6 +712,11 @@ impl Syncer {
         r.writer.write(&r.status, Checkpoint::RoundEnd).await?;
         if newly_applied {
             tracing::info!(revision = %r.rev.short(), "revision applied");
+            if let Some(ro) = &r.status.rollout {
+                self.report
+                    .notifications
+                    .send(Kind::Applied, &r.object, ro, &message);
+            }
             self.report
                 .events
                 .on(&r.object, EventType::Normal, progress::SUCCEEDED, message)

@@ -12,6 +12,7 @@ use crate::support::*;
 use camelk_reconciler::api::{RolloutApproval, RolloutApprovalSpec, RolloutState};
 use camelk_reconciler::camel_k::{CamelKind, owner_id};
 use camelk_testkit::manifest::Rollout;
+use camelk_testkit::receiver::{Receiver, Request};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DynamicObject, PostParams};
 
@@ -29,6 +30,104 @@ async fn running_under_operator_1(admin: &kube::Client, ns: &str) -> [&'static s
         wait_ready_under(admin, ns, name, "operator-1").await;
     }
     names
+}
+
+/// The `notifications` of the manifest: a webhook, Slack, GitHub and GitLab
+/// commit statuses, all at `receiver`.
+fn notifications(receiver: &Receiver) -> String {
+    format!(
+        "  notifications:
+  - {{name: hook, webhook: {{url: \"{}\"}}}}
+  - {{name: chat, slack: {{urlSecretRef: {{name: slack, key: url}}}}}}
+  - {{name: github, gitHubStatus: {{api: \"{}\", repository: org/gitops, tokenSecretRef: {{name: gh, key: token}}}}}}
+  - {{name: gitlab, gitLabStatus: {{api: \"{}\", repository: \"42\", tokenSecretRef: {{name: gl, key: token}}}}}}
+",
+        receiver.url("/hook"),
+        receiver.url("/github"),
+        receiver.url("/gitlab")
+    )
+}
+
+/// What each receiver of [`notifications`] got for a rollout of `rev` in
+/// two steps, the second approved.
+fn notified_of_each_moment(receiver: &Receiver, rev: &str) {
+    let kinds = |seen: &[Request]| -> Vec<String> {
+        seen.iter()
+            .filter(|r| r.path == "/hook" && r.json()["revision"] == rev)
+            .map(|r| r.json()["kind"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let seen = receiver.wait_for(Duration::from_secs(30), "Applied webhook", |seen| {
+        kinds(seen).last().map(String::as_str) == Some("Applied")
+    });
+    assert_eq!(
+        kinds(&seen),
+        [
+            "Started",
+            "StepDone",
+            "WaitingForApproval",
+            "StepDone",
+            "Applied"
+        ],
+        "the webhook, in order"
+    );
+    let applied = seen
+        .iter()
+        .rfind(|r| r.path == "/hook")
+        .map(Request::json)
+        .unwrap();
+    assert_eq!(
+        (
+            applied["step"].as_u64(),
+            applied["totalSteps"].as_u64(),
+            applied["moved"].as_u64()
+        ),
+        (Some(2), Some(2), Some(2)),
+        "{applied:#}"
+    );
+    assert!(
+        applied["assignment"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/{NAME}"))
+    );
+    let slack: Vec<String> = seen
+        .iter()
+        .filter(|r| r.path == "/slack")
+        .filter_map(|r| r.json()["text"].as_str().map(String::from))
+        .collect();
+    assert!(
+        slack
+            .iter()
+            .any(|t| t.contains(&rev[..12]) && t.contains("applied")),
+        "Slack, from the URL in the mounted Secret: {slack:#?}"
+    );
+    let statuses = |path: &str, token: (&str, &str)| -> Vec<String> {
+        seen.iter()
+            .filter(|r| r.path == path)
+            .inspect(|r| assert_eq!(r.headers.get(token.0).map(String::as_str), Some(token.1)))
+            .map(|r| r.json()["state"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let github = statuses(
+        &format!("/github/repos/org/gitops/statuses/{rev}"),
+        ("authorization", "Bearer gh-token"),
+    );
+    assert_eq!(
+        github.last().map(String::as_str),
+        Some("success"),
+        "{github:?}"
+    );
+    assert!(github.len() >= 2 && github[..github.len() - 1].iter().all(|s| s == "pending"));
+    let gitlab = statuses(
+        &format!("/gitlab/projects/42/statuses/{rev}"),
+        ("private-token", "gl-token"),
+    );
+    assert_eq!(
+        gitlab.last().map(String::as_str),
+        Some("success"),
+        "{gitlab:?}"
+    );
 }
 
 /// Condition `type_` of `status` (the test fails without it).
@@ -110,16 +209,34 @@ async fn a_step_waits_for_its_approval_and_goes_on_once_approved() {
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     let names = running_under_operator_1(&admin, &ns.name).await;
+    // Every kind of receiver, on loopback; their secrets mounted as files.
+    let receiver = Receiver::start().unwrap();
+    let secrets = tempfile::tempdir().unwrap();
+    for (secret, key, value) in [
+        ("slack", "url", receiver.url("/slack")),
+        ("gh", "token", "gh-token".to_string()),
+        ("gl", "token", "gl-token".to_string()),
+    ] {
+        std::fs::create_dir_all(secrets.path().join(secret)).unwrap();
+        std::fs::write(secrets.path().join(secret).join(key), value + "\n").unwrap();
+    }
     let git = GitRemote::new();
     let rev1 = git.push(&manifest(&ns.name, "operator-1"), "operators");
-    let sync = start_sync(cluster, &ns.name, &git, "reconciler", &[]);
+    let secrets_dir = secrets.path().to_str().unwrap();
+    let sync = start_sync(
+        cluster,
+        &ns.name,
+        &git,
+        "reconciler",
+        &["--notification-secrets-dir", secrets_dir],
+    );
     let assignment = SyncedAssignment::new(&admin, &ns.name, NAME, &sync);
     assignment.wait(120, "applied", applied(&rev1)).await;
 
     // Two steps, each soaking 5 s once healthy; the second waits for approval.
     let rollout = gated().soak("5s").approval_steps(&[2]);
     let rev2 = git.push(
-        &two_steps(&ns.name, rollout),
+        &(two_steps(&ns.name, rollout) + &notifications(&receiver)),
         "operator-2 takes over, the second half once approved",
     );
     let messages = Mutex::new(Vec::<String>::new());
@@ -238,6 +355,7 @@ async fn a_step_waits_for_its_approval_and_goes_on_once_approved() {
         wait_ready_under(&admin, &ns.name, name, "operator-2").await;
     }
     let approved = notes_of(&admin, &ns.name, "Approved").await;
+    notified_of_each_moment(&receiver, &rev2);
     assert!(
         approved.len() == 1 && approved[0].contains(&format!("approved by {APPROVER}")),
         "one Approved Event naming the approver: {approved:?}"
@@ -438,6 +556,7 @@ async fn a_failed_metric_analysis_moves_the_step_back_and_a_good_one_goes_on() {
     let prometheus = camelk_testkit::prometheus::Prometheus::start(&exporter)
         .unwrap_or_else(|e| panic!("{e:#}"));
 
+    let receiver = Receiver::start().unwrap();
     let git = GitRemote::new();
     let rev1 = git.push(&manifest(&ns.name, "operator-1"), "operators");
     let sync = start_sync(cluster, &ns.name, &git, "reconciler", &[]);
@@ -447,7 +566,7 @@ async fn a_failed_metric_analysis_moves_the_step_back_and_a_good_one_goes_on() {
     let query = "max(canary_error_ratio{namespace=~\"{{namespaces}}\",integration=~\"{{names}}\"})";
     let moving = |message: &str| {
         git.push(
-            &two_steps(
+            &(two_steps(
                 &ns.name,
                 gated().analysis(
                     &prometheus.url(),
@@ -456,7 +575,10 @@ async fn a_failed_metric_analysis_moves_the_step_back_and_a_good_one_goes_on() {
                     0,
                     &[("canary-errors", query, "result < 0.1")],
                 ),
-            ),
+            ) + &format!(
+                "  notifications:\n  - {{name: hook, webhook: {{url: \"{}\"}}}}\n",
+                receiver.url("/hook")
+            )),
             message,
         )
     };
@@ -502,6 +624,22 @@ async fn a_failed_metric_analysis_moves_the_step_back_and_a_good_one_goes_on() {
         notes_of(&admin, &ns.name, "AnalysisFailed").await.len(),
         1,
         "one AnalysisFailed Event"
+    );
+    let seen = receiver.wait_for(Duration::from_secs(30), "RolledBack webhook", |seen| {
+        seen.iter().any(|r| r.json()["kind"] == "RolledBack")
+    });
+    let rolled_back = seen
+        .iter()
+        .map(Request::json)
+        .find(|j| j["kind"] == "RolledBack")
+        .unwrap();
+    assert_eq!(rolled_back["revision"], rev2.as_str());
+    assert!(
+        rolled_back["message"]
+            .as_str()
+            .unwrap()
+            .contains("the metric analysis failed"),
+        "{rolled_back:#}"
     );
 
     // The canary is good now: a new revision goes through both analyses.

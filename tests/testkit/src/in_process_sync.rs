@@ -21,6 +21,8 @@ use crate::scenario::MANIFEST_PATH;
 pub struct Options {
     /// The clock freeze windows are judged by (default: the system's).
     pub clock: Clock,
+    /// Where the Secrets notifications name are mounted (default: none).
+    pub notification_secrets: Option<PathBuf>,
     /// Serves the HTTP endpoints on this listener, the plan endpoint with
     /// the token in this file.
     pub endpoints: Option<(TcpListener, PathBuf)>,
@@ -53,6 +55,9 @@ pub async fn start(
         poll: Duration::from_millis(300),
         live_cache: Default::default(),
         clock: options.clock,
+        notification_secrets: options
+            .notification_secrets
+            .unwrap_or_else(|| cache.join("no-secrets")),
     };
     let source = GitSource::new(url, "main", MANIFEST_PATH, &cache.join("clone"));
     let config = cluster.config_as(RECONCILER).await;

@@ -48,6 +48,7 @@ pub mod pod;
 pub mod poll;
 pub mod prometheus;
 pub mod proxy;
+pub mod receiver;
 pub mod reconciler_rbac;
 pub mod scenario;
 pub mod upstream;
