@@ -52,6 +52,9 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	# The library as the plugin links it: without the sync's server or the reference operator.
+	# --lib alone: the tests' dev-dependencies (camelk-testkit's in-process sync) turn the
+	# server back on for every target built with them.
+	cargo clippy -p camelk-reconciler --no-default-features --lib --locked -- -D warnings
 	cargo clippy -p camelk-reconciler --no-default-features --all-targets --locked -- -D warnings
 	# The API docs, whose links must resolve to items the reader can see.
 	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet

@@ -146,7 +146,14 @@ pub(super) async fn against_cluster(
             .map(Crd::Camel)
             .filter(is_named),
     );
-    Ok(plan::plan_reading_phases(client, desired, actual, live.inventory).await?)
+    let mut planned = plan::plan_reading_phases(client, desired, actual, live.inventory).await?;
+    // The forecast is an aid: without it the plan still stands, and says why.
+    if let Err(e) = plan::read_restart_forecast(client, &mut planned).await {
+        planned.notes.push(format!(
+            "no restart forecast: reading the moved Integrations' Deployments failed: {e}"
+        ));
+    }
+    Ok(planned)
 }
 
 /// The kinds of `spec`'s scope.

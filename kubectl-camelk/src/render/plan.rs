@@ -33,6 +33,7 @@ pub(super) struct Sections {
     pub(super) blocked: Vec<Vec<String>>,
     pub(super) conflicts: Vec<Vec<String>>,
     pub(super) errors: Vec<Vec<String>>,
+    pub(super) restarts: Vec<Vec<String>>,
 }
 
 pub(super) fn sections(plan: &Plan) -> Sections {
@@ -112,6 +113,19 @@ pub(super) fn sections(plan: &Plan) -> Sections {
                 ]
             })
             .collect(),
+        restarts: plan
+            .restarts
+            .iter()
+            .map(|r| {
+                vec![
+                    r.resource.namespace.clone(),
+                    r.resource.name.clone(),
+                    if r.rolls { "roll" } else { "stay" }.to_string(),
+                    r.why.join("; "),
+                    r.capacity_risk.clone().unwrap_or_else(|| "-".into()),
+                ]
+            })
+            .collect(),
     }
 }
 
@@ -132,6 +146,10 @@ pub(super) const CONFLICT_HEADER: [&str; 7] = [
     "SYNC",
 ];
 pub(super) const CONFLICT_TITLE: &str = "Owner keys that disagree";
+/// Whether each moved Integration's pods roll, and what that can cost.
+pub(super) const RESTART_HEADER: [&str; 5] =
+    ["NAMESPACE", "INTEGRATION", "PODS", "WHY", "CAPACITY RISK"];
+pub(super) const RESTART_TITLE: &str = "Pod restarts";
 
 /// The plan for people, section headings in bold (styled: print it with
 /// [`print_styled`](super::print_styled)).
@@ -152,6 +170,7 @@ pub fn plan_table(plan: &Plan) -> String {
     section("Blocked now", &BLOCKED_HEADER, &s.blocked);
     section(CONFLICT_TITLE, &CONFLICT_HEADER, &s.conflicts);
     section("Errors", &ERROR_HEADER, &s.errors);
+    section(RESTART_TITLE, &RESTART_HEADER, &s.restarts);
     if !plan.notes.is_empty() {
         out.push_str(&format!("\n{}\n", paint("Notes", HEADING)));
         for note in &plan.notes {

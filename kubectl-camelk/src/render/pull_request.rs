@@ -7,7 +7,7 @@ use camelk_reconciler::plan::Plan;
 
 use super::plan::{
     BLOCKED_HEADER, CONFLICT_HEADER, CONFLICT_TITLE, ERROR_HEADER, FIRST_HEADER, MOVE_HEADER,
-    sections, summary,
+    RESTART_HEADER, RESTART_TITLE, sections, summary,
 };
 
 /// The Markdown of a pull-request comment, with no marker and no limit.
@@ -99,6 +99,12 @@ pub fn plan_comment(plan: &Plan, comment: &Comment) -> Result<String, TooSmall> 
             header: Some(&ERROR_HEADER),
             noun: ("error", "errors"),
             rows: table_rows(s.errors),
+        },
+        Part {
+            title: RESTART_TITLE,
+            header: Some(&RESTART_HEADER),
+            noun: ("forecast restart", "forecast restarts"),
+            rows: table_rows(s.restarts),
         },
         Part {
             title: "Notes",

@@ -37,6 +37,7 @@
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) mod analysis;
 pub(crate) mod batch;
+pub mod restarts;
 pub(crate) mod with_phases;
 // Rollout positions, drift and reversal drive the sync loop (feature
 // `server`) only; the plugin builds the library without it.
@@ -54,7 +55,7 @@ pub use crate::camel_k::release::BlockReason;
 pub use crate::manifest::desired::{Decision, Desired, Reason};
 pub use batch::split as split_into_batches;
 pub use rollout::{ByHandError, Handover, Named, by_hand};
-pub use with_phases::{ServedPlan, plan_reading_phases};
+pub use with_phases::{ServedPlan, plan_reading_phases, read_restart_forecast};
 
 use crate::api::{OperatorAssignmentSpec, OperatorId, Step};
 use crate::inventory::{Inventory, Owner, Resource, ResourceRef};
@@ -193,6 +194,10 @@ pub struct Plan {
     pub notes: Vec<String>,
     /// Resources that stay where they are.
     pub unchanged: Unchanged,
+    /// Whether each moved Integration's pods roll, and whether that can
+    /// lose capacity (read from the cluster: [`read_restart_forecast`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restarts: Vec<restarts::Restart>,
 }
 
 impl Plan {

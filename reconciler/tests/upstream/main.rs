@@ -18,6 +18,7 @@ mod adoption;
 mod gitops;
 mod progressive;
 mod restart;
+mod restarts;
 mod unowned;
 mod unowned_handlers;
 

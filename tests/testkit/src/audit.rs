@@ -14,6 +14,25 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use serde::Deserialize;
 
+/// The Deployments that got a new ReplicaSet in `events`, with how many,
+/// from the deployment controller's successful creates (a ReplicaSet is
+/// named after its Deployment and its pod template's hash).
+pub fn replica_sets_created(events: &[AuditEvent]) -> BTreeMap<String, usize> {
+    let mut created = BTreeMap::new();
+    for e in events {
+        let Some(object) = &e.object_ref else {
+            continue;
+        };
+        if object.resource != "replicasets" || e.verb != "create" || !e.is_successful_write() {
+            continue;
+        }
+        if let Some((deployment, _hash)) = object.name.as_deref().and_then(|n| n.rsplit_once('-')) {
+            *created.entry(deployment.to_string()).or_default() += 1;
+        }
+    }
+    created
+}
+
 /// The audit policy the local control plane runs with.
 pub const POLICY: &str = "\
 apiVersion: audit.k8s.io/v1

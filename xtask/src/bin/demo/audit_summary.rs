@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use camelk_reconciler::api::OperatorAssignmentStatus;
 use camelk_reconciler::camel_k::{CamelKind, owner_of};
+use camelk_reconciler::plan::restarts::Restart;
 use camelk_testkit::AuditEvent;
 use serde_json::Value;
 
@@ -81,6 +82,38 @@ fn owner_changes(events: &[AuditEvent]) -> Vec<(String, String, String, String, 
         last.insert(key, (rv, owner));
     }
     changes
+}
+
+/// The plan's restart forecast against the ReplicaSets the rollout created
+/// (the `rollout` slice of the audit log), Integration by Integration.
+pub(crate) fn restarts_summary(forecast: &[Restart], rollout: &[AuditEvent]) {
+    let created = camelk_testkit::audit::replica_sets_created(rollout);
+    let mismatches: Vec<String> = forecast
+        .iter()
+        .filter(|r| r.rolls != created.contains_key(&r.resource.name))
+        .map(|r| {
+            format!(
+                "{}: forecast {}, {} new ReplicaSet",
+                r.resource.name,
+                if r.rolls { "roll" } else { "stay" },
+                created.get(&r.resource.name).copied().unwrap_or(0)
+            )
+        })
+        .collect();
+    let rolls = forecast.iter().filter(|r| r.rolls).count();
+    let risky = forecast
+        .iter()
+        .filter(|r| r.capacity_risk.is_some())
+        .count();
+    println!(
+        "pods rolled:           {} Integrations got a new ReplicaSet; the plan forecast {rolls} of {}          ({risky} with a capacity risk); matches for every Integration: {}",
+        created.len(),
+        forecast.len(),
+        if mismatches.is_empty() { "yes" } else { "NO" }
+    );
+    for m in mismatches {
+        println!("  {m}");
+    }
 }
 
 pub(crate) fn summary(

@@ -57,7 +57,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Client;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 
-use audit_summary::{reconciler_writes, summary};
+use audit_summary::{reconciler_writes, restarts_summary, summary};
 use git_repo::GitRepo;
 use processes::{binaries, metrics, run_shown, spawn};
 use resources::{
@@ -375,7 +375,7 @@ impl Demo {
             &kubeconfig,
         )?;
         let head_text = repo.read_branch(BRANCH)?;
-        let expected = planned_moves(&admin, &manifest_text, &head_text).await?;
+        let (expected, restarts) = planned_moves(&admin, &manifest_text, &head_text).await?;
 
         section("6. Merged: the reconciler executes the planned migration");
         let rollout_from = cluster.audit_log().events_in(APPS)?.len();
@@ -390,6 +390,7 @@ impl Demo {
         let events = cluster.audit_log().events_in(APPS)?;
         let rollout_events = &events[rollout_from.min(events.len())..];
         summary(&events, rollout_events, &expected, &status, elapsed);
+        restarts_summary(&restarts, rollout_events);
         if let Some(why) = &same_release {
             println!("release change:        none ({why})");
         } else {

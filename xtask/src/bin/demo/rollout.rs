@@ -7,6 +7,7 @@ use camelk_reconciler::api::{OperatorAssignment, OperatorAssignmentStatus};
 use camelk_reconciler::camel_k::CamelKind;
 use camelk_reconciler::inventory;
 use camelk_reconciler::manifest::Manifest;
+use camelk_reconciler::plan::restarts::Restart;
 use camelk_reconciler::plan::{self, Actual};
 use kube::Client;
 use kube::api::Api;
@@ -21,12 +22,13 @@ pub(crate) async fn assignment_status(
     Ok(api.get_opt(ASSIGNMENT).await?.and_then(|o| o.status))
 }
 
-/// The moves `plan --base --head` shows, computed by the same library call.
+/// The moves `plan --base --head` shows, computed by the same library
+/// calls, with its restart forecast.
 pub(crate) async fn planned_moves(
     admin: &Client,
     base: &str,
     head: &str,
-) -> anyhow::Result<Vec<(CamelKind, String, String, String)>> {
+) -> anyhow::Result<(Vec<(CamelKind, String, String, String)>, Vec<Restart>)> {
     let base = Manifest::parse("operator-assignment.yaml@main", base.to_string())?;
     let head = Manifest::parse(
         &format!("operator-assignment.yaml@{BRANCH}"),
@@ -34,12 +36,13 @@ pub(crate) async fn planned_moves(
     )?;
     let kinds = [CamelKind::Integration, CamelKind::Pipe];
     let inventory = inventory::read(admin, &kinds, None).await?.inventory;
-    let planned = plan::plan(
+    let mut planned = plan::plan(
         &head.assignment.spec,
         Actual::Manifest(&base.assignment.spec),
         &inventory,
     );
-    Ok(planned
+    plan::read_restart_forecast(admin, &mut planned).await?;
+    let moves = planned
         .moves()
         .map(|m| {
             (
@@ -49,7 +52,8 @@ pub(crate) async fn planned_moves(
                 m.to.to_string(),
             )
         })
-        .collect())
+        .collect();
+    Ok((moves, planned.restarts))
 }
 
 /// Shows the rollout as the status reports it, until `rev` is applied.
