@@ -106,7 +106,8 @@ pub(crate) fn restarts_summary(forecast: &[Restart], rollout: &[AuditEvent]) {
         .filter(|r| r.capacity_risk.is_some())
         .count();
     println!(
-        "pods rolled:           {} Integrations got a new ReplicaSet; the plan forecast {rolls} of {}          ({risky} with a capacity risk); matches for every Integration: {}",
+        "pods rolled:           {} Integrations got a new ReplicaSet; the plan forecast {rolls} of {} \
+         ({risky} with a capacity risk); matches for every Integration: {}",
         created.len(),
         forecast.len(),
         if mismatches.is_empty() { "yes" } else { "NO" }
