@@ -214,6 +214,7 @@ fn spec(s: &SpecIn) -> OperatorAssignmentSpec {
         },
         handoff: Default::default(),
         drift_policy: Default::default(),
+        notifications: Vec::new(),
     }
 }
 

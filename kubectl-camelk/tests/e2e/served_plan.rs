@@ -149,6 +149,11 @@ async fn the_served_plan_equals_the_local_plan_and_needs_the_token() {
         Some(2),
         "two steps: {local:#}"
     );
+    // With a restart forecast for each moved Integration (none runs here:
+    // no Deployment, no pods to roll), which the served plan carries too.
+    let restarts = local["restarts"].as_array().expect("a restart forecast");
+    assert_eq!(restarts.len(), 4, "{local:#}");
+    assert!(restarts.iter().all(|r| r["rolls"] == false), "{local:#}");
 
     let elsewhere = tempfile::tempdir().unwrap();
     let served = |head: &str, token: &str| {

@@ -103,6 +103,8 @@ pub fn coordinator_cluster_role(name: &str) -> ClusterRole {
                 &["get", "list", "watch"],
             ),
             rule("events.k8s.io", &["events".into()], &["create", "patch"]),
+            // The restart forecast of served plans: Integrations' Deployments.
+            rule("apps", &["deployments".into()], &["list"]),
             rule(
                 "admissionregistration.k8s.io",
                 &[

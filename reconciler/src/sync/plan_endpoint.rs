@@ -18,7 +18,9 @@
 //!    owners in the head manifest's scope come from the watch cache, the
 //!    phases of would-be moves from the API server;
 //! 5. [`plan_reading_phases`] plans, as `kubectl camelk plan --base --head`
-//!    does, and the answer is a [`ServedPlan`] as JSON.
+//!    does, with its restart forecast ([`read_restart_forecast`]: the moved
+//!    Integrations' Deployments, listed), and the answer is a
+//!    [`ServedPlan`] as JSON.
 //!
 //! Guarantees: nothing is written to the cluster; the token is never logged
 //! and is compared by digest, not byte by byte.
@@ -39,7 +41,7 @@ use super::server::STANDBY_RETRY_AFTER_SECS;
 use crate::lock::Leadership;
 use crate::manifest::Manifest;
 use crate::plan::Actual;
-use crate::plan::with_phases::{ServedPlan, plan_reading_phases};
+use crate::plan::with_phases::{ServedPlan, plan_reading_phases, read_restart_forecast};
 use crate::source::SourceError;
 use crate::source::git::GitSource;
 
@@ -167,9 +169,15 @@ impl PlanService {
             Some(base) => Actual::Manifest(&base.assignment.spec),
             None => Actual::OwnerKeys,
         };
-        let plan = plan_reading_phases(&self.client, spec, actual, inventory)
+        let mut plan = plan_reading_phases(&self.client, spec, actual, inventory)
             .await
             .map_err(|e| Refusal(StatusCode::BAD_GATEWAY, e.to_string()))?;
+        // The forecast is an aid: without it the plan still stands, and says why.
+        if let Err(e) = read_restart_forecast(&self.client, &mut plan).await {
+            plan.notes.push(format!(
+                "no restart forecast: reading the moved Integrations' Deployments failed: {e}"
+            ));
+        }
         let meta = &head.assignment.metadata;
         let name = meta.name.clone().unwrap_or_default();
         Ok(ServedPlan {
