@@ -31,6 +31,10 @@
 //! than `tree`'s (`docs/performance.md`, P7). So the splice stays behind
 //! [`edit`], and `tree` stays the source of positions.
 
+// The meaning of a step's metric analysis (`healthGate.analysis`):
+// validation parses it in every build, only the sync runs it.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) mod analysis;
 pub(crate) mod desired;
 pub(crate) mod diagnostic;
 pub mod edit;
@@ -41,6 +45,10 @@ pub(crate) mod template;
 pub(crate) mod tree;
 pub(crate) mod typed;
 pub(crate) mod validate;
+// The meaning of freeze windows (`rollout.windows`): validation compiles
+// them in every build, only the sync judges them.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) mod windows;
 
 use std::io::Read;
 use std::path::Path;

@@ -453,7 +453,7 @@ fn check_windows(out: &mut Findings, path: &FieldPath, windows: &[crate::api::Wi
     for (i, window) in windows.iter().enumerate() {
         let at = path.index(i);
         check_duration(out, at.key("duration"), &window.duration);
-        if let Err(Some(e)) = crate::plan::windows::compile(window) {
+        if let Err(Some(e)) = crate::manifest::windows::compile(window) {
             out.error(at.key(e.field()), e.to_string());
         }
     }
@@ -493,7 +493,7 @@ fn check_analysis(out: &mut Findings, path: &FieldPath, analysis: &crate::api::A
         if query.query.trim().is_empty() {
             out.error(at.key("query"), "an empty query");
         }
-        if let Err(e) = crate::plan::analysis::Condition::parse(&query.success_condition) {
+        if let Err(e) = crate::manifest::analysis::Condition::parse(&query.success_condition) {
             out.error(at.key("successCondition"), e.to_string());
         }
     }

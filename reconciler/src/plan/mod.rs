@@ -33,9 +33,6 @@
 //! do; the inventory file reader refuses a repeated item). `fuzz/` checks
 //! these guarantees on arbitrary inventories and manifests.
 
-// Validation parses analyses in every build; only the sync runs them.
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
-pub(crate) mod analysis;
 pub(crate) mod batch;
 pub mod restarts;
 pub(crate) mod with_phases;
@@ -43,9 +40,6 @@ pub(crate) mod with_phases;
 // `server`) only; the plugin builds the library without it.
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) mod rollout;
-// Validation compiles windows in every build; only the sync judges them.
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
-pub(crate) mod windows;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 

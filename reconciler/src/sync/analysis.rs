@@ -1,5 +1,5 @@
 //! Reading Prometheus for a step's metric analysis (`healthGate.analysis`;
-//! the rules are [`crate::plan::analysis`]'s): each query of a measurement
+//! the rules are [`crate::manifest::analysis`]'s): each query of a measurement
 //! as an instant query of the HTTP API, its samples with their labels.
 //!
 //! An answer that is not a vector or a scalar, an HTTP error, a refused
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::plan::analysis::Reading;
+use crate::manifest::analysis::Reading;
 
 /// How long one query may take.
 const TIMEOUT: Duration = Duration::from_secs(10);

@@ -26,8 +26,8 @@ use crate::api::{
     Analysis, AnalysisStatus, GateFailure, OperatorAssignment, OperatorAssignmentSpec,
     OperatorAssignmentStatus, RolloutState, RolloutStatus, parse_duration,
 };
+use crate::manifest::analysis::{self as plan_analysis, Standing};
 use crate::plan::Batch;
-use crate::plan::analysis::{self as plan_analysis, Standing};
 use crate::plan::rollout::{self, LiveOwners};
 
 /// The steps a gate judges, on the object that records them.
@@ -185,7 +185,7 @@ impl HealthGate {
 
 impl HealthGate {
     /// All are healthy (and soaked): this round's share of the metric
-    /// analysis (see [`crate::plan::analysis`]). It measures every
+    /// analysis (see [`crate::manifest::analysis`]). It measures every
     /// `interval`, for at most an interval of the sync.
     async fn analyze(
         &mut self,

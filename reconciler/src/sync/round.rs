@@ -27,8 +27,8 @@ use crate::api::{
 use crate::inventory::Inventory;
 use crate::lock::Leadership;
 use crate::manifest::Manifest;
+use crate::manifest::windows;
 use crate::plan::rollout::{self, Drift, LiveOwners, Position};
-use crate::plan::windows;
 use crate::plan::{self, Actual, Batch, Plan};
 use crate::source::{Revision, short_sha};
 

@@ -212,6 +212,44 @@ impl TestCluster {
             .unwrap_or_else(|e| panic!("creating RoleBinding {ns}/{name}: {e}"));
     }
 
+    /// Lets `user` make the calls of `rules` in every namespace: a
+    /// ClusterRole and a ClusterRoleBinding, both named `name` (applied,
+    /// so idempotent). As with [`grant_in_namespace`](Self::grant_in_namespace),
+    /// the first call may still be refused for a moment.
+    pub async fn grant_cluster_wide(
+        &self,
+        user: &str,
+        name: &str,
+        rules: Vec<k8s_openapi::api::rbac::v1::PolicyRule>,
+    ) {
+        use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+        use kube::api::{Patch, PatchParams};
+        let admin = self.admin().await;
+        let metadata = ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        };
+        let role = ClusterRole {
+            metadata: metadata.clone(),
+            rules: Some(rules),
+            ..Default::default()
+        };
+        let binding = ClusterRoleBinding {
+            metadata,
+            role_ref: role_ref("ClusterRole", name),
+            subjects: Some(vec![user_subject(user)]),
+        };
+        let params = PatchParams::apply("camelk-testkit").force();
+        Api::<ClusterRole>::all(admin.clone())
+            .patch(name, &params, &Patch::Apply(&role))
+            .await
+            .unwrap_or_else(|e| panic!("applying ClusterRole {name}: {e}"));
+        Api::<ClusterRoleBinding>::all(admin)
+            .patch(name, &params, &Patch::Apply(&binding))
+            .await
+            .unwrap_or_else(|e| panic!("applying ClusterRoleBinding {name}: {e}"));
+    }
+
     /// Grants `reconciler` the cluster-wide half of the reconciler's shipped
     /// RBAC ([`crate::reconciler_rbac`]); idempotent. A `reconciler sync` also
     /// needs [`grant_sync_namespace`](Self::grant_sync_namespace) where its
