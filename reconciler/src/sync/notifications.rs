@@ -61,10 +61,14 @@ impl Notifications {
         left_out
     }
 
-    /// Counts `n` more resources moved by the rollout under way (`set`:
-    /// from `n`).
-    pub(super) fn moved(&self, n: u64, set: bool) {
-        self.moved.set(if set { n } else { self.moved.get() + n });
+    /// The rollout under way has moved `n` resources in its healthy steps.
+    pub(super) fn moved_so_far(&self, n: u64) {
+        self.moved.set(n);
+    }
+
+    /// A step done moved `n` more.
+    pub(super) fn moved_more(&self, n: u64) {
+        self.moved.set(self.moved.get() + n);
     }
 
     /// Tells the targets that `kind` happened to the rollout `ro` of `object`.

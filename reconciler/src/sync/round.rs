@@ -323,7 +323,7 @@ impl Syncer {
         // What the notifications count as moved: the steps found healthy.
         let healthy = (opened.rollout.completed_steps as usize).min(plan.batches.len());
         let moved: usize = plan.batches[..healthy].iter().map(|b| b.moves.len()).sum();
-        self.report.notifications.moved(moved as u64, true);
+        self.report.notifications.moved_so_far(moved as u64);
         if opened.started && plan.move_count() > 0 {
             let (moves, steps) = (plan.move_count(), plan.batches.len());
             tracing::info!(revision = %r.rev.short(), moves, steps, "new rollout");
@@ -449,7 +449,7 @@ impl Syncer {
     /// are done, `moves` more resources moved.
     fn step_done(&self, object: &OperatorAssignment, ro: &RolloutStatus, moves: usize) {
         let notifications = &self.report.notifications;
-        notifications.moved(moves as u64, false);
+        notifications.moved_more(moves as u64);
         let (n, total) = (ro.completed_steps, ro.total_steps);
         let note = format!("step {n} of {total} done: {moves} resources moved and healthy");
         notifications.send(Kind::StepDone, object, ro, &note);
