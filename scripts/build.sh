@@ -46,6 +46,9 @@ case $goal in
     # What run-tests builds and runs, so that its build is a no-op; benchmarks and
     # examples are checked by `make lint` (clippy --all-targets).
     cargo test --workspace --no-run --locked
+    # run-tests itself: `cargo test --no-run` builds a package's binaries only for its
+    # integration tests, and xtask has none, so a cold cache would have no runner.
+    cargo build --locked -p xtask --bin run-tests
     # The fuzz targets (nightly) while Go may still build.
     bash scripts/fuzz.sh --build-only
     ;;
