@@ -260,10 +260,12 @@ fn owner_uid(config_map: &ConfigMap) -> Option<&str> {
 
 /// `generation-<N>`.
 pub(crate) fn revision_of(object: &DynamicObject) -> String {
-    format!(
-        "{REVISION_PREFIX}{}",
-        object.metadata.generation.unwrap_or(0)
-    )
+    revision_at(object.metadata.generation)
+}
+
+/// The revision id of an object at `generation`.
+pub(crate) fn revision_at(generation: Option<i64>) -> String {
+    format!("{REVISION_PREFIX}{}", generation.unwrap_or(0))
 }
 
 /// The object as a manifest a person would write: what the API server adds

@@ -124,6 +124,17 @@ impl Source {
     pub(crate) fn is_the_object(&self) -> bool {
         matches!(self, Source::Cluster(_))
     }
+
+    /// Whether an object read now at `generation` is still revision `rev`.
+    /// A Git revision is applied to the object, so it always is; the object
+    /// source's is stale once the object changed after the fetch.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn still_at(&self, rev: &Revision, generation: Option<i64>) -> bool {
+        match self {
+            Source::Git(_) => true,
+            Source::Cluster(_) => assignment_object::revision_at(generation) == rev.sha,
+        }
+    }
 }
 
 impl From<GitSource> for Source {
@@ -365,5 +376,22 @@ mod tests {
             "9f1c2b3a4d5e"
         );
         assert_eq!(short_sha("generation-12345"), "generation-12345");
+    }
+
+    #[tokio::test]
+    async fn the_object_source_is_stale_once_its_generation_moved_on() {
+        let url = "http://127.0.0.1:9".parse().unwrap();
+        let client = kube::Client::try_from(kube::Config::new(url)).unwrap();
+        let source = Source::from(ClusterSource::new(client, "ns", "fleet"));
+        let rev = Revision {
+            sha: "generation-1".into(),
+            text: String::new(),
+            file: String::new(),
+            rewound: false,
+            commit: None,
+            origin: None,
+        };
+        assert!(source.still_at(&rev, Some(1)));
+        assert!(!source.still_at(&rev, Some(2)));
     }
 }

@@ -87,7 +87,7 @@ impl Syncer {
         let Continue(manifest) = self.validate(&rev).await? else {
             return Ok(());
         };
-        let Continue(object) = self.apply_object(&manifest).await? else {
+        let Continue(object) = self.apply_object(&rev, &manifest).await? else {
             return Ok(());
         };
         let mut round = self.begin(rev, manifest, object).await?;
@@ -139,9 +139,10 @@ impl Syncer {
     /// Stage 3, apply object: the manifest's object as Git says, applied only
     /// when it differs (no write in steady state). A suspended object ends
     /// the round; an object that is the source itself is never applied
-    /// (deleted since fetched: no round).
+    /// (deleted or edited since fetched: no round).
     async fn apply_object(
         &mut self,
+        rev: &Revision,
         manifest: &Manifest,
     ) -> Result<ControlFlow<(), OperatorAssignment>, SyncError> {
         let name = manifest
@@ -156,6 +157,17 @@ impl Syncer {
             && self.report.suspended(object).await?
         {
             self.follow(None);
+            return Ok(Break(()));
+        }
+        if let Some(object) = &current
+            && !self.source.still_at(rev, object.metadata.generation)
+        {
+            // Edited since the fetch: a round on the old generation would
+            // record the new one as observed, and a Flux or Argo CD waiting
+            // on the object would take it as applied. The edit's watch event
+            // starts the next round, which fetches.
+            tracing::debug!(revision = %rev.short(), "the object changed since it was fetched");
+            self.last_fetched = None;
             return Ok(Break(()));
         }
         Ok(Continue(match current {
