@@ -107,12 +107,14 @@ pub async fn poll_until(
     seen: impl Fn(&DynamicObject) -> String,
 ) -> DynamicObject {
     let read = || async { Some(api.get(name).await.unwrap()) };
-    camelk_testkit::poll::until(timeout, read, check)
-        .await
-        .unwrap_or_else(|last| {
+    match camelk_testkit::poll::until(timeout, read, check).await {
+        Ok(passed) => passed,
+        Err(last) => {
             let seen = last.as_ref().map(seen).unwrap_or_default();
-            panic!("{name}: not {what}; {seen}")
-        })
+            let state = camelk_testkit::upstream::camel_k_state(&api.clone().into_client()).await;
+            panic!("{name}: not {what}; {seen}\n{state}")
+        }
+    }
 }
 
 /// A work tree on branch `main` whose first commit holds `manifest`.

@@ -49,8 +49,9 @@ async fn wait_for(
         }
         if Instant::now() > deadline {
             panic!(
-                "integration {name} after {timeout:?}: status {}\noperator log:\n{}",
+                "integration {name} after {timeout:?}: status {}\n{}\noperator log:\n{}",
                 serde_json::to_string_pretty(&obj.data["status"]).unwrap(),
+                camelk_testkit::upstream::camel_k_state(&api.clone().into_client()).await,
                 log()
             );
         }

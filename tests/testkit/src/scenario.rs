@@ -145,16 +145,16 @@ impl<'a> Wait<'a> {
                 .await
                 .unwrap_or_else(|e| panic!("reading {kind} {ns}/{name}: {e}"))
         };
-        crate::poll::until(timeout, read, check)
-            .await
-            .unwrap_or_else(|last| {
-                panic!(
-                    "{kind} {ns}/{name}: not {what} after {timeout:?}; last seen: phase {:?}, owner {:?}\n{}",
-                    last.as_ref().and_then(|o| phase(o).map(str::to_string)),
-                    last.as_ref().and_then(owner),
-                    explain.map(|f| f()).unwrap_or_default()
-                )
-            })
+        match crate::poll::until(timeout, read, check).await {
+            Ok(passed) => passed,
+            Err(last) => panic!(
+                "{kind} {ns}/{name}: not {what} after {timeout:?}; last seen: phase {:?}, owner {:?}\n{}\n{}",
+                last.as_ref().and_then(|o| phase(o).map(str::to_string)),
+                last.as_ref().and_then(owner),
+                crate::upstream::camel_k_state(client).await,
+                explain.map(|f| f()).unwrap_or_default()
+            ),
+        }
     }
 }
 

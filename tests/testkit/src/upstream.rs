@@ -565,14 +565,68 @@ impl Drop for UpstreamOperator {
 }
 
 fn platforms(client: &Client, ns: &str) -> Api<DynamicObject> {
-    let resource = ApiResource {
+    Api::namespaced_with(client.clone(), ns, &camel_resource("IntegrationPlatform"))
+}
+
+/// `camel.apache.org/v1` `kind`, whose plural is its lower case plus `s`.
+fn camel_resource(kind: &str) -> ApiResource {
+    ApiResource {
         group: "camel.apache.org".into(),
         version: "v1".into(),
         api_version: "camel.apache.org/v1".into(),
-        kind: "IntegrationPlatform".into(),
-        plural: "integrationplatforms".into(),
-    };
-    Api::namespaced_with(client.clone(), ns, &resource)
+        kind: kind.into(),
+        plural: format!("{}s", kind.to_lowercase()),
+    }
+}
+
+/// What decides whether an upstream operator runs a prebuilt Integration or
+/// builds a kit for it, in every namespace: each IntegrationPlatform's and
+/// CamelCatalog's phase and conditions not `True`, and each IntegrationKit's
+/// phase. For the failure message of a test waiting on an Integration: an
+/// operator whose cached platform is not `Ready` skips the container trait,
+/// and the Integration goes `Building Kit` (see `docs/upstream-camel-k.md`).
+pub async fn camel_k_state(client: &Client) -> String {
+    let mut lines = Vec::new();
+    for kind in ["IntegrationPlatform", "CamelCatalog", "IntegrationKit"] {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &camel_resource(kind));
+        match api.list(&Default::default()).await {
+            Err(e) => lines.push(format!("{kind}s: unreadable: {e}")),
+            Ok(list) if list.items.is_empty() => lines.push(format!("{kind}s: none")),
+            Ok(list) => lines.extend(list.items.iter().take(20).map(|o| describe(kind, o))),
+        }
+    }
+    lines.join("\n")
+}
+
+/// `Kind ns/name: phase P; Type=False (Reason: message), ...`.
+fn describe(kind: &str, object: &DynamicObject) -> String {
+    let status = &object.data["status"];
+    let conditions: Vec<String> = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["status"] != "True")
+        .map(|c| {
+            format!(
+                "{}={} ({}: {})",
+                c["type"].as_str().unwrap_or_default(),
+                c["status"].as_str().unwrap_or_default(),
+                c["reason"].as_str().unwrap_or_default(),
+                c["message"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    format!(
+        "{kind} {}/{}: phase {:?}{}",
+        object.metadata.namespace.as_deref().unwrap_or_default(),
+        object.metadata.name.as_deref().unwrap_or_default(),
+        status["phase"].as_str().unwrap_or_default(),
+        if conditions.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", conditions.join(", "))
+        }
+    )
 }
 
 async fn ensure_namespace(admin: &Client, name: &str) -> Result<(), Error> {
@@ -649,4 +703,31 @@ pub(crate) fn http_ok(port: u16, path: &str) -> bool {
     }
     let mut head = [0u8; 12];
     stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_platform_is_described_by_its_phase_and_the_conditions_that_fail() {
+        let platform: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "camel.apache.org/v1",
+            "kind": "IntegrationPlatform",
+            "metadata": { "name": "operator-2", "namespace": "camel-k-op2" },
+            "status": {
+                "phase": "Error",
+                "conditions": [
+                    { "type": "IntegrationPlatformAvailable", "status": "True", "reason": "x", "message": "" },
+                    { "type": "CamelCatalogAvailable", "status": "False", "reason": "CamelCatalogNotAvailable", "message": "catalog not found" }
+                ]
+            }
+        }))
+        .unwrap();
+        assert_eq!(
+            describe("IntegrationPlatform", &platform),
+            "IntegrationPlatform camel-k-op2/operator-2: phase \"Error\"; \
+             CamelCatalogAvailable=False (CamelCatalogNotAvailable: catalog not found)"
+        );
+    }
 }
