@@ -39,10 +39,11 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use camelk_reconciler::camel_k::CamelKind;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -565,18 +566,7 @@ impl Drop for UpstreamOperator {
 }
 
 fn platforms(client: &Client, ns: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), ns, &camel_resource("IntegrationPlatform"))
-}
-
-/// `camel.apache.org/v1` `kind`, whose plural is its lower case plus `s`.
-fn camel_resource(kind: &str) -> ApiResource {
-    ApiResource {
-        group: "camel.apache.org".into(),
-        version: "v1".into(),
-        api_version: "camel.apache.org/v1".into(),
-        kind: kind.into(),
-        plural: format!("{}s", kind.to_lowercase()),
-    }
+    crate::scenario::camel_api(client.clone(), CamelKind::IntegrationPlatform, ns)
 }
 
 /// What decides whether an upstream operator runs a prebuilt Integration or
@@ -587,8 +577,12 @@ fn camel_resource(kind: &str) -> ApiResource {
 /// and the Integration goes `Building Kit` (see `docs/upstream-camel-k.md`).
 pub async fn camel_k_state(client: &Client) -> String {
     let mut lines = Vec::new();
-    for kind in ["IntegrationPlatform", "CamelCatalog", "IntegrationKit"] {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &camel_resource(kind));
+    for kind in [
+        CamelKind::IntegrationPlatform,
+        CamelKind::CamelCatalog,
+        CamelKind::IntegrationKit,
+    ] {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.api_resource());
         match api.list(&Default::default()).await {
             Err(e) => lines.push(format!("{kind}s: unreadable: {e}")),
             Ok(list) if list.items.is_empty() => lines.push(format!("{kind}s: none")),
@@ -599,7 +593,7 @@ pub async fn camel_k_state(client: &Client) -> String {
 }
 
 /// `Kind ns/name: phase P; Type=False (Reason: message), ...`.
-fn describe(kind: &str, object: &DynamicObject) -> String {
+fn describe(kind: CamelKind, object: &DynamicObject) -> String {
     let status = &object.data["status"];
     let conditions: Vec<String> = status["conditions"]
         .as_array()
@@ -725,7 +719,7 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(
-            describe("IntegrationPlatform", &platform),
+            describe(CamelKind::IntegrationPlatform, &platform),
             "IntegrationPlatform camel-k-op2/operator-2: phase \"Error\"; \
              CamelCatalogAvailable=False (CamelCatalogNotAvailable: catalog not found)"
         );
