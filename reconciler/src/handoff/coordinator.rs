@@ -446,10 +446,12 @@ impl Coordinator {
             if !ticked {
                 continue;
             }
+            // One reading of the clock for the tick: read twice, a tick could
+            // skip the phases and then stall, saying why without them.
+            let overdue = started.elapsed() >= opts.drain_timeout;
             // Phases are needed only to release for upstream owners and to say
             // why a move stalls; otherwise the watched metadata is enough.
-            let need_phase =
-                opts.mode == ReleaseMode::Upstream || started.elapsed() >= opts.drain_timeout;
+            let need_phase = opts.mode == ReleaseMode::Upstream || overdue;
             let remaining = if need_phase {
                 self.remaining(&request, true).await?
             } else {
@@ -472,7 +474,6 @@ impl Coordinator {
                 self.liveness(&batch.from, opts).await?,
                 Liveness::Expired { .. }
             );
-            let overdue = started.elapsed() >= opts.drain_timeout;
             let forced = overdue && opts.force == ForcePolicy::AfterDrainTimeout;
             let waiting = self
                 .flip_releasable(&remaining, batch, opts, owner_dead, forced, &mut taken_over)
